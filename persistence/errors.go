@@ -1,0 +1,43 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotFound is returned by reads and Load when the entity (or event)
+	// does not exist.
+	ErrNotFound = errors.New("persistence: not found")
+
+	// ErrSeqConflict is wrapped by *ConflictError: an append's expected
+	// sequence did not match the entity's last sequence. Another writer
+	// (a stale grain activation, or a concurrent one) got there first; the
+	// caller reloads and retries or gives up.
+	ErrSeqConflict = errors.New("persistence: sequence conflict")
+
+	// ErrClosed is returned by every operation after Close.
+	ErrClosed = errors.New("persistence: store closed")
+
+	// ErrCorrupt is wrapped when stored bytes cannot be decoded or the data
+	// dir is not a norsk-manager store of a known format.
+	ErrCorrupt = errors.New("persistence: data corrupt")
+
+	// ErrEventsTrimmed is returned by ReadEvents when the requested index is
+	// older than the oldest retained event.
+	ErrEventsTrimmed = errors.New("persistence: events no longer retained")
+)
+
+// ConflictError reports a failed expected-sequence check.
+type ConflictError struct {
+	Key      EntityKey
+	Expected Seq
+	Actual   Seq
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("persistence: sequence conflict on %s: expected %d, found %d", e.Key, e.Expected, e.Actual)
+}
+
+// Unwrap makes errors.Is(err, ErrSeqConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrSeqConflict }

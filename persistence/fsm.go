@@ -1,0 +1,278 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// FSM is the state machine that applies journal appends to the store. It is
+// the only writer of replicated state: ApplyBatch must be called from one
+// goroutine at a time (the log's apply loop). Reads go through Store.View
+// and may run concurrently with ApplyBatch.
+//
+// Apply is deterministic: it reads no clock and no randomness, so every
+// replica that applies the same batches in the same order holds the same
+// bytes (ARCHITECTURE §4).
+type FSM struct {
+	db        *badger.DB
+	retention uint64
+
+	// mu guards the cached meta values below (written by the apply
+	// goroutine, read by readers).
+	mu struct {
+		sync.Mutex
+		applied uint64
+		evHead  uint64
+		evFirst uint64
+		// headCh is closed (and replaced) whenever evHead grows.
+		headCh chan struct{}
+	}
+}
+
+// commandResult is the outcome of one AppendCommand of a batch.
+type commandResult struct {
+	res AppendResult
+	err error
+}
+
+func newFSM(db *badger.DB, retention uint64) (*FSM, error) {
+	f := &FSM{db: db, retention: retention}
+	f.mu.headCh = make(chan struct{})
+	err := db.View(func(txn *badger.Txn) error {
+		var err error
+		if f.mu.applied, err = getU64(txn, keyApplied); err != nil {
+			return err
+		}
+		if f.mu.evHead, err = getU64(txn, keyEvHead); err != nil {
+			return err
+		}
+		f.mu.evFirst, err = getU64(txn, keyEvFirst)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read store meta: %w", err)
+	}
+	if f.mu.evFirst == 0 {
+		f.mu.evFirst = 1
+	}
+	return f, nil
+}
+
+// AppliedIndex returns the log index of the last applied batch (0: none).
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.applied
+}
+
+// EventBounds returns the oldest retained and the newest event-log index.
+// With an empty log, first is head+1.
+func (f *FSM) EventBounds() (first, head Index) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Index(f.mu.evFirst), Index(f.mu.evHead)
+}
+
+// headChanged returns the current event head and a channel closed when it
+// next grows.
+func (f *FSM) headChanged() (Index, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Index(f.mu.evHead), f.mu.headCh
+}
+
+// ApplyBatch applies cmds, in order and atomically, as the batch at log
+// index idx, and returns one result per command. A batch at or below the
+// applied index is skipped (nil results, nil error): replaying a log is
+// harmless. A command that fails its expected-sequence check gets a
+// *ConflictError and writes nothing; the other commands still apply. An
+// error return (I/O, encoding) means nothing of the batch was applied.
+func (f *FSM) ApplyBatch(idx uint64, cmds []*internalpb.AppendCommand) ([]commandResult, error) {
+	f.mu.Lock()
+	applied, head, first := f.mu.applied, f.mu.evHead, f.mu.evFirst
+	f.mu.Unlock()
+	if idx <= applied {
+		return nil, nil
+	}
+	ab := &applyBatch{fsm: f, head: head, first: first}
+	results := make([]commandResult, len(cmds))
+	txn := f.db.NewTransaction(true)
+	defer txn.Discard()
+	for i, cmd := range cmds {
+		res, err := ab.applyCommand(txn, cmd)
+		if err != nil && !errors.Is(err, ErrSeqConflict) {
+			return nil, fmt.Errorf("apply %s: %w", cmd.GetEntityKey(), err)
+		}
+		results[i] = commandResult{res: res, err: err}
+	}
+	if err := setU64(txn, keyApplied, idx); err != nil {
+		return nil, err
+	}
+	if ab.head != head {
+		if err := setU64(txn, keyEvHead, ab.head); err != nil {
+			return nil, err
+		}
+		if err := setU64(txn, keyEvFirst, ab.first); err != nil {
+			return nil, err
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return nil, fmt.Errorf("commit batch %d: %w", idx, err)
+	}
+	f.mu.Lock()
+	f.mu.applied = idx
+	if ab.head != head {
+		f.mu.evHead, f.mu.evFirst = ab.head, ab.first
+		close(f.mu.headCh)
+		f.mu.headCh = make(chan struct{})
+	}
+	f.mu.Unlock()
+	return results, nil
+}
+
+// applyBatch carries the event-log cursor through one batch.
+type applyBatch struct {
+	fsm         *FSM
+	head, first uint64
+}
+
+func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendCommand) (AppendResult, error) {
+	key := EntityKey(cmd.GetEntityKey())
+	kind := key.Kind()
+	if kind == "" || key.ID() == "" {
+		return AppendResult{}, fmt.Errorf("malformed entity key %q: %w", key, ErrCorrupt)
+	}
+	cur, err := loadEntity(txn, key)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	var old record
+	if cur.live {
+		if old, err = decodeRecord(kind, cur.record); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if rid := cmd.GetRequestId(); rid != "" && old != nil && slices.Contains(old.GetRecentRequests(), rid) {
+		return AppendResult{Seq: cur.seq, Duplicate: true}, nil
+	}
+	if cur.seq != Seq(cmd.GetExpectedSeq()) {
+		return AppendResult{}, &ConflictError{Key: key, Expected: Seq(cmd.GetExpectedSeq()), Actual: cur.seq}
+	}
+	var next record
+	if !cmd.GetDelete() {
+		if next, err = decodeRecord(kind, cmd.GetRecord()); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if err := updateIndexes(txn, key, old, next); err != nil {
+		return AppendResult{}, err
+	}
+	seq := cur.seq + 1
+	if err := txn.Set(entKey(key), encodeEntity(seq, !cmd.GetDelete(), cmd.GetRecord())); err != nil {
+		return AppendResult{}, err
+	}
+	last, err := ab.appendEvents(txn, cmd)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return AppendResult{Seq: seq, LastEvent: last}, nil
+}
+
+// appendEvents writes the command's events to the event log, assigning
+// their log indexes, and trims the log to the retention limit.
+func (ab *applyBatch) appendEvents(txn *badger.Txn, cmd *internalpb.AppendCommand) (Index, error) {
+	var last Index
+	for _, ev := range cmd.GetEvents() {
+		ab.head++
+		ev.LogIndex = ab.head
+		b, err := proto.Marshal(&internalpb.StoredEvent{Event: ev, At: cmd.GetAt()})
+		if err != nil {
+			return 0, fmt.Errorf("encode event: %w", err)
+		}
+		if err := txn.Set(evKey(Index(ab.head)), b); err != nil {
+			return 0, err
+		}
+		last = Index(ab.head)
+		for ab.fsm.retention > 0 && ab.head-ab.first+1 > ab.fsm.retention {
+			if err := txn.Delete(evKey(Index(ab.first))); err != nil {
+				return 0, err
+			}
+			ab.first++
+		}
+	}
+	return last, nil
+}
+
+// entity is a stored entity value: seq ‖ live flag ‖ record.
+type entity struct {
+	seq    Seq
+	live   bool
+	record []byte
+}
+
+func encodeEntity(seq Seq, live bool, rec []byte) []byte {
+	b := make([]byte, 0, 9+len(rec))
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	if live {
+		b = append(b, 0)
+		return append(b, rec...)
+	}
+	return append(b, 1)
+}
+
+func decodeEntity(key EntityKey, v []byte) (entity, error) {
+	if len(v) < 9 {
+		return entity{}, fmt.Errorf("entity %s: value of %d bytes: %w", key, len(v), ErrCorrupt)
+	}
+	e := entity{seq: Seq(binary.BigEndian.Uint64(v)), live: v[8] == 0}
+	if e.live {
+		e.record = bytes.Clone(v[9:])
+	}
+	return e, nil
+}
+
+// loadEntity returns the stored entity (seq 0, not live, if absent).
+func loadEntity(txn *badger.Txn, key EntityKey) (entity, error) {
+	item, err := txn.Get(entKey(key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return entity{}, nil
+	}
+	if err != nil {
+		return entity{}, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return entity{}, err
+	}
+	return decodeEntity(key, v)
+}
+
+func getU64(txn *badger.Txn, key []byte) (uint64, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	err = item.Value(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("meta %s has %d bytes: %w", key, len(b), ErrCorrupt)
+		}
+		v = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	return v, err
+}
+
+func setU64(txn *badger.Txn, key []byte, v uint64) error { return txn.Set(key, u64(v)) }

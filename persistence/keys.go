@@ -1,0 +1,170 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Key layout. Every key the store writes is built by a function in this file.
+//
+//	meta/format                      → u64 data format version (FormatVersion)
+//	meta/applied                     → u64 log index of the last applied batch
+//	meta/ev_head                     → u64 newest event-log index (0: none yet)
+//	meta/ev_first                    → u64 oldest retained event-log index
+//	ent/<entity key>                 → u64 seq ‖ record bytes
+//	ev/<u64 index>                   → StoredEvent
+//	ix/job/tag/<lp name><lp value><id>    → ""   tag index (name, value)
+//	ix/job/start/<u64 start><id>          → ""   start_date_time index, all jobs
+//	ix/job/pre/<u64 start><id>            → ""   start index of PRE jobs only
+//	ix/job/state/<state byte><id>         → ""   job state index
+//	ix/job/node/<lp node><lp job><role>   → ""   instances by node
+//	ix/node/token/<sha256 token>          → node id (live slots)
+//	ix/node/revoked/<sha256 token>        → node id (deregistered slots)
+//	ix/node/cred/<sha256 credential>      → node id
+//
+// <lp x> is x preceded by its length as a uvarint, so that prefixes of
+// arbitrary strings never collide. <u64 t> is a start time as nanoseconds
+// since the Unix epoch, sign bit flipped, big-endian (byte order = time
+// order); an unset start_date_time is stored as the epoch.
+const (
+	prefixMeta  = "meta/"
+	prefixEnt   = "ent/"
+	prefixEv    = "ev/"
+	prefixIndex = "ix/"
+
+	ixJobTag     = "ix/job/tag/"
+	ixJobStart   = "ix/job/start/"
+	ixJobPre     = "ix/job/pre/"
+	ixJobState   = "ix/job/state/"
+	ixJobNode    = "ix/job/node/"
+	ixNodeToken  = "ix/node/token/"
+	ixNodeRevoke = "ix/node/revoked/"
+	ixNodeCred   = "ix/node/cred/"
+)
+
+var (
+	keyFormat  = []byte("meta/format")
+	keyApplied = []byte("meta/applied")
+	keyEvHead  = []byte("meta/ev_head")
+	keyEvFirst = []byte("meta/ev_first")
+)
+
+// EntityKey names one entity of the journal: "<kind>/<id>", for example
+// "job/abc" or "node/n1". The kind never contains '/'.
+type EntityKey string
+
+// Entity kinds used in entity keys.
+const (
+	KindJob  = "job"
+	KindNode = "node"
+	KindPool = "pool"
+)
+
+// JobKey returns the entity key of job id.
+func JobKey(id string) EntityKey { return EntityKey(KindJob + "/" + id) }
+
+// NodeKey returns the entity key of node id.
+func NodeKey(id string) EntityKey { return EntityKey(KindNode + "/" + id) }
+
+// MockPoolKey is the entity key of the mock provider's URL pool.
+const MockPoolKey = EntityKey(KindPool + "/mock")
+
+// Kind returns the kind part of the key ("" if malformed).
+func (k EntityKey) Kind() string {
+	kind, _, ok := strings.Cut(string(k), "/")
+	if !ok {
+		return ""
+	}
+	return kind
+}
+
+// ID returns the identity part of the key.
+func (k EntityKey) ID() string {
+	_, id, _ := strings.Cut(string(k), "/")
+	return id
+}
+
+func entKey(k EntityKey) []byte { return append([]byte(prefixEnt), k...) }
+
+func evKey(i Index) []byte { return binary.BigEndian.AppendUint64([]byte(prefixEv), uint64(i)) }
+
+func appendLP(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// readLP decodes a length-prefixed string at the start of b and returns it
+// with the rest of b; ok is false if b is malformed.
+func readLP(b []byte) (s string, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < n {
+		return "", nil, false
+	}
+	return string(b[w : w+int(n)]), b[w+int(n):], true
+}
+
+// timeKey encodes t so that byte order is time order. Times outside the
+// int64-nanosecond range (years before 1678 or after 2262) are clamped.
+func timeKey(ts *timestamppb.Timestamp) []byte {
+	var n int64
+	if ts != nil {
+		n = clampNanos(ts)
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(n)^(1<<63))
+}
+
+func clampNanos(ts *timestamppb.Timestamp) int64 {
+	const maxSec = (1<<63 - 1) / int64(time.Second)
+	switch {
+	case ts.GetSeconds() >= maxSec:
+		return 1<<63 - 1
+	case ts.GetSeconds() <= -maxSec:
+		return -1 << 63
+	}
+	return ts.GetSeconds()*int64(time.Second) + int64(ts.GetNanos())
+}
+
+func timeFromKey(b []byte) time.Time {
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b)^(1<<63))).UTC()
+}
+
+func jobTagKey(name, value, id string) []byte {
+	b := appendLP([]byte(ixJobTag), name)
+	b = appendLP(b, value)
+	return append(b, id...)
+}
+
+func jobTagNamePrefix(name string) []byte { return appendLP([]byte(ixJobTag), name) }
+
+func jobTagValuePrefix(name, value string) []byte {
+	return appendLP(appendLP([]byte(ixJobTag), name), value)
+}
+
+func jobStartKey(ts *timestamppb.Timestamp, id string) []byte {
+	return append(append([]byte(ixJobStart), timeKey(ts)...), id...)
+}
+
+func jobPreKey(ts *timestamppb.Timestamp, id string) []byte {
+	return append(append([]byte(ixJobPre), timeKey(ts)...), id...)
+}
+
+func jobStateKey(state byte, id string) []byte {
+	return append(append([]byte(ixJobState), state), id...)
+}
+
+func jobNodeKey(node, job, role string) []byte {
+	b := appendLP([]byte(ixJobNode), node)
+	b = appendLP(b, job)
+	return append(b, role...)
+}
+
+func jobNodePrefix(node string) []byte { return appendLP([]byte(ixJobNode), node) }
+
+func nodeTokenKey(tokenHash []byte) []byte  { return append([]byte(ixNodeToken), tokenHash...) }
+func nodeRevokedKey(tokenHash []byte) []byte { return append([]byte(ixNodeRevoke), tokenHash...) }
+func nodeCredKey(credHash []byte) []byte     { return append([]byte(ixNodeCred), credHash...) }
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

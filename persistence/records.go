@@ -1,0 +1,111 @@
+package persistence
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// record is a decoded entity record of any kind.
+type record interface {
+	proto.Message
+	GetRecentRequests() []string
+}
+
+// decodeRecord decodes the record bytes of an entity of the given kind.
+func decodeRecord(kind string, b []byte) (record, error) {
+	var r record
+	switch kind {
+	case KindJob:
+		r = &internalpb.JobRecord{}
+	case KindNode:
+		r = &internalpb.NodeRecord{}
+	case KindPool:
+		r = &internalpb.MockPoolRecord{}
+	default:
+		return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
+	}
+	if err := proto.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("decode %s record: %v: %w", kind, err, ErrCorrupt)
+	}
+	return r, nil
+}
+
+// indexEntries returns the secondary-index entries (key → value) of a
+// record; nil for a nil record.
+func indexEntries(key EntityKey, r record) map[string][]byte {
+	switch r := r.(type) {
+	case *internalpb.JobRecord:
+		return jobIndexEntries(key.ID(), r)
+	case *internalpb.NodeRecord:
+		return nodeIndexEntries(key.ID(), r)
+	}
+	return nil
+}
+
+// updateIndexes replaces the index entries of old by those of next (either
+// may be nil) and writes the tombstones a deletion leaves.
+func updateIndexes(txn *badger.Txn, key EntityKey, old, next record) error {
+	before, after := indexEntries(key, old), indexEntries(key, next)
+	for k := range before {
+		if _, keep := after[k]; !keep {
+			if err := txn.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range after {
+		if pv, had := before[k]; had && bytes.Equal(pv, v) {
+			continue
+		}
+		if err := txn.Set([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	if n, ok := old.(*internalpb.NodeRecord); ok && next == nil && n.GetToken() != "" {
+		// A deregistered slot's token stays recognisable, so that a worker
+		// presenting it learns it was revoked rather than unknown.
+		return txn.Set(nodeRevokedKey(secretHash(n.GetToken())), []byte(key.ID()))
+	}
+	return nil
+}
+
+func jobIndexEntries(id string, r *internalpb.JobRecord) map[string][]byte {
+	job := r.GetJob().GetJob()
+	m := make(map[string][]byte, len(job.GetTags())+4+len(r.GetInstances()))
+	for name, value := range job.GetTags() {
+		m[string(jobTagKey(name, value, id))] = nil
+	}
+	m[string(jobStartKey(job.GetStartDateTime(), id))] = nil
+	m[string(jobStateKey(byte(job.GetState()), id))] = nil
+	if job.GetState() == 0 { // PRE
+		m[string(jobPreKey(job.GetStartDateTime(), id))] = nil
+	}
+	for _, in := range r.GetInstances() {
+		m[string(jobNodeKey(in.GetNodeId(), id, in.GetRole()))] = nil
+	}
+	return m
+}
+
+func nodeIndexEntries(id string, r *internalpb.NodeRecord) map[string][]byte {
+	m := make(map[string][]byte, 2)
+	if t := r.GetToken(); t != "" {
+		m[string(nodeTokenKey(secretHash(t)))] = []byte(id)
+	}
+	if c := r.GetCredential(); c != "" {
+		m[string(nodeCredKey(secretHash(c)))] = []byte(id)
+	}
+	return m
+}
+
+// secretHash is the index form of a token or credential: indexes never hold
+// a secret itself.
+func secretHash(s string) []byte {
+	h := sha256.Sum256([]byte(s))
+	return h[:]
+}

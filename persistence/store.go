@@ -1,0 +1,311 @@
+package persistence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// FormatVersion is the version of the on-disk layout (keys.go, the record
+// types of proto/internal). A store of another version is refused at Open.
+const FormatVersion = 1
+
+// markerFile is written into the data dir when it is initialised; its
+// presence distinguishes "a new data dir" from "a data dir whose store has
+// gone missing", which must never be silently re-initialised.
+const markerFile = "norsk-manager.json"
+
+// storeSubdir holds the badger files inside the data dir.
+const storeSubdir = "store"
+
+// Config configures a Store. Use DefaultConfig and override fields.
+type Config struct {
+	// Dir is the data directory. Created (with a marker file) if it does not
+	// exist; an existing directory must be empty or hold a store made by
+	// this program. Required unless InMemory.
+	Dir string
+	// InMemory keeps everything in memory (tests only; nothing survives).
+	InMemory bool
+	// SyncWrites makes every commit durable (fsync) before it is
+	// acknowledged. Default true; false only for tests and benchmarks.
+	SyncWrites bool
+	// EventRetention is how many events the event log keeps; older ones are
+	// trimmed as new ones are appended, and a subscriber resuming before the
+	// oldest retained index gets an explicit reset. Default 100000.
+	EventRetention uint64
+	// MaxBatch bounds how many appends one group commit carries. Default 256.
+	MaxBatch int
+	// MaxBatchBytes bounds the encoded size of one group commit. Default 4 MiB.
+	MaxBatchBytes int
+	// MemTableSize is badger's memtable size in bytes; it bounds the memory
+	// of recent writes. Default 16 MiB.
+	MemTableSize int64
+	// BlockCacheSize is badger's block cache in bytes. Default 32 MiB.
+	BlockCacheSize int64
+	// GCInterval is how often value-log garbage collection runs. Default 5m;
+	// 0 disables it.
+	GCInterval time.Duration
+	// Logger receives store logs; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with production defaults for dir.
+func DefaultConfig(dir string) Config {
+	return Config{
+		Dir:            dir,
+		SyncWrites:     true,
+		EventRetention: 100_000,
+		MaxBatch:       256,
+		MaxBatchBytes:  4 << 20,
+		MemTableSize:   16 << 20,
+		BlockCacheSize: 32 << 20,
+		GCInterval:     5 * time.Minute,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "" && !c.InMemory:
+		return errors.New("persistence config: Dir is required (or set InMemory)")
+	case c.MaxBatch < 1:
+		return fmt.Errorf("persistence config: MaxBatch (%d) must be at least 1", c.MaxBatch)
+	case c.MaxBatchBytes < 1<<16:
+		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at least 65536", c.MaxBatchBytes)
+	case c.MemTableSize < 1<<20:
+		return fmt.Errorf("persistence config: MemTableSize (%d) must be at least 1 MiB", c.MemTableSize)
+	}
+	return nil
+}
+
+// Store is the manager's badger store with its FSM. Open it, wrap it in a
+// log (NewLocalLog) to write, and read with View and the read helpers.
+type Store struct {
+	cfg    Config
+	db     *badger.DB
+	fsm    *FSM
+	logger *slog.Logger
+
+	stopCh chan struct{} // closed by Close
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// marker is the content of the data dir's marker file.
+type marker struct {
+	Format    int       `json:"format"`
+	StoreID   string    `json:"store_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Open opens (or initialises) the store in cfg.Dir. It refuses, with an
+// error naming the directory and the reason, a data dir that exists but is
+// not a norsk-manager store, one whose store files are missing, one of
+// another format version, and one badger cannot open (corruption, lock held
+// by another process).
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	opts := badger.DefaultOptions("").WithInMemory(true)
+	if !cfg.InMemory {
+		dir, err := prepareDataDir(cfg.Dir, logger)
+		if err != nil {
+			return nil, err
+		}
+		opts = badger.DefaultOptions(dir)
+	}
+	opts = opts.WithSyncWrites(cfg.SyncWrites).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(cfg.MemTableSize).
+		WithBlockCacheSize(cfg.BlockCacheSize).
+		WithLogger(badgerLogger{logger})
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", cfg.Dir, err)
+	}
+	if err := checkFormat(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
+	}
+	fsm, err := newFSM(db, cfg.EventRetention)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
+	}
+	s := &Store{cfg: cfg, db: db, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
+	if cfg.GCInterval > 0 && !cfg.InMemory {
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+// prepareDataDir checks (or initialises) dir and returns the badger dir.
+func prepareDataDir(dir string, logger *slog.Logger) (string, error) {
+	storeDir := filepath.Join(dir, storeSubdir)
+	mb, err := os.ReadFile(filepath.Join(dir, markerFile))
+	switch {
+	case err == nil:
+		var m marker
+		if err := json.Unmarshal(mb, &m); err != nil {
+			return "", fmt.Errorf("data dir %s: marker file %s is unreadable (%v): %w", dir, markerFile, err, ErrCorrupt)
+		}
+		if m.Format != FormatVersion {
+			return "", fmt.Errorf("data dir %s: format version %d, this build reads %d: %w", dir, m.Format, FormatVersion, ErrCorrupt)
+		}
+		if _, err := os.Stat(filepath.Join(storeDir, "MANIFEST")); err != nil {
+			return "", fmt.Errorf("data dir %s was initialised on %s but its store (%s) is missing or incomplete: %v; "+
+				"refusing to start with empty state — restore the store, or use a new --data-dir: %w",
+				dir, m.CreatedAt.Format(time.RFC3339), storeDir, err, ErrCorrupt)
+		}
+		return storeDir, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("data dir %s: read marker: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", fmt.Errorf("data dir %s: %w", dir, err)
+	case len(entries) > 0:
+		return "", fmt.Errorf("data dir %s is not empty and has no %s marker: it is not a norsk-manager data dir "+
+			"(or its marker was removed); refusing to initialise over it: %w", dir, markerFile, ErrCorrupt)
+	}
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir %s: %w", dir, err)
+	}
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		return "", err
+	}
+	mb, err = json.MarshalIndent(marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC()}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := writeFileSync(filepath.Join(dir, markerFile), mb); err != nil {
+		return "", fmt.Errorf("data dir %s: write marker: %w", dir, err)
+	}
+	logger.Info("initialised new data dir", "dir", dir)
+	return storeDir, nil
+}
+
+// writeFileSync writes b to path atomically and durably.
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkFormat writes the format version into a new store or checks it.
+func checkFormat(db *badger.DB) error {
+	return db.Update(func(txn *badger.Txn) error {
+		v, err := getU64(txn, keyFormat)
+		if err != nil {
+			return err
+		}
+		switch v {
+		case 0:
+			return setU64(txn, keyFormat, FormatVersion)
+		case FormatVersion:
+			return nil
+		}
+		return fmt.Errorf("store format version %d, this build reads %d: %w", v, FormatVersion, ErrCorrupt)
+	})
+}
+
+// FSM returns the store's state machine (for the log that drives it).
+func (s *Store) FSM() *FSM { return s.fsm }
+
+// Close stops background work and closes badger. Idempotent. The log
+// driving the FSM must be closed first.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stopCh)
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+func (s *Store) gcLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-t.C:
+			for s.db.RunValueLogGC(0.5) == nil {
+				// Each successful run rewrote a value-log file; try again
+				// until nothing is worth collecting.
+			}
+		}
+	}
+}
+
+// WaitForEvents blocks until the event log's head is above after, and
+// returns the head; it returns ctx.Err() if ctx ends first.
+func (s *Store) WaitForEvents(ctx context.Context, after Index) (Index, error) {
+	for {
+		head, ch := s.fsm.headChanged()
+		if head > after {
+			return head, nil
+		}
+		select {
+		case <-ctx.Done():
+			return head, ctx.Err()
+		case <-s.stopCh:
+			return head, ErrClosed
+		case <-ch:
+		}
+	}
+}
+
+// badgerLogger routes badger's logs to slog: its errors and warnings only.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Infof(string, ...any)        {}
+func (b badgerLogger) Debugf(string, ...any)       {}

@@ -163,7 +163,7 @@ func jobNodeKey(node, job, role string) []byte {
 
 func jobNodePrefix(node string) []byte { return appendLP([]byte(ixJobNode), node) }
 
-func nodeTokenKey(tokenHash []byte) []byte  { return append([]byte(ixNodeToken), tokenHash...) }
+func nodeTokenKey(tokenHash []byte) []byte   { return append([]byte(ixNodeToken), tokenHash...) }
 func nodeRevokedKey(tokenHash []byte) []byte { return append([]byte(ixNodeRevoke), tokenHash...) }
 func nodeCredKey(credHash []byte) []byte     { return append([]byte(ixNodeCred), credHash...) }
 

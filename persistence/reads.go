@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
@@ -209,4 +210,48 @@ func (r *Reader) scanKeys(prefix []byte, fn func(rest []byte) error) error {
 func (r *Reader) EventHead() (Index, error) {
 	h, err := getU64(r.txn, keyEvHead)
 	return Index(h), err
+}
+
+// PreJobs calls fn with the id and start time of every PRE job, earliest
+// start first (keys only: records are not read).
+func (r *Reader) PreJobs(fn func(id string, start time.Time) error) error {
+	return r.scanKeys([]byte(ixJobPre), func(rest []byte) error {
+		if len(rest) < 8 {
+			return fmt.Errorf("malformed PRE index key: %w", ErrCorrupt)
+		}
+		return fn(string(rest[8:]), timeFromKey(rest[:8]))
+	})
+}
+
+// EarliestPreStart returns the earliest start_date_time of a PRE job; ok is
+// false if there is none.
+func (r *Reader) EarliestPreStart() (start time.Time, ok bool, err error) {
+	prefix := []byte(ixJobPre)
+	it := r.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	it.Seek(prefix)
+	if !it.ValidForPrefix(prefix) {
+		return time.Time{}, false, nil
+	}
+	k := it.Item().Key()[len(prefix):]
+	if len(k) < 8 {
+		return time.Time{}, false, fmt.Errorf("malformed PRE index key: %w", ErrCorrupt)
+	}
+	return timeFromKey(k[:8]), true, nil
+}
+
+// AllInstances calls fn for every instance placed on a node by a job
+// record, ordered by node id (keys only: records are not read).
+func (r *Reader) AllInstances(fn func(node string, ref InstanceRef) error) error {
+	return r.scanKeys([]byte(ixJobNode), func(rest []byte) error {
+		node, rest, ok := readLP(rest)
+		if !ok {
+			return fmt.Errorf("malformed instance index key: %w", ErrCorrupt)
+		}
+		job, role, ok := readLP(rest)
+		if !ok {
+			return fmt.Errorf("malformed instance index key: %w", ErrCorrupt)
+		}
+		return fn(node, InstanceRef{JobID: job, Role: string(role)})
+	})
 }

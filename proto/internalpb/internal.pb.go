@@ -143,6 +143,9 @@ type Instance struct {
 	Status              InstanceStatus                            `protobuf:"varint,3,opt,name=status,proto3,enum=norsk.internal.v1.InstanceStatus" json:"status,omitempty"`
 	ServicePortMappings map[string]*commonpb.ResolvedPortMappings `protobuf:"bytes,4,rep,name=service_port_mappings,json=servicePortMappings,proto3" json:"service_port_mappings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Since               *timestamppb.Timestamp                    `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	// The node as it was when the instance was provisioned (for history).
+	NodeMetadata        *commonpb.NodeMetadata        `protobuf:"bytes,6,opt,name=node_metadata,json=nodeMetadata,proto3" json:"node_metadata,omitempty"`
+	RunningNodeMetadata *commonpb.RunningNodeMetadata `protobuf:"bytes,7,opt,name=running_node_metadata,json=runningNodeMetadata,proto3" json:"running_node_metadata,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -208,6 +211,20 @@ func (x *Instance) GetServicePortMappings() map[string]*commonpb.ResolvedPortMap
 func (x *Instance) GetSince() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Since
+	}
+	return nil
+}
+
+func (x *Instance) GetNodeMetadata() *commonpb.NodeMetadata {
+	if x != nil {
+		return x.NodeMetadata
+	}
+	return nil
+}
+
+func (x *Instance) GetRunningNodeMetadata() *commonpb.RunningNodeMetadata {
+	if x != nil {
+		return x.RunningNodeMetadata
 	}
 	return nil
 }
@@ -744,6 +761,7 @@ type Reply struct {
 	//	*Reply_Node
 	//	*Reply_RegisterClusterNode
 	//	*Reply_ClusterMemberRegister
+	//	*Reply_MockUrl
 	Payload       isReply_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -845,6 +863,15 @@ func (x *Reply) GetClusterMemberRegister() *managerpb.ClusterMemberRegisterRespo
 	return nil
 }
 
+func (x *Reply) GetMockUrl() string {
+	if x != nil {
+		if x, ok := x.Payload.(*Reply_MockUrl); ok {
+			return x.MockUrl
+		}
+	}
+	return ""
+}
+
 type isReply_Payload interface {
 	isReply_Payload()
 }
@@ -869,6 +896,11 @@ type Reply_ClusterMemberRegister struct {
 	ClusterMemberRegister *managerpb.ClusterMemberRegisterResponse `protobuf:"bytes,14,opt,name=cluster_member_register,json=clusterMemberRegister,proto3,oneof"`
 }
 
+type Reply_MockUrl struct {
+	// The URL popped from the mock pool.
+	MockUrl string `protobuf:"bytes,15,opt,name=mock_url,json=mockUrl,proto3,oneof"`
+}
+
 func (*Reply_JobHash) isReply_Payload() {}
 
 func (*Reply_Job) isReply_Payload() {}
@@ -878,6 +910,8 @@ func (*Reply_Node) isReply_Payload() {}
 func (*Reply_RegisterClusterNode) isReply_Payload() {}
 
 func (*Reply_ClusterMemberRegister) isReply_Payload() {}
+
+func (*Reply_MockUrl) isReply_Payload() {}
 
 type JobCommand struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2295,17 +2329,131 @@ func (x *UpdatePhysicalNode) GetDaemonVersion() string {
 	return ""
 }
 
+// Commands of the mock-pool grain (identity "mock").
+type PoolCommand struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Types that are valid to be assigned to Cmd:
+	//
+	//	*PoolCommand_Pop
+	Cmd           isPoolCommand_Cmd `protobuf_oneof:"cmd"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolCommand) Reset() {
+	*x = PoolCommand{}
+	mi := &file_internal_internal_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolCommand) ProtoMessage() {}
+
+func (x *PoolCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
+func (*PoolCommand) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PoolCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PoolCommand) GetCmd() isPoolCommand_Cmd {
+	if x != nil {
+		return x.Cmd
+	}
+	return nil
+}
+
+func (x *PoolCommand) GetPop() *PopMockUrl {
+	if x != nil {
+		if x, ok := x.Cmd.(*PoolCommand_Pop); ok {
+			return x.Pop
+		}
+	}
+	return nil
+}
+
+type isPoolCommand_Cmd interface {
+	isPoolCommand_Cmd()
+}
+
+type PoolCommand_Pop struct {
+	// Hand out the next URL of NORSK_MOCK_WORKER_URLS.
+	Pop *PopMockUrl `protobuf:"bytes,10,opt,name=pop,proto3,oneof"`
+}
+
+func (*PoolCommand_Pop) isPoolCommand_Cmd() {}
+
+type PopMockUrl struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PopMockUrl) Reset() {
+	*x = PopMockUrl{}
+	mi := &file_internal_internal_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PopMockUrl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PopMockUrl) ProtoMessage() {}
+
+func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
+func (*PopMockUrl) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+}
+
 var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\xfe\x02\n" +
+	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\x9e\x04\n" +
 	"\bInstance\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x129\n" +
 	"\x06status\x18\x03 \x01(\x0e2!.norsk.internal.v1.InstanceStatusR\x06status\x12h\n" +
 	"\x15service_port_mappings\x18\x04 \x03(\v24.norsk.internal.v1.Instance.ServicePortMappingsEntryR\x13servicePortMappings\x120\n" +
-	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x1an\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12C\n" +
+	"\rnode_metadata\x18\x06 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12Y\n" +
+	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xa4\x01\n" +
@@ -2358,7 +2506,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bcommands\x18\x01 \x03(\v2 .norsk.internal.v1.AppendCommandR\bcommands\"t\n" +
 	"\vStoredEvent\x129\n" +
 	"\x05event\x18\x01 \x01(\v2#.norsk.api.manager.EventStreamEventR\x05event\x12*\n" +
-	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc9\x03\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe6\x03\n" +
 	"\x05Reply\x12)\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x15.norsk.api.error.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x127\n" +
@@ -2367,7 +2515,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x03job\x18\v \x01(\v2\x1c.norsk.internal.v1.JobRecordH\x00R\x03job\x123\n" +
 	"\x04node\x18\f \x01(\v2\x1d.norsk.internal.v1.NodeRecordH\x00R\x04node\x12d\n" +
 	"\x15register_cluster_node\x18\r \x01(\v2..norsk.api.manager.RegisterClusterNodeResponseH\x00R\x13registerClusterNode\x12j\n" +
-	"\x17cluster_member_register\x18\x0e \x01(\v20.norsk.api.manager.ClusterMemberRegisterResponseH\x00R\x15clusterMemberRegisterB\t\n" +
+	"\x17cluster_member_register\x18\x0e \x01(\v20.norsk.api.manager.ClusterMemberRegisterResponseH\x00R\x15clusterMemberRegister\x12\x1b\n" +
+	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrlB\t\n" +
 	"\apayload\"\x8d\x05\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
@@ -2471,7 +2620,15 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aGetNode\"\x06\n" +
 	"\x04Wake\";\n" +
 	"\x12UpdatePhysicalNode\x12%\n" +
-	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion*X\n" +
+	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion\"f\n" +
+	"\vPoolCommand\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
+	"\x03pop\x18\n" +
+	" \x01(\v2\x1d.norsk.internal.v1.PopMockUrlH\x00R\x03popB\x05\n" +
+	"\x03cmd\"\f\n" +
+	"\n" +
+	"PopMockUrl*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -2490,7 +2647,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                  // 0: norsk.internal.v1.InstanceStatus
 	(InstanceReport_Kind)(0),             // 1: norsk.internal.v1.InstanceReport.Kind
@@ -2524,91 +2681,96 @@ var file_internal_internal_proto_goTypes = []any{
 	(*GetNode)(nil),                      // 29: norsk.internal.v1.GetNode
 	(*Wake)(nil),                         // 30: norsk.internal.v1.Wake
 	(*UpdatePhysicalNode)(nil),           // 31: norsk.internal.v1.UpdatePhysicalNode
-	nil,                                  // 32: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                  // 33: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                  // 34: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                  // 35: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),        // 36: google.protobuf.Timestamp
-	(*managerpb.JobWithHistory)(nil),     // 37: norsk.api.manager.JobWithHistory
-	(managerpb.NodeProvider)(0),          // 38: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),         // 39: norsk.api.manager.NodeLifecycle
-	(*commonpb.NodeMetadata)(nil),        // 40: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil), // 41: norsk.api.common.RunningNodeMetadata
-	(managerpb.NodeStopping_Reason)(0),   // 42: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),    // 43: norsk.api.manager.ClusterHardware
-	(*managerpb.EventStreamEvent)(nil),   // 44: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                    // 45: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),            // 46: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 47: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 48: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.Job)(nil),                           // 49: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 50: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 51: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 52: norsk.api.common.ResolvedPortMappings
+	(*PoolCommand)(nil),                  // 32: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                   // 33: norsk.internal.v1.PopMockUrl
+	nil,                                  // 34: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                  // 35: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                  // 36: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                  // 37: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),        // 38: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),        // 39: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil), // 40: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),     // 41: norsk.api.manager.JobWithHistory
+	(managerpb.NodeProvider)(0),          // 42: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),         // 43: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),   // 44: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),    // 45: norsk.api.manager.ClusterHardware
+	(*managerpb.EventStreamEvent)(nil),   // 46: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                    // 47: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),            // 48: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 49: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 50: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.Job)(nil),                           // 51: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 52: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 53: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 54: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	32, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	36, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	37, // 3: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
-	2,  // 4: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	38, // 5: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	39, // 6: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	40, // 7: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	41, // 8: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	42, // 9: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	36, // 10: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	43, // 11: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	36, // 12: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	44, // 13: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	36, // 14: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	6,  // 15: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	44, // 16: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	36, // 17: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	45, // 18: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	46, // 19: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	3,  // 20: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	4,  // 21: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	47, // 22: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	48, // 23: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	11, // 24: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	12, // 25: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	13, // 26: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	14, // 27: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	15, // 28: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	16, // 29: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	17, // 30: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	18, // 31: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	19, // 32: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	20, // 33: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	49, // 34: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	49, // 35: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	1,  // 36: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	33, // 37: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	40, // 38: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	41, // 39: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	50, // 40: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	22, // 41: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	23, // 42: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	24, // 43: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	25, // 44: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	26, // 45: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	27, // 46: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	28, // 47: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	29, // 48: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	30, // 49: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	31, // 50: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	34, // 51: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	43, // 52: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	35, // 53: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	51, // 54: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	52, // 55: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	52, // 56: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	34, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	38, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	39, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	40, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	41, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	2,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
+	42, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	43, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	39, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	40, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	44, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	38, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	45, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	38, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	46, // 15: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	38, // 16: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	6,  // 17: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	46, // 18: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	38, // 19: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	47, // 20: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	48, // 21: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	3,  // 22: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	4,  // 23: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	49, // 24: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	50, // 25: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	11, // 26: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	12, // 27: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	13, // 28: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	14, // 29: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	15, // 30: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	16, // 31: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	17, // 32: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	18, // 33: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	19, // 34: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	20, // 35: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	51, // 36: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	51, // 37: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	1,  // 38: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	35, // 39: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	39, // 40: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	40, // 41: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	52, // 42: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	22, // 43: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	23, // 44: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	24, // 45: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	25, // 46: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	26, // 47: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	27, // 48: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	28, // 49: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	29, // 50: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	30, // 51: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	31, // 52: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	36, // 53: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	45, // 54: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	37, // 55: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	53, // 56: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	33, // 57: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	54, // 58: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	54, // 59: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -2623,6 +2785,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Node)(nil),
 		(*Reply_RegisterClusterNode)(nil),
 		(*Reply_ClusterMemberRegister)(nil),
+		(*Reply_MockUrl)(nil),
 	}
 	file_internal_internal_proto_msgTypes[8].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
@@ -2648,13 +2811,16 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_Wake)(nil),
 		(*NodeCommand_UpdatePhysical)(nil),
 	}
+	file_internal_internal_proto_msgTypes[30].OneofWrappers = []any{
+		(*PoolCommand_Pop)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,253 @@
+package job
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+func hashReply(h int64) *internalpb.Reply {
+	return &internalpb.Reply{Payload: &internalpb.Reply_JobHash{JobHash: &managerpb.JobHash{Hash: h}}}
+}
+
+// create stores a new job. The job arrives validated, with its id set.
+func (g *grain) create(reqID string, job *managerpb.Job) *internalpb.Reply {
+	if g.rec != nil {
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q already exists", g.id)
+	}
+	now := g.now()
+	j := proto.Clone(job).(*managerpb.Job)
+	j.CurrentHash = Hash(j)
+	j.State = stateAfter(&managerpb.Job{StartDateTime: j.GetStartDateTime()}, now.AsTime())
+	next := &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: j, HistoryEntry: []*managerpb.JobHistoryEntry{hCreated(now)}}}
+	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		return r
+	}
+	g.log.Info("job created", "state", j.GetState().String(), "hash", j.GetCurrentHash())
+	return hashReply(j.GetCurrentHash())
+}
+
+// update replaces the definition if the client's current_hash is current.
+func (g *grain) update(reqID string, job *managerpb.Job) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	cur := g.rec.GetJob().GetJob()
+	if job.GetCurrentHash() != cur.GetCurrentHash() {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
+			"job %q: stale current_hash %d, the job's current hash is %d (it changed since you read it): re-read the job and retry",
+			g.id, job.GetCurrentHash(), cur.GetCurrentHash())
+	}
+	now := g.now()
+	next := g.next()
+	j := proto.Clone(job).(*managerpb.Job)
+	j.State = cur.GetState()
+	j.CurrentHash = Hash(j)
+	j.State = stateAfter(j, now.AsTime())
+	next.Job.Job = j
+	g.addHistory(next, hUpdated(now, cur))
+	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		return r
+	}
+	g.log.Info("job updated", "hash", j.GetCurrentHash())
+	return hashReply(j.GetCurrentHash())
+}
+
+// describeInstances names a record's instances for error messages.
+func describeInstances(rec *internalpb.JobRecord, pending map[string]string) string {
+	var parts []string
+	for _, in := range rec.GetInstances() {
+		parts = append(parts, fmt.Sprintf("role %q on node %q (%s)", in.GetRole(), in.GetNodeId(), statusName(in.GetStatus())))
+	}
+	for role, node := range pending {
+		parts = append(parts, fmt.Sprintf("role %q on node %q (starting)", role, node))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func statusName(s internalpb.InstanceStatus) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "INSTANCE_"))
+}
+
+func (g *grain) delete(reqID string) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	if len(g.rec.GetInstances()) > 0 || len(g.pending) > 0 {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
+			"job %q has running instances: %s; stop or complete it first", g.id, describeInstances(g.rec, g.pending))
+	}
+	if r := g.commit(reqID, nil, deletedEvent(g.id)); r != nil {
+		return r
+	}
+	g.rec = nil
+	g.log.Info("job deleted")
+	return actors.OK()
+}
+
+// start provisions (job, role) on a node: the node grain checks the node is
+// online and sends provision_job; only then is the instance recorded. The
+// reply is sent from the continuation.
+func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) {
+	if r := g.checkStartable(c.GetRole()); r != nil {
+		ctx.Respond(r)
+		return
+	}
+	role, node := c.GetRole(), c.GetNodeId()
+	g.pending[role] = node
+	cmd := &internalpb.NodeCommand{RequestId: reqID, NodeId: node, Cmd: &internalpb.NodeCommand_Provision{
+		Provision: &internalpb.Provision{Job: WorkerJob(g.rec.GetJob().GetJob(), role)}}}
+	f := g.cfg.Router.RequestFuture(actors.KindNode, node, cmd, g.cfg.NodeTimeout)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		delete(g.pending, role)
+		ctx.Respond(g.started(ctx, reqID, role, node, res, err))
+	})
+}
+
+func (g *grain) checkStartable(role string) *internalpb.Reply {
+	switch {
+	case g.rec == nil:
+		return g.notFound()
+	case g.rec.GetJob().GetJob().GetState() == managerpb.Job_POST:
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q is completed (POST) and cannot be started", g.id)
+	case g.rec.GetJob().GetJob().TerminalState != nil:
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has a terminal failure verdict (%s) and must not be started",
+			g.id, g.rec.GetJob().GetJob().GetTerminalState().GetFailureReason())
+	}
+	if i := instanceIndex(g.rec, role); i >= 0 {
+		in := g.rec.GetInstances()[i]
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already %s on node %q",
+			g.id, role, statusName(in.GetStatus()), in.GetNodeId())
+	}
+	if node, ok := g.pending[role]; ok {
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already being started on node %q", g.id, role, node)
+	}
+	return nil
+}
+
+// started records the instance once the node grain accepted the provision.
+func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, err error) *internalpb.Reply {
+	reply, err := actors.FutureReply(res, err)
+	if err != nil {
+		return actors.Fail(errorpb.Code_UNAVAILABLE, "node %q did not answer the provision of job %q: %v", node, g.id, err)
+	}
+	if actors.AsError(reply) != nil {
+		return reply
+	}
+	if g.rec == nil || g.rec.GetJob().GetJob().GetState() == managerpb.Job_POST {
+		// Completed while the node was provisioning: take it back.
+		g.sendStop(node, role)
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q was completed while it was being started", g.id)
+	}
+	if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
+		return actors.OK() // the worker reported it started before this continuation ran
+	}
+	nodeRec := reply.GetNode()
+	now := g.now()
+	next := g.next()
+	in := &internalpb.Instance{
+		Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
+		NodeMetadata: nodeRec.GetMetadata(), RunningNodeMetadata: nodeRec.GetRunningMetadata(),
+	}
+	putInstance(next, in)
+	g.addHistory(next, hProvisioned(now, in))
+	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		g.sendStop(node, role)
+		return r
+	}
+	g.log.Info("job provisioned", "role", role, "node_id", node)
+	return actors.OK()
+}
+
+// sendStop asks the node grain to stop (job, role) on its worker.
+func (g *grain) sendStop(node, role string) {
+	g.cfg.Router.Send(actors.KindNode, node, &internalpb.NodeCommand{NodeId: node, Cmd: &internalpb.NodeCommand_StopInstance{
+		StopInstance: &internalpb.StopInstance{JobId: g.id, Role: role}}})
+}
+
+func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	role, node := c.GetRole(), c.GetNodeId()
+	i := instanceIndex(g.rec, role)
+	if i < 0 {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has no instance with role %q", g.id, role)
+	}
+	in := g.rec.GetInstances()[i]
+	if in.GetNodeId() != node {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q runs on node %q, not on node %q", g.id, role, in.GetNodeId(), node)
+	}
+	if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
+		g.sendStop(node, role) // idempotent: ask again
+		return actors.OK()
+	}
+	next := g.next()
+	g.markStopping(next, role, managerpb.JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED)
+	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		return r
+	}
+	g.sendStop(node, role)
+	g.log.Info("job stopping", "role", role, "node_id", node)
+	return actors.OK()
+}
+
+// markStopping moves an instance of next to STOPPING with a history entry.
+func (g *grain) markStopping(next *internalpb.JobRecord, role string, reason managerpb.JobHistoryJobStopping_Reason) {
+	i := instanceIndex(next, role)
+	in := next.Instances[i]
+	in.Status = internalpb.InstanceStatus_INSTANCE_STOPPING
+	g.addHistory(next, hStopping(g.now(), in, reason))
+}
+
+func (g *grain) complete(ctx actor.Context, reqID string) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	if g.rec.GetJob().GetJob().GetState() == managerpb.Job_POST {
+		return actors.OK()
+	}
+	next := g.next()
+	var stops []*internalpb.Instance
+	for _, in := range next.GetInstances() {
+		if in.GetStatus() != internalpb.InstanceStatus_INSTANCE_STOPPING {
+			g.markStopping(next, in.GetRole(), managerpb.JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED)
+		}
+		stops = append(stops, in)
+	}
+	next.Job.Job.State = managerpb.Job_POST
+	g.addHistory(next, hCompleted(g.now()))
+	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		return r
+	}
+	for _, in := range stops {
+		g.sendStop(in.GetNodeId(), in.GetRole())
+	}
+	g.log.Info("job completed", "stopping_instances", len(stops))
+	return actors.OK()
+}
+
+// activate moves a PRE job whose start time has passed to ACTIVE.
+func (g *grain) activate(reqID string) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	j := g.rec.GetJob().GetJob()
+	if stateAfter(j, g.cfg.Clock()) == j.GetState() {
+		return actors.OK()
+	}
+	next := g.next()
+	next.Job.Job.State = managerpb.Job_ACTIVE
+	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		return r
+	}
+	g.log.Info("job active: start time reached")
+	return actors.OK()
+}

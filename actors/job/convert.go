@@ -1,0 +1,114 @@
+package job
+
+import (
+	"hash/fnv"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+)
+
+// Hash returns the JobHash of a job definition: FNV-1a 64 over its
+// deterministic encoding with current_hash and state cleared (those are the
+// manager's, not the definition's). Never 0, so that a client that sends no
+// current_hash never matches.
+func Hash(j *managerpb.Job) int64 {
+	c := proto.Clone(j).(*managerpb.Job)
+	c.CurrentHash, c.State = 0, managerpb.Job_PRE
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		panic("job: marshal for hash: " + err.Error()) // a valid message always marshals
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	if v := int64(h.Sum64()); v != 0 {
+		return v
+	}
+	return 1
+}
+
+// WorkerJob is the definition sent to a worker to run (job, role).
+func WorkerJob(j *managerpb.Job, role string) *workerpb.WorkerJob {
+	return &workerpb.WorkerJob{
+		JobId:                      j.GetJobId(),
+		Description:                j.GetDescription(),
+		Tags:                       j.GetTags(),
+		StartDateTime:              j.GetStartDateTime(),
+		Services:                   j.GetServices(),
+		Role:                       role,
+		NorskMediaVersion:          j.GetNorskMediaVersion().String(),
+		Volumes:                    j.GetVolumes(),
+		NorskServiceParameters:     j.GetNorskServiceParameters(),
+		WriteFiles:                 j.GetWriteFiles(),
+		NorskCpuList:               j.GetNorskCpuList(),
+		LaunchConfigJson:           j.LaunchConfigJson,
+		TemplateLaunchDefaultsJson: j.TemplateLaunchDefaultsJson,
+		ProductTemplate:            j.GetProductTemplate(),
+		ProductTemplateParameters:  j.GetProductTemplateParameters(),
+	}
+}
+
+// CurrentJob is the JobSearch / snapshot view of a record.
+func CurrentJob(rec *internalpb.JobRecord) *managerpb.CurrentJob {
+	return &managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: RunningJobs(rec)}
+}
+
+// RunningJobs lists a record's instances in the wire shape.
+func RunningJobs(rec *internalpb.JobRecord) []*managerpb.RunningJob {
+	id := rec.GetJob().GetJob().GetJobId()
+	out := make([]*managerpb.RunningJob, 0, len(rec.GetInstances()))
+	for _, in := range rec.GetInstances() {
+		out = append(out, &managerpb.RunningJob{
+			JobKey: &commonpb.ActiveJobKey{JobId: id, Role: in.GetRole()},
+			NodeId: &commonpb.NodeId{NodeId: in.GetNodeId()},
+		})
+	}
+	return out
+}
+
+func updatedEvent(jwh *managerpb.JobWithHistory) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_JobUpdated{JobUpdated: &managerpb.JobUpdated{JobWithHistory: jwh}}}
+}
+
+func deletedEvent(id string) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_JobDeleted{JobDeleted: &managerpb.JobDeleted{JobId: &commonpb.JobId{JobId: id}}}}
+}
+
+// history entry constructors
+
+func hCreated(at *timestamppb.Timestamp) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobCreated{JobCreated: &managerpb.JobHistoryJobCreated{Timestamp: at}}}
+}
+
+func hUpdated(at *timestamppb.Timestamp, prev *managerpb.Job) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobUpdated{JobUpdated: &managerpb.JobHistoryJobUpdated{Timestamp: at, PreviousJob: prev}}}
+}
+
+func hProvisioned(at *timestamppb.Timestamp, in *internalpb.Instance) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobProvisioned{JobProvisioned: &managerpb.JobHistoryJobProvisioned{
+		Timestamp: at, Role: in.GetRole(), NodeMetadata: in.GetNodeMetadata(), RunningNodeMetadata: in.GetRunningNodeMetadata()}}}
+}
+
+func hRunning(at *timestamppb.Timestamp, in *internalpb.Instance) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobRunning{JobRunning: &managerpb.JobHistoryJobRunning{
+		Timestamp: at, Role: in.GetRole(), NodeMetadata: in.GetNodeMetadata(), RunningNodeMetadata: in.GetRunningNodeMetadata(),
+		ServicePortMappings: in.GetServicePortMappings()}}}
+}
+
+func hStopping(at *timestamppb.Timestamp, in *internalpb.Instance, reason managerpb.JobHistoryJobStopping_Reason) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobStopping{JobStopping: &managerpb.JobHistoryJobStopping{
+		Timestamp: at, Role: in.GetRole(), NodeMetadata: in.GetNodeMetadata(), RunningNodeMetadata: in.GetRunningNodeMetadata(), Reason: reason}}}
+}
+
+func hStopped(at *timestamppb.Timestamp, in *internalpb.Instance) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobStopped{JobStopped: &managerpb.JobHistoryJobStopped{
+		Timestamp: at, Role: in.GetRole(), NodeMetadata: in.GetNodeMetadata(), RunningNodeMetadata: in.GetRunningNodeMetadata()}}}
+}
+
+func hCompleted(at *timestamppb.Timestamp) *managerpb.JobHistoryEntry {
+	return &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobCompleted{JobCompleted: &managerpb.JobHistoryJobCompleted{Timestamp: at}}}
+}

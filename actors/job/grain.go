@@ -1,0 +1,270 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// Config configures job grains.
+type Config struct {
+	Journal persistence.Journal
+	Router  actors.Router
+	// Clock returns the current time; nil means time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// MaxHistory bounds a job's history; the oldest entries are dropped
+	// beyond it. Default 1000.
+	MaxHistory int
+	// IdleTimeout passivates a grain that received nothing for this long.
+	// Default 5 minutes.
+	IdleTimeout time.Duration
+	// NodeTimeout bounds the wait for a node grain's answer. Default 10 s.
+	NodeTimeout time.Duration
+	// AppendTimeout bounds one journal append. Default 10 s.
+	AppendTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxHistory <= 0 {
+		c.MaxHistory = 1000
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 5 * time.Minute
+	}
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 10 * time.Second
+	}
+	if c.AppendTimeout <= 0 {
+		c.AppendTimeout = 10 * time.Second
+	}
+}
+
+// Kind returns the job grain kind for an actors.Host.
+func Kind(cfg Config) actors.Kind {
+	cfg.defaults()
+	return actors.Kind{
+		Name: actors.KindJob,
+		Props: func(id string) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor {
+				return &grain{cfg: cfg, id: id, log: cfg.Logger.With("job_id", id)}
+			})
+		},
+	}
+}
+
+// maxRecentRequests bounds the request ids a record remembers.
+const maxRecentRequests = 32
+
+// grain is the stateful actor of one job. Its fields are touched only from
+// Receive (and continuations, which protoactor runs on the actor too).
+type grain struct {
+	cfg Config
+	id  string
+	log *slog.Logger
+
+	rec *internalpb.JobRecord // nil: the job does not exist
+	seq persistence.Seq
+	// pending holds roles whose StartJob waits for the node grain: role → node.
+	pending map[string]string
+}
+
+func (g *grain) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.pending = map[string]string{}
+		g.load()
+		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
+	case *actor.ReceiveTimeout:
+		if len(g.pending) == 0 {
+			ctx.Send(ctx.Parent(), &actors.Passivate{})
+		}
+	case *internalpb.JobCommand:
+		g.handle(ctx, m)
+	}
+}
+
+// load reads the record from the journal. A read failure panics: the
+// supervisor restarts the grain, which loads again.
+func (g *grain) load() {
+	b, seq, err := g.cfg.Journal.Load(context.Background(), persistence.JobKey(g.id))
+	g.seq = seq
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		g.rec = nil
+		return
+	case err != nil:
+		panic(fmt.Sprintf("job %s: load: %v", g.id, err))
+	}
+	rec := &internalpb.JobRecord{}
+	if err := proto.Unmarshal(b, rec); err != nil {
+		panic(fmt.Sprintf("job %s: decode record: %v", g.id, err))
+	}
+	g.rec = rec
+}
+
+func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
+	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
+		ctx.Respond(g.replayReply(m))
+		return
+	}
+	var r *internalpb.Reply
+	switch c := m.GetCmd().(type) {
+	case *internalpb.JobCommand_Create:
+		r = g.create(m.GetRequestId(), c.Create.GetJob())
+	case *internalpb.JobCommand_Update:
+		r = g.update(m.GetRequestId(), c.Update.GetJob())
+	case *internalpb.JobCommand_Delete:
+		r = g.delete(m.GetRequestId())
+	case *internalpb.JobCommand_Start:
+		g.start(ctx, m.GetRequestId(), c.Start) // answers from its continuation
+		return
+	case *internalpb.JobCommand_Stop:
+		r = g.stop(ctx, m.GetRequestId(), c.Stop)
+	case *internalpb.JobCommand_Complete:
+		r = g.complete(ctx, m.GetRequestId())
+	case *internalpb.JobCommand_Get:
+		r = g.get()
+	case *internalpb.JobCommand_Activate:
+		r = g.activate(m.GetRequestId())
+	case *internalpb.JobCommand_InstanceReport:
+		r = g.instanceReport(ctx, m.GetRequestId(), c.InstanceReport)
+	case *internalpb.JobCommand_NodeGone:
+		r = g.nodeGone(m.GetRequestId(), c.NodeGone)
+	default:
+		r = actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
+	}
+	ctx.Respond(r)
+}
+
+// replayReply answers a command whose request id was already applied.
+func (g *grain) replayReply(m *internalpb.JobCommand) *internalpb.Reply {
+	switch m.GetCmd().(type) {
+	case *internalpb.JobCommand_Create, *internalpb.JobCommand_Update:
+		return &internalpb.Reply{Payload: &internalpb.Reply_JobHash{JobHash: &managerpb.JobHash{Hash: g.rec.GetJob().GetJob().GetCurrentHash()}}}
+	}
+	return actors.OK()
+}
+
+func (g *grain) get() *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	return &internalpb.Reply{Payload: &internalpb.Reply_Job{Job: g.rec}}
+}
+
+func (g *grain) notFound() *internalpb.Reply {
+	return actors.Fail(errorpb.Code_NOT_FOUND, "job %q not found", g.id)
+}
+
+// now returns the grain's clock as a proto timestamp.
+func (g *grain) now() *timestamppb.Timestamp { return timestamppb.New(g.cfg.Clock()) }
+
+// next returns a private copy of the record to build the next state in.
+func (g *grain) next() *internalpb.JobRecord {
+	return proto.Clone(g.rec).(*internalpb.JobRecord)
+}
+
+// addHistory appends entries, keeping at most MaxHistory.
+func (g *grain) addHistory(rec *internalpb.JobRecord, entries ...*managerpb.JobHistoryEntry) {
+	h := append(rec.Job.HistoryEntry, entries...)
+	if over := len(h) - g.cfg.MaxHistory; over > 0 {
+		h = slices.Delete(h, 0, over)
+	}
+	rec.Job.HistoryEntry = h
+}
+
+// commit appends next (nil: delete the job) with its events, and on success
+// makes it the grain's state. Each event is built from next after the
+// request id is recorded. The error is a reply for the caller.
+func (g *grain) commit(reqID string, next *internalpb.JobRecord, events ...*managerpb.EventStreamEvent) *internalpb.Reply {
+	change := persistence.Change{RequestID: reqID, Events: events, At: g.cfg.Clock(), Delete: next == nil}
+	if next != nil {
+		if reqID != "" {
+			next.RecentRequests = append(next.RecentRequests, reqID)
+			if over := len(next.RecentRequests) - maxRecentRequests; over > 0 {
+				next.RecentRequests = slices.Delete(next.RecentRequests, 0, over)
+			}
+		}
+		b, err := proto.Marshal(next)
+		if err != nil {
+			return actors.Fail(errorpb.Code_INTERNAL, "job %s: encode record: %v", g.id, err)
+		}
+		change.Record = b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.AppendTimeout)
+	defer cancel()
+	res, err := g.cfg.Journal.Append(ctx, persistence.JobKey(g.id), g.seq, change)
+	switch {
+	case errors.Is(err, persistence.ErrSeqConflict):
+		g.log.Warn("job record changed under this grain; reloading", "error", err)
+		g.load()
+		return actors.Fail(errorpb.Code_ABORTED, "job %q was modified concurrently; retry", g.id)
+	case err != nil:
+		// The outcome is unknown (e.g. a timeout): reload so that the next
+		// command starts from what was actually applied.
+		g.log.Error("journal append failed", "error", err)
+		g.load()
+		return actors.Fail(errorpb.Code_UNAVAILABLE, "job %q: could not persist the change: %v", g.id, err)
+	}
+	if res.Duplicate {
+		g.load()
+		return nil
+	}
+	g.rec, g.seq = next, res.Seq
+	return nil
+}
+
+// stateAfter applies the PRE → ACTIVE rule to a job at time now.
+func stateAfter(j *managerpb.Job, now time.Time) managerpb.Job_JobState {
+	if j.GetState() == managerpb.Job_PRE && !j.GetStartDateTime().AsTime().After(now) {
+		return managerpb.Job_ACTIVE
+	}
+	return j.GetState()
+}
+
+func instanceIndex(rec *internalpb.JobRecord, role string) int {
+	return slices.IndexFunc(rec.GetInstances(), func(in *internalpb.Instance) bool { return in.GetRole() == role })
+}
+
+func putInstance(rec *internalpb.JobRecord, in *internalpb.Instance) {
+	if i := instanceIndex(rec, in.GetRole()); i >= 0 {
+		rec.Instances[i] = in
+		return
+	}
+	rec.Instances = append(rec.Instances, in)
+	slices.SortFunc(rec.Instances, func(a, b *internalpb.Instance) int {
+		switch {
+		case a.GetRole() < b.GetRole():
+			return -1
+		case a.GetRole() > b.GetRole():
+			return 1
+		}
+		return 0
+	})
+}
+
+func removeInstance(rec *internalpb.JobRecord, role string) {
+	if i := instanceIndex(rec, role); i >= 0 {
+		rec.Instances = slices.Delete(rec.Instances, i, i+1)
+	}
+}

@@ -1,0 +1,153 @@
+package job
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// instanceReport reconciles the record with what a node's worker says about
+// (job, role). Whatever the worker runs that the record does not want
+// (unknown or completed job, a duplicate of an instance on another node, an
+// instance being stopped) is stopped on the worker again.
+func (g *grain) instanceReport(ctx actor.Context, reqID string, r *internalpb.InstanceReport) *internalpb.Reply {
+	if g.rec == nil {
+		if r.GetKind() == internalpb.InstanceReport_STARTED {
+			g.log.Warn("worker runs an unknown job; stopping it", "role", r.GetRole(), "node_id", r.GetNodeId())
+			g.sendStop(r.GetNodeId(), r.GetRole())
+		}
+		return g.notFound()
+	}
+	switch r.GetKind() {
+	case internalpb.InstanceReport_STARTED:
+		return g.reportStarted(reqID, r)
+	case internalpb.InstanceReport_STOPPED:
+		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB)
+	case internalpb.InstanceReport_FAILED:
+		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED)
+	case internalpb.InstanceReport_MISSING:
+		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED)
+	}
+	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "unknown instance report kind %v", r.GetKind())
+}
+
+func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *internalpb.Reply {
+	role, node := r.GetRole(), r.GetNodeId()
+	j := g.rec.GetJob().GetJob()
+	if j.GetState() == managerpb.Job_POST {
+		g.sendStop(node, role)
+		return actors.OK()
+	}
+	now := g.now()
+	next := g.next()
+	if i := instanceIndex(g.rec, role); i >= 0 {
+		in := next.Instances[i]
+		switch {
+		case in.GetNodeId() != node:
+			g.log.Warn("duplicate instance reported; stopping it on the reporting node",
+				"role", role, "node_id", node, "recorded_node_id", in.GetNodeId())
+			g.sendStop(node, role)
+			return actors.OK()
+		case in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING:
+			g.sendStop(node, role)
+			return actors.OK()
+		case in.GetStatus() == internalpb.InstanceStatus_INSTANCE_RUNNING:
+			if portsEqual(in.GetServicePortMappings(), r.GetServicePortMappings()) {
+				return actors.OK()
+			}
+			in.ServicePortMappings = r.GetServicePortMappings()
+		default: // PROVISIONING → RUNNING
+			in.Status, in.Since, in.ServicePortMappings = internalpb.InstanceStatus_INSTANCE_RUNNING, now, r.GetServicePortMappings()
+			g.addHistory(next, hRunning(now, in))
+		}
+	} else {
+		if pendingNode, ok := g.pending[role]; ok && pendingNode != node {
+			g.sendStop(node, role)
+			return actors.OK()
+		}
+		in := &internalpb.Instance{
+			Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING, Since: now,
+			ServicePortMappings: r.GetServicePortMappings(),
+			NodeMetadata:        r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(),
+		}
+		putInstance(next, in)
+		g.addHistory(next, hProvisioned(now, in), hRunning(now, in))
+		g.log.Info("adopted an instance the worker reports running", "role", role, "node_id", node)
+	}
+	if next.Job.Job.State == managerpb.Job_PRE {
+		next.Job.Job.State = managerpb.Job_ACTIVE
+	}
+	if rep := g.commit(reqID, next, updatedEvent(next.GetJob())); rep != nil {
+		return rep
+	}
+	g.log.Info("job running", "role", role, "node_id", node)
+	return actors.OK()
+}
+
+// reportGone records that (job, role) no longer runs on the reporting node.
+func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason managerpb.JobHistoryJobStopping_Reason) *internalpb.Reply {
+	i := instanceIndex(g.rec, r.GetRole())
+	if i < 0 || g.rec.GetInstances()[i].GetNodeId() != r.GetNodeId() {
+		return actors.OK()
+	}
+	next := g.next()
+	g.endInstance(next, r.GetRole(), reason)
+	if rep := g.commit(reqID, next, updatedEvent(next.GetJob())); rep != nil {
+		return rep
+	}
+	g.log.Info("job instance ended", "role", r.GetRole(), "node_id", r.GetNodeId(), "reason", reason.String(), "detail", r.GetReason())
+	return actors.OK()
+}
+
+// endInstance removes an instance of next, recording stopping (unless it was
+// already stopping) and stopped.
+func (g *grain) endInstance(next *internalpb.JobRecord, role string, reason managerpb.JobHistoryJobStopping_Reason) {
+	i := instanceIndex(next, role)
+	in := next.Instances[i]
+	now := g.now()
+	if in.GetStatus() != internalpb.InstanceStatus_INSTANCE_STOPPING {
+		g.addHistory(next, hStopping(now, in, reason))
+	}
+	g.addHistory(next, hStopped(now, in))
+	removeInstance(next, role)
+}
+
+// nodeGone ends every instance of the job on a node that stopped.
+func (g *grain) nodeGone(reqID string, c *internalpb.NodeGone) *internalpb.Reply {
+	if g.rec == nil {
+		return actors.OK()
+	}
+	next := g.next()
+	n := 0
+	for _, in := range g.rec.GetInstances() {
+		if in.GetNodeId() == c.GetNodeId() {
+			g.endInstance(next, in.GetRole(), c.GetReason())
+			n++
+		}
+	}
+	if n == 0 {
+		return actors.OK()
+	}
+	if rep := g.commit(reqID, next, updatedEvent(next.GetJob())); rep != nil {
+		return rep
+	}
+	g.log.Info("job instances ended with their node", "node_id", c.GetNodeId(), "reason", c.GetReason().String(), "instances", n)
+	return actors.OK()
+}
+
+func portsEqual(a, b map[string]*commonpb.ResolvedPortMappings) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !proto.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,61 @@
+package actors
+
+import (
+	"sync"
+	"time"
+)
+
+// NodeLiveness is what a node grain knows about its worker session right
+// now; it is not persisted (it changes with every health ping).
+type NodeLiveness struct {
+	// Connected is true while a verified worker session is up.
+	Connected bool
+	// LastSeen is when the last message arrived from the worker (zero if
+	// never on this manager).
+	LastSeen time.Time
+	// CPUBusy is the number of CPUs busy in the last health ping.
+	CPUBusy float32
+	// MemoryUsedMiB is memory in use in the last health ping, in MiB.
+	MemoryUsedMiB float32
+}
+
+// Liveness is the registry of NodeLiveness by node id, written by node
+// grains and read by the gateway (ListNodes, ListClusterNodes). Safe for
+// concurrent use.
+type Liveness struct {
+	mu    sync.RWMutex
+	nodes map[string]NodeLiveness // guarded by mu
+}
+
+// NewLiveness returns an empty registry.
+func NewLiveness() *Liveness { return &Liveness{nodes: map[string]NodeLiveness{}} }
+
+// Set records the liveness of node.
+func (l *Liveness) Set(node string, v NodeLiveness) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodes[node] = v
+}
+
+// Update applies fn to node's liveness (zero value if unknown).
+func (l *Liveness) Update(node string, fn func(*NodeLiveness)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := l.nodes[node]
+	fn(&v)
+	l.nodes[node] = v
+}
+
+// Delete forgets node.
+func (l *Liveness) Delete(node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.nodes, node)
+}
+
+// Get returns node's liveness (zero value if unknown).
+func (l *Liveness) Get(node string) NodeLiveness {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.nodes[node]
+}

@@ -1,0 +1,232 @@
+package node
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+)
+
+// registerSlot creates a cluster slot with a fresh registration token.
+func (g *grain) registerSlot(reqID string, c *internalpb.RegisterSlot) *internalpb.Reply {
+	if g.rec != nil {
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "node %q already exists", g.id)
+	}
+	token := c.GetToken()
+	if token == "" {
+		token = workerauth.NewSecret()
+	}
+	now := g.now()
+	next := &internalpb.NodeRecord{
+		NodeId:       g.id,
+		Provider:     managerpb.NodeProvider_NODE_PROVIDER_CLUSTER,
+		State:        managerpb.NodeLifecycle_NODE_LIFECYCLE_REGISTERED,
+		SlotName:     c.GetName(),
+		Token:        token,
+		RegisteredAt: now,
+		Metadata:     &commonpb.NodeMetadata{NodeId: g.nodeID(), Tags: c.GetTags(), CreatedAt: now},
+	}
+	if r := g.commit(reqID, next); r != nil {
+		return r
+	}
+	g.log.Info("cluster slot registered", "name", c.GetName())
+	return g.registerReply()
+}
+
+func (g *grain) registerReply() *internalpb.Reply {
+	return &internalpb.Reply{Payload: &internalpb.Reply_RegisterClusterNode{RegisterClusterNode: &managerpb.RegisterClusterNodeResponse{
+		NodeId: g.nodeID(), Token: g.rec.GetToken()}}}
+}
+
+func (g *grain) memberReply() *internalpb.Reply {
+	return &internalpb.Reply{Payload: &internalpb.Reply_ClusterMemberRegister{ClusterMemberRegister: &managerpb.ClusterMemberRegisterResponse{
+		NodeId: g.nodeID(), NodeCredential: g.rec.GetCredential(), NodeName: g.rec.GetSlotName()}}}
+}
+
+// memberRegister binds the slot to a worker (first registration) or
+// re-registers the bound worker, then dials it back.
+func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.MemberRegister) *internalpb.Reply {
+	if g.rec == nil || g.rec.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
+		return actors.Fail(errorpb.Code_UNAUTHENTICATED, "unknown registration token or node credential")
+	}
+	if c.GetToken() != "" && !workerauth.Equal(c.GetToken(), g.rec.GetToken()) {
+		return actors.Fail(errorpb.Code_UNAUTHENTICATED, "unknown registration token")
+	}
+	bound := g.rec.GetTokenUsed()
+	credOK := c.GetCredential() != "" && workerauth.Equal(c.GetCredential(), g.rec.GetCredential())
+	switch {
+	case bound && !credOK && c.GetCredential() != "":
+		return actors.Fail(errorpb.Code_PERMISSION_DENIED,
+			"cluster slot %q (node %s): the node credential presented does not match; the slot is bound to another worker", g.rec.GetSlotName(), g.id)
+	case bound && !credOK:
+		return actors.Fail(errorpb.Code_PERMISSION_DENIED,
+			"cluster slot %q (node %s) is already bound to a worker; its token cannot be used by a second worker. "+
+				"Restart the original worker with its state directory (it presents its node credential), or deregister the slot and register a new one",
+			g.rec.GetSlotName(), g.id)
+	case !bound && c.GetCredential() != "":
+		return actors.Fail(errorpb.Code_UNAUTHENTICATED, "cluster slot %q (node %s) has no bound worker: register with the token only", g.rec.GetSlotName(), g.id)
+	}
+	next := g.next()
+	if !bound {
+		next.TokenUsed = true
+		next.Credential = workerauth.NewSecret()
+	}
+	next.Address, next.Port = c.GetAddress(), c.GetPort()
+	next.Hardware, next.WorkerVersion = c.GetHardware(), c.GetWorkerVersion()
+	next.RunningMetadata = &commonpb.RunningNodeMetadata{PrivateIpAddress: c.GetAddress(), PrivateDnsName: c.GetHardware().GetHostname()}
+	var events []*managerpb.EventStreamEvent
+	if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+		next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING
+		next.StopReason = nil
+		events = append(events, evStarting(next))
+	}
+	if r := g.commit(reqID, next, events...); r != nil {
+		return r
+	}
+	g.log.Info("worker registered on cluster slot", "name", g.rec.GetSlotName(), "address", c.GetAddress(), "port", c.GetPort(), "first", !bound)
+	g.redialNow(ctx)
+	return g.memberReply()
+}
+
+// deregister removes a cluster slot: its worker's jobs are stopped, its
+// stream closed, and its token and credential revoked.
+func (g *grain) deregister(ctx actor.Context, reqID string) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	if g.rec.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %q is not a cluster slot (provider %s): use TerminateNode",
+			g.id, g.rec.GetProvider().String())
+	}
+	var events []*managerpb.EventStreamEvent
+	if s := g.rec.GetState(); s == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING || s == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+		events = append(events, g.evStopping(managerpb.NodeStopping_USER_REQUESTED), g.evStopped())
+	}
+	if r := g.commit(reqID, nil, events...); r != nil {
+		return r
+	}
+	g.stopAllOnWorker()
+	g.closeSession(ctx)
+	g.stopTimers()
+	g.tellJobsNodeGone(managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
+	g.cfg.Liveness.Delete(g.id)
+	g.log.Info("cluster slot deregistered", "name", g.rec.GetSlotName())
+	g.rec = nil
+	ctx.Send(ctx.Parent(), &actors.Passivate{})
+	return actors.OK()
+}
+
+// terminate stops a node on purpose: jobs stopped, session closed, no
+// re-dial until its worker registers again.
+func (g *grain) terminate(ctx actor.Context, reqID string) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	if g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED && g.rec.GetStopReason() == managerpb.NodeStopping_USER_REQUESTED {
+		return actors.OK()
+	}
+	reason := managerpb.NodeStopping_USER_REQUESTED
+	next := g.next()
+	next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	next.StopReason = &reason
+	if r := g.commit(reqID, next, g.evStopping(reason), g.evStopped()); r != nil {
+		return r
+	}
+	g.stopAllOnWorker()
+	g.closeSession(ctx)
+	g.stopTimers()
+	g.tellJobsNodeGone(managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
+	g.log.Info("node terminated")
+	return actors.OK()
+}
+
+// stopAllOnWorker sends stop_job for every instance recorded on the node.
+func (g *grain) stopAllOnWorker() {
+	if !g.connected {
+		return
+	}
+	for _, ref := range g.instancesOnNode() {
+		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_StopJob{StopJob: &commonpb.ActiveJobKey{
+			JobId: &commonpb.JobId{JobId: ref.JobID}, Role: ref.Role}}})
+	}
+}
+
+// sendToWorker sends msg on the current session (dropped if none).
+func (g *grain) sendToWorker(msg *workerpb.NodeControllerMessage) {
+	if g.session != nil {
+		g.system.Root.Send(g.session, &sendToWorker{msg: msg})
+	}
+}
+
+// createMock records a node of the mock pool and dials its worker.
+func (g *grain) createMock(ctx actor.Context, reqID string, c *internalpb.CreateMockNode) *internalpb.Reply {
+	if g.rec != nil {
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "node %q already exists", g.id)
+	}
+	host, portStr, err := net.SplitHostPort(c.GetUrl())
+	port, perr := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || perr != nil || host == "" || port == 0 {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "mock pool URL %q is not host:port", c.GetUrl())
+	}
+	now := g.now()
+	next := &internalpb.NodeRecord{
+		NodeId:   g.id,
+		Provider: managerpb.NodeProvider_NODE_PROVIDER_MOCK,
+		State:    managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING,
+		Address:  host,
+		Port:     uint32(port),
+		MockUrl:  c.GetUrl(),
+		Metadata: &commonpb.NodeMetadata{NodeId: g.nodeID(), Tags: c.GetTags(), CreatedAt: now,
+			ProviderMetadata: &commonpb.ProviderMetadata{Metadata: &commonpb.ProviderMetadata_Test{Test: &commonpb.AwsMetadata{InstanceType: "mock", Region: "local"}}}},
+		RunningMetadata: &commonpb.RunningNodeMetadata{PrivateIpAddress: host,
+			ProviderMetadata: &commonpb.RunningNodeProviderMetadata{Instance: &commonpb.RunningNodeProviderMetadata_Test{Test: &commonpb.RunningAwsMetadata{InstanceId: c.GetUrl()}}}},
+	}
+	if r := g.commit(reqID, next, evStarting(next)); r != nil {
+		return r
+	}
+	g.log.Info("mock node created", "url", c.GetUrl())
+	g.redialNow(ctx)
+	return actors.OK()
+}
+
+// provision sends provision_job to the node's worker. It answers with the
+// node record (the job grain records the node's metadata in its history).
+func (g *grain) provision(ctx actor.Context, c *internalpb.Provision) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	if !g.connected || g.rec.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %q is not online (state %s, worker session %s)",
+			g.id, g.rec.GetState().String(), map[bool]string{true: "up", false: "down"}[g.connected])
+	}
+	g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: c.GetJob()}})
+	return &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}}
+}
+
+func (g *grain) stopInstance(ctx actor.Context, c *internalpb.StopInstance) *internalpb.Reply {
+	if g.connected {
+		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_StopJob{StopJob: &commonpb.ActiveJobKey{
+			JobId: &commonpb.JobId{JobId: c.GetJobId()}, Role: c.GetRole()}}})
+	}
+	return actors.OK()
+}
+
+func (g *grain) updatePhysical(reqID string, c *internalpb.UpdatePhysicalNode) *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	next := g.next()
+	next.DaemonVersion = c.GetDaemonVersion()
+	if r := g.commit(reqID, next); r != nil {
+		return r
+	}
+	return actors.OK()
+}

@@ -1,0 +1,345 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// Config configures node grains.
+type Config struct {
+	Journal  persistence.Journal
+	Store    *persistence.Store
+	Router   actors.Router
+	Liveness *actors.Liveness
+	// Clock returns the current time; nil means time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// HelloTimeout bounds the wait for a worker's hello after the stream
+	// opens. Default 10 s.
+	HelloTimeout time.Duration
+	// InitialHealthTimeout bounds the gap between hello and the first
+	// health ping (INITIALISATION_HEALTH_PING_TIME_EXCEEDED). Default 10 s.
+	InitialHealthTimeout time.Duration
+	// HealthTimeout bounds the gap between two messages of a worker
+	// (HEALTH_PING_TIME_EXCEEDED). Default 10 s; workers ping every 2 s.
+	HealthTimeout time.Duration
+	// LostTimeout is how long a node may be without a session before it is
+	// declared stopped. Default 30 s.
+	LostTimeout time.Duration
+	// RedialMin and RedialMax bound the backoff between dials. Defaults
+	// 250 ms and 10 s.
+	RedialMin, RedialMax time.Duration
+	// AppendTimeout bounds one journal append. Default 10 s.
+	AppendTimeout time.Duration
+	// IdleTimeout passivates a grain with no session and nothing to redial.
+	// Default 5 minutes.
+	IdleTimeout time.Duration
+	// DialOptions are added to every dial of a worker.
+	DialOptions []grpc.DialOption
+}
+
+func (c *Config) defaults() {
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Liveness == nil {
+		c.Liveness = actors.NewLiveness()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.HelloTimeout, 10*time.Second)
+	def(&c.InitialHealthTimeout, 10*time.Second)
+	def(&c.HealthTimeout, 10*time.Second)
+	def(&c.LostTimeout, 30*time.Second)
+	def(&c.RedialMin, 250*time.Millisecond)
+	def(&c.RedialMax, 10*time.Second)
+	def(&c.AppendTimeout, 10*time.Second)
+	def(&c.IdleTimeout, 5*time.Minute)
+}
+
+// Kind returns the node grain kind for an actors.Host.
+func Kind(cfg Config) actors.Kind {
+	cfg.defaults()
+	return actors.Kind{
+		Name: actors.KindNode,
+		Props: func(id string) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor {
+				return &grain{cfg: cfg, id: id, log: cfg.Logger.With("node_id", id)}
+			})
+		},
+	}
+}
+
+const maxRecentRequests = 32
+
+// Timer messages to the grain itself.
+type (
+	redial      struct{}
+	lostTimeout struct{ since time.Time }
+)
+
+// grain is the stateful actor of one node.
+type grain struct {
+	cfg   Config
+	id    string
+	log   *slog.Logger
+	timer  *scheduler.TimerScheduler
+	system *actor.ActorSystem
+
+	rec *internalpb.NodeRecord // nil: unknown (or deregistered)
+	seq persistence.Seq
+
+	session      *actor.PID // current session child, nil if none
+	sessionEpoch uint64     // epoch of the current (or last) session
+	connected    bool       // the current session's hello was accepted
+	backoff      time.Duration
+	cancelRedial scheduler.CancelFunc
+	lostSince    time.Time // zero while connected
+	cancelLost   scheduler.CancelFunc
+	lastFailure  managerpb.NodeStopping_Reason
+	pendingNonce string // nonce of the current session
+}
+
+func (g *grain) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.timer = scheduler.NewTimerScheduler(ctx)
+		g.system = ctx.ActorSystem()
+		g.load()
+		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
+	case *actor.ReceiveTimeout:
+		if g.session == nil && g.cancelRedial == nil {
+			ctx.Send(ctx.Parent(), &actors.Passivate{})
+		}
+	case *actor.Stopping:
+		g.stopTimers()
+		if g.connected {
+			g.cfg.Liveness.Update(g.id, func(l *actors.NodeLiveness) { l.Connected = false })
+		}
+	case *internalpb.NodeCommand:
+		g.handle(ctx, m)
+	case *sessionHello:
+		g.onHello(ctx, m)
+	case *workerMessage:
+		g.onWorkerMessage(ctx, m)
+	case *sessionDown:
+		g.onSessionDown(ctx, m)
+	case *redial:
+		g.cancelRedial = nil
+		g.ensureSession(ctx)
+	case *lostTimeout:
+		g.onLost(ctx, m)
+	}
+}
+
+func (g *grain) load() {
+	b, seq, err := g.cfg.Journal.Load(context.Background(), persistence.NodeKey(g.id))
+	g.seq = seq
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		g.rec = nil
+		return
+	case err != nil:
+		panic(fmt.Sprintf("node %s: load: %v", g.id, err))
+	}
+	rec := &internalpb.NodeRecord{}
+	if err := proto.Unmarshal(b, rec); err != nil {
+		panic(fmt.Sprintf("node %s: decode record: %v", g.id, err))
+	}
+	g.rec = rec
+	g.sessionEpoch = max(g.sessionEpoch, rec.GetSessionEpoch())
+}
+
+func (g *grain) stopTimers() {
+	if g.cancelRedial != nil {
+		g.cancelRedial()
+		g.cancelRedial = nil
+	}
+	if g.cancelLost != nil {
+		g.cancelLost()
+		g.cancelLost = nil
+	}
+}
+
+func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
+	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
+		ctx.Respond(g.replayReply(m))
+		return
+	}
+	var r *internalpb.Reply
+	switch c := m.GetCmd().(type) {
+	case *internalpb.NodeCommand_RegisterSlot:
+		r = g.registerSlot(m.GetRequestId(), c.RegisterSlot)
+	case *internalpb.NodeCommand_MemberRegister:
+		r = g.memberRegister(ctx, m.GetRequestId(), c.MemberRegister)
+	case *internalpb.NodeCommand_Deregister:
+		r = g.deregister(ctx, m.GetRequestId())
+	case *internalpb.NodeCommand_Terminate:
+		r = g.terminate(ctx, m.GetRequestId())
+	case *internalpb.NodeCommand_CreateMock:
+		r = g.createMock(ctx, m.GetRequestId(), c.CreateMock)
+	case *internalpb.NodeCommand_Provision:
+		r = g.provision(ctx, c.Provision)
+	case *internalpb.NodeCommand_StopInstance:
+		r = g.stopInstance(ctx, c.StopInstance)
+	case *internalpb.NodeCommand_Get:
+		r = g.get()
+	case *internalpb.NodeCommand_Wake:
+		g.wake(ctx)
+		r = actors.OK()
+	case *internalpb.NodeCommand_UpdatePhysical:
+		r = g.updatePhysical(m.GetRequestId(), c.UpdatePhysical)
+	default:
+		r = actors.Fail(errorpb.Code_INVALID_ARGUMENT, "node %s: empty command", g.id)
+	}
+	if ctx.Sender() != nil {
+		ctx.Respond(r)
+	}
+}
+
+// replayReply answers a command whose request id was already applied.
+func (g *grain) replayReply(m *internalpb.NodeCommand) *internalpb.Reply {
+	switch m.GetCmd().(type) {
+	case *internalpb.NodeCommand_RegisterSlot:
+		return g.registerReply()
+	case *internalpb.NodeCommand_MemberRegister:
+		return g.memberReply()
+	}
+	return actors.OK()
+}
+
+func (g *grain) get() *internalpb.Reply {
+	if g.rec == nil {
+		return g.notFound()
+	}
+	return &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}}
+}
+
+func (g *grain) notFound() *internalpb.Reply {
+	return actors.Fail(errorpb.Code_NOT_FOUND, "node %q not found", g.id)
+}
+
+func (g *grain) now() *timestamppb.Timestamp { return timestamppb.New(g.cfg.Clock()) }
+
+func (g *grain) next() *internalpb.NodeRecord {
+	if g.rec == nil {
+		return &internalpb.NodeRecord{NodeId: g.id}
+	}
+	return proto.Clone(g.rec).(*internalpb.NodeRecord)
+}
+
+// commit appends next (nil: delete) with its events; on success it becomes
+// the grain's state. A non-nil return is the reply for the caller.
+func (g *grain) commit(reqID string, next *internalpb.NodeRecord, events ...*managerpb.EventStreamEvent) *internalpb.Reply {
+	change := persistence.Change{RequestID: reqID, Events: events, At: g.cfg.Clock(), Delete: next == nil}
+	if next != nil {
+		if reqID != "" {
+			next.RecentRequests = append(next.RecentRequests, reqID)
+			if over := len(next.RecentRequests) - maxRecentRequests; over > 0 {
+				next.RecentRequests = slices.Delete(next.RecentRequests, 0, over)
+			}
+		}
+		b, err := proto.Marshal(next)
+		if err != nil {
+			return actors.Fail(errorpb.Code_INTERNAL, "node %s: encode record: %v", g.id, err)
+		}
+		change.Record = b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.AppendTimeout)
+	defer cancel()
+	res, err := g.cfg.Journal.Append(ctx, persistence.NodeKey(g.id), g.seq, change)
+	switch {
+	case errors.Is(err, persistence.ErrSeqConflict):
+		g.log.Warn("node record changed under this grain; reloading", "error", err)
+		g.load()
+		return actors.Fail(errorpb.Code_ABORTED, "node %q was modified concurrently; retry", g.id)
+	case err != nil:
+		g.log.Error("journal append failed", "error", err)
+		g.load()
+		return actors.Fail(errorpb.Code_UNAVAILABLE, "node %q: could not persist the change: %v", g.id, err)
+	}
+	if res.Duplicate {
+		g.load()
+		return nil
+	}
+	g.rec, g.seq = next, res.Seq
+	return nil
+}
+
+// Event constructors.
+
+func (g *grain) nodeID() *commonpb.NodeId { return &commonpb.NodeId{NodeId: g.id} }
+
+func evStarting(rec *internalpb.NodeRecord) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStarting{NodeStarting: &managerpb.NodeStarting{NodeMetadata: rec.GetMetadata()}}}
+}
+
+func evStarted(rec *internalpb.NodeRecord) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStarted{NodeStarted: &managerpb.NodeStarted{
+		NodeMetadata: rec.GetMetadata(), RunningNodeMetadata: rec.GetRunningMetadata()}}}
+}
+
+func (g *grain) evStopping(reason managerpb.NodeStopping_Reason) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStopping{NodeStopping: &managerpb.NodeStopping{NodeId: g.nodeID(), Reason: reason}}}
+}
+
+func (g *grain) evStopped() *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStopped{NodeStopped: &managerpb.NodeStopped{NodeId: g.nodeID()}}}
+}
+
+func (g *grain) evConnected(rec *internalpb.NodeRecord, instances []*managerpb.RunningJob) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_PhysicalNodeConnected{PhysicalNodeConnected: &managerpb.PhysicalNodeConnected{
+		Node:      &managerpb.PhysicalNode{Id: g.id, Tags: rec.GetMetadata().GetTags(), IpAddress: rec.GetAddress()},
+		Instances: instances,
+	}}}
+}
+
+// instancesOnNode lists the instances job records place on this node.
+func (g *grain) instancesOnNode() []persistence.InstanceRef {
+	var refs []persistence.InstanceRef
+	err := g.cfg.Store.View(func(r *persistence.Reader) error {
+		var err error
+		refs, err = r.InstancesOnNode(g.id)
+		return err
+	})
+	if err != nil {
+		g.log.Error("read instances on node", "error", err)
+	}
+	return refs
+}
+
+// tellJobsNodeGone ends every instance on this node in the job records.
+func (g *grain) tellJobsNodeGone(reason managerpb.JobHistoryJobStopping_Reason) {
+	seen := map[string]bool{}
+	for _, ref := range g.instancesOnNode() {
+		if seen[ref.JobID] {
+			continue
+		}
+		seen[ref.JobID] = true
+		g.cfg.Router.Send(actors.KindJob, ref.JobID, &internalpb.JobCommand{JobId: ref.JobID, Cmd: &internalpb.JobCommand_NodeGone{
+			NodeGone: &internalpb.NodeGone{NodeId: g.id, Reason: reason}}})
+	}
+}

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// PoolConfig configures the mock-pool grain.
+type PoolConfig struct {
+	Journal persistence.Journal
+	// URLs is the pool (NORSK_MOCK_WORKER_URLS, in order): addresses
+	// host:port of workers started without a token.
+	URLs   []string
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// PoolKind returns the kind of the mock-pool grain. Its single identity is
+// "mock"; it hands out the pool's URLs in order, each once, remembering the
+// position durably so a restarted manager never hands one out twice.
+func PoolKind(cfg PoolConfig) actors.Kind {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return actors.Kind{Name: actors.KindPool, Props: func(string) *actor.Props {
+		return actor.PropsFromProducer(func() actor.Actor { return &pool{cfg: cfg} })
+	}}
+}
+
+type pool struct {
+	cfg PoolConfig
+	rec *internalpb.MockPoolRecord
+	seq persistence.Seq
+}
+
+func (p *pool) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.load()
+	case *internalpb.PoolCommand:
+		ctx.Respond(p.pop(m.GetRequestId()))
+	}
+}
+
+func (p *pool) load() {
+	p.rec = &internalpb.MockPoolRecord{}
+	b, seq, err := p.cfg.Journal.Load(context.Background(), persistence.MockPoolKey)
+	p.seq = seq
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return
+	case err != nil:
+		panic(fmt.Sprintf("mock pool: load: %v", err))
+	}
+	if err := proto.Unmarshal(b, p.rec); err != nil {
+		panic(fmt.Sprintf("mock pool: decode: %v", err))
+	}
+}
+
+func (p *pool) pop(reqID string) *internalpb.Reply {
+	if reqID != "" && slices.Contains(p.rec.GetRecentRequests(), reqID) {
+		return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: p.cfg.URLs[p.rec.GetNext()-1]}}
+	}
+	i := int(p.rec.GetNext())
+	if i >= len(p.cfg.URLs) {
+		return actors.Fail(errorpb.Code_RESOURCE_EXHAUSTED,
+			"mock node pool is empty: all %d URLs of NORSK_MOCK_WORKER_URLS have been handed out", len(p.cfg.URLs))
+	}
+	next := proto.Clone(p.rec).(*internalpb.MockPoolRecord)
+	next.Next++
+	if reqID != "" {
+		next.RecentRequests = append(next.RecentRequests, reqID)
+		if over := len(next.RecentRequests) - maxRecentRequests; over > 0 {
+			next.RecentRequests = slices.Delete(next.RecentRequests, 0, over)
+		}
+	}
+	b, err := proto.Marshal(next)
+	if err != nil {
+		return actors.Fail(errorpb.Code_INTERNAL, "mock pool: encode: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := p.cfg.Journal.Append(ctx, persistence.MockPoolKey, p.seq, persistence.Change{RequestID: reqID, Record: b, At: p.cfg.Clock()})
+	if err != nil {
+		p.load()
+		return actors.Fail(errorpb.Code_UNAVAILABLE, "mock pool: could not persist: %v", err)
+	}
+	p.rec, p.seq = next, res.Seq
+	p.cfg.Logger.Info("mock pool URL handed out", "url", p.cfg.URLs[i], "left", len(p.cfg.URLs)-i-1)
+	return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: p.cfg.URLs[i]}}
+}

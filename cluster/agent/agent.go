@@ -1,0 +1,259 @@
+// Package agent wires one norsk-manager process: the store and its log,
+// the actor system with the job, node and mock-pool grains, the gRPC
+// gateway (with reflection and grpc.health.v1) and the background loops.
+// cmd/norsk-manager is a thin main around it; tests start agents in-process
+// through it.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/job"
+	"github.com/norsk-oss/norsk-manager/actors/node"
+	"github.com/norsk-oss/norsk-manager/actors/reconcile"
+	"github.com/norsk-oss/norsk-manager/cluster/gateway"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// Version is the manager's build version; set at link time with
+// -ldflags "-X github.com/norsk-oss/norsk-manager/cluster/agent.Version=…".
+var Version = "0.1.0-dev"
+
+// APIVersion is the Norsk API level the manager implements: the published
+// wire format 1.0.384 (@norskvideo/norsk-api) plus the seed documents'
+// additions.
+var APIVersion = &commonpb.Version{MajorVersion: 1, MinorVersion: 0, BuildNumber: 384, BranchName: "norsk-manager-go", Label: "1.0.384+seeds"}
+
+// Config configures an Agent. Start from DefaultConfig or DevConfig.
+type Config struct {
+	// APIAddr is the address of the public gRPC API (host:port; port 0
+	// picks a free port, see Agent.APIAddr).
+	APIAddr string
+	// Store configures persistence (data dir, sync, retention).
+	Store persistence.Config
+	// MockWorkerURLs is the mock provider's pool (NORSK_MOCK_WORKER_URLS).
+	MockWorkerURLs []string
+	// Node configures node grains (health and reconnect timeouts). Its
+	// Journal, Store, Router, Liveness and Logger are set by the agent.
+	Node node.Config
+	// Job configures job grains (history limit, timeouts).
+	Job job.Config
+	// Events configures the event stream.
+	Events gateway.EventStreamConfig
+	// MaxRecvMsgSize bounds one request in bytes (ResourceExhausted
+	// beyond). Default 4 MiB.
+	MaxRecvMsgSize int
+	// ShutdownGrace bounds how long Shutdown waits for in-flight calls
+	// before cutting streams. Default 2 s.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
+}
+
+// DefaultConfig returns production defaults for a data dir.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		APIAddr:        "127.0.0.1:6790",
+		Store:          persistence.DefaultConfig(dataDir),
+		MaxRecvMsgSize: 4 << 20,
+		ShutdownGrace:  2 * time.Second,
+	}
+}
+
+// DevConfig returns defaults for --dev and tests: loopback, a free port,
+// short node timeouts.
+func DevConfig(dataDir string) Config {
+	c := DefaultConfig(dataDir)
+	c.APIAddr = "127.0.0.1:0"
+	c.Node.HealthTimeout = 6 * time.Second
+	c.Node.InitialHealthTimeout = 6 * time.Second
+	c.Node.LostTimeout = 15 * time.Second
+	c.Node.RedialMax = 2 * time.Second
+	return c
+}
+
+// Agent is one running manager.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *persistence.Store
+	jlog   *persistence.LocalLog
+	system *actor.ActorSystem
+	host   *actors.Host
+	live   *actors.Liveness
+	grpc   *grpc.Server
+	health *health.Server
+	lis    net.Listener
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New opens the store and builds the agent; Start serves. Errors name the
+// failing part (a corrupt or missing data dir, an address in use).
+func New(cfg Config) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxRecvMsgSize <= 0 {
+		cfg.MaxRecvMsgSize = 4 << 20
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 2 * time.Second
+	}
+	log := cfg.Logger
+	cfg.Store.Logger = log.With("component", "store")
+	store, err := persistence.Open(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: log, store: store, jlog: persistence.NewLocalLog(store), live: actors.NewLiveness()}
+	a.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(levelFilter{h: log.With("component", "protoactor").Handler(), min: slog.LevelWarn})
+	}))
+	jc := cfg.Job
+	jc.Journal, jc.Logger = a.jlog, log.With("component", "job")
+	nc := cfg.Node
+	nc.Journal, nc.Store, nc.Liveness, nc.Logger = a.jlog, store, a.live, log.With("component", "node")
+	// The router is the host itself; kinds need it before it exists.
+	router := &lateRouter{}
+	jc.Router, nc.Router = router, router
+	a.host, err = actors.NewHost(a.system, actors.HostConfig{Logger: log.With("component", "grains")},
+		job.Kind(jc), node.Kind(nc),
+		node.PoolKind(node.PoolConfig{Journal: a.jlog, URLs: cfg.MockWorkerURLs, Logger: log.With("component", "mock-pool")}))
+	if err != nil {
+		a.closeStore()
+		return nil, err
+	}
+	router.Router = a.host
+	return a, nil
+}
+
+// lateRouter lets grain kinds hold the router before the host exists.
+type lateRouter struct{ actors.Router }
+
+// Start listens on APIAddr and serves the API, then wakes the grains that
+// own worker sessions and starts the background loops. It returns once the
+// API accepts connections.
+func (a *Agent) Start() error {
+	lis, err := net.Listen("tcp", a.cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen on API address %s: %w", a.cfg.APIAddr, err)
+	}
+	a.lis = lis
+	a.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	gw := gateway.New(gateway.Config{
+		Router: a.host, Store: a.store, Liveness: a.live, Logger: a.log.With("component", "gateway"),
+		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: Version, GoVersion: runtime.Version()},
+		Events:  a.cfg.Events,
+	})
+	gw.Register(a.grpc)
+	a.health = health.NewServer()
+	healthpb.RegisterHealthServer(a.grpc, a.health)
+	reflection.Register(a.grpc)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			a.log.Error("gRPC server stopped", "error", err)
+		}
+	}()
+	rc := reconcile.Config{Store: a.store, Router: a.host, Logger: a.log}
+	if err := reconcile.Revive(ctx, rc); err != nil {
+		a.log.Error("revive grains", "error", err)
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		_ = reconcile.RunActivator(ctx, rc)
+	}()
+	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(managerpb.Manager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	first, head := a.store.EventBounds()
+	a.log.Info("manager serving", "api_addr", lis.Addr().String(), "data_dir", a.cfg.Store.Dir,
+		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", Version)
+	return nil
+}
+
+// APIAddr returns the address the API listens on (after Start).
+func (a *Agent) APIAddr() string { return a.lis.Addr().String() }
+
+// Store returns the agent's store (tests, benchmarks).
+func (a *Agent) Store() *persistence.Store { return a.store }
+
+// Host returns the agent's grain host (tests).
+func (a *Agent) Host() *actors.Host { return a.host }
+
+// Shutdown stops serving and closes everything; worker sessions are closed
+// but no job is stopped — workers keep running them and a restarted manager
+// adopts them. Idempotent.
+func (a *Agent) Shutdown() {
+	a.once.Do(func() {
+		if a.health != nil {
+			a.health.Shutdown()
+		}
+		if a.grpc != nil {
+			done := make(chan struct{})
+			go func() { a.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(a.cfg.ShutdownGrace):
+				a.grpc.Stop()
+				<-done
+			}
+		}
+		if a.cancel != nil {
+			a.cancel()
+		}
+		a.wg.Wait()
+		a.host.Stop()
+		a.system.Shutdown()
+		a.closeStore()
+		a.log.Info("manager stopped")
+	})
+}
+
+func (a *Agent) closeStore() {
+	a.jlog.Close()
+	if err := a.store.Close(); err != nil {
+		a.log.Error("close store", "error", err)
+	}
+}
+
+// levelFilter drops records below min (protoactor is chatty at info).
+type levelFilter struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (f levelFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= f.min && f.h.Enabled(ctx, l)
+}
+func (f levelFilter) Handle(ctx context.Context, r slog.Record) error { return f.h.Handle(ctx, r) }
+func (f levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
+	return levelFilter{h: f.h.WithAttrs(as), min: f.min}
+}
+func (f levelFilter) WithGroup(n string) slog.Handler { return levelFilter{h: f.h.WithGroup(n), min: f.min} }

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+)
+
+// fakeWorker is a minimal worker for manager tests: it serves
+// NodeControllerStream, proves its credential, pings health, answers
+// provision_job with job_started and stop_job with job_stopped, and
+// remembers what it runs.
+type fakeWorker struct {
+	workerpb.UnimplementedWorkerServer
+	t    *testing.T
+	lis  net.Listener
+	srv  *grpc.Server
+	port uint32
+
+	mu         sync.Mutex
+	nodeID     string
+	credential string
+	running    map[[2]string]*workerpb.WorkerJob
+	received   []*workerpb.NodeControllerMessage
+	sessions   int
+	epochs     []uint64
+}
+
+func newFakeWorker(t *testing.T) *fakeWorker {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWorker{t: t, lis: lis, srv: grpc.NewServer(), running: map[[2]string]*workerpb.WorkerJob{},
+		port: uint32(lis.Addr().(*net.TCPAddr).Port)}
+	workerpb.RegisterWorkerServer(w.srv, w)
+	go w.srv.Serve(lis)
+	t.Cleanup(w.srv.Stop)
+	return w
+}
+
+func (w *fakeWorker) setCredential(node, cred string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nodeID, w.credential = node, cred
+}
+
+func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[workerpb.NodeControllerMessage, workerpb.WorkerMessage]) error {
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	nonce := first(md.Get(workerauth.MetadataNonce))
+	w.mu.Lock()
+	w.sessions++
+	hello := &workerpb.WorkerHello{NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: w.nodeID}}}
+	if w.credential != "" {
+		hello.Token = &workerpb.WorkerAuthenticationToken{InstanceId: w.nodeID, Cookie: workerauth.WorkerProof(w.credential, w.nodeID, nonce),
+			Signature: &commonpb.OptionalString{Value: "worker-nonce"}}
+	}
+	for _, j := range w.running {
+		hello.RunningJobs = append(hello.RunningJobs, &workerpb.WorkerRunningJob{Job: j})
+	}
+	cred, node := w.credential, w.nodeID
+	w.mu.Unlock()
+	if err := stream.Send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if cred != "" && resp.GetHelloResponse().GetSignature() != workerauth.ManagerProof(cred, node, "worker-nonce") {
+		return status.Error(codes.Unauthenticated, "bad manager proof")
+	}
+	w.mu.Lock()
+	w.epochs = append(w.epochs, resp.GetSessionEpoch())
+	w.mu.Unlock()
+	sendMu := sync.Mutex{}
+	send := func(m *workerpb.WorkerMessage) error { sendMu.Lock(); defer sendMu.Unlock(); return stream.Send(m) }
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{Health: &workerpb.Health{}}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.received = append(w.received, m)
+		w.mu.Unlock()
+		switch x := m.GetMessage().(type) {
+		case *workerpb.NodeControllerMessage_ProvisionJob:
+			key := [2]string{x.ProvisionJob.GetJobId().GetJobId(), x.ProvisionJob.GetRole()}
+			w.mu.Lock()
+			w.running[key] = x.ProvisionJob
+			w.mu.Unlock()
+			_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.WorkerJobStarted{
+				JobKey: &commonpb.ActiveJobKey{JobId: x.ProvisionJob.GetJobId(), Role: x.ProvisionJob.GetRole()}}}})
+		case *workerpb.NodeControllerMessage_StopJob:
+			w.mu.Lock()
+			delete(w.running, [2]string{x.StopJob.GetJobId().GetJobId(), x.StopJob.GetRole()})
+			w.mu.Unlock()
+			_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStopped{JobStopped: x.StopJob}})
+		}
+	}
+}
+
+func (w *fakeWorker) isRunning(job, role string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.running[[2]string{job, role}]
+	return ok
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}

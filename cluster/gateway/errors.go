@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// toStatus maps an error from the layers below to a gRPC status. It is the
+// only place that builds statuses from domain errors (STYLE §5): grain
+// replies carry norsk.api.error.Code, whose values are the gRPC codes.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var re *actors.ReplyError
+	var fe *persistence.FilterError
+	switch {
+	case errors.As(err, &re):
+		return status.Error(codes.Code(re.Code), re.Message)
+	case errors.As(err, &fe):
+		return status.Error(codes.InvalidArgument, fe.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, actors.ErrGrainTimeout):
+		return status.Error(codes.Unavailable, "the manager did not complete the request in time; it is safe to retry: "+err.Error())
+	case errors.Is(err, persistence.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, persistence.ErrClosed):
+		return status.Error(codes.Unavailable, "the manager is shutting down")
+	case errors.Is(err, persistence.ErrCorrupt):
+		return status.Error(codes.DataLoss, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// replyStatus returns the status of a grain round trip (transport error or
+// error reply).
+func replyStatus(r *internalpb.Reply, err error) error {
+	if err != nil {
+		return toStatus(err)
+	}
+	return toStatus(actors.AsError(r))
+}

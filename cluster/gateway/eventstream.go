@@ -1,0 +1,434 @@
+package gateway
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// EventStreamConfig configures Manager.EventStream.
+type EventStreamConfig struct {
+	// MaxLag cuts off a subscriber whose delivered index is more than this
+	// many events behind the log head (ResourceExhausted). Default 10000.
+	MaxLag uint64
+	// SendTimeout cuts off a subscriber that has not accepted a message for
+	// this long (its buffers are full: it is not reading). Default 30 s.
+	SendTimeout time.Duration
+	// Buffer is how many events may wait for a subscriber between the log
+	// and the network. Default 256.
+	Buffer int
+	// ReadBatch is how many events one store read returns. Default 256.
+	ReadBatch int
+	// MaxPendingWindow bounds pending_window_s. Default 366 days.
+	MaxPendingWindow time.Duration
+}
+
+func (c *EventStreamConfig) defaults() {
+	if c.MaxLag == 0 {
+		c.MaxLag = 10_000
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 30 * time.Second
+	}
+	if c.Buffer <= 0 {
+		c.Buffer = 256
+	}
+	if c.ReadBatch <= 0 {
+		c.ReadBatch = 256
+	}
+	if c.MaxPendingWindow <= 0 {
+		c.MaxPendingWindow = 366 * 24 * time.Hour
+	}
+}
+
+// EventStream serves the durable event log (docs/design/event-stream.md).
+//
+// Without resume_from_index: a snapshot — node_running for every STARTED
+// node, job_active for every ACTIVE job, job_pending for every PRE job
+// whose start is within pending_window_s — then initial_data_complete, all
+// carrying the log index the snapshot was read at, then every later event
+// in log order. With resume_from_index = N: exactly the events with index
+// > N, no snapshot; if N is no longer retained (or is beyond the head) a
+// stream_reset event comes first, then a full snapshot.
+//
+// Besides the log's events each subscriber gets, for PRE jobs, a
+// job_pending or job_out_of_window whenever the job's classification under
+// its window changes (on creation, on update, and when the job's start
+// enters the window as time passes). These are derived per subscriber, are
+// not log entries, and carry the index of the log event they follow.
+//
+// A subscriber that falls more than MaxLag events behind, or stops reading
+// for SendTimeout, is ended with ResourceExhausted; it may resume.
+func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb.Manager_EventStreamServer) error {
+	window := time.Duration(req.GetPendingWindowS()) * time.Second
+	if req.GetPendingWindowS() < 0 || window > s.cfg.Events.MaxPendingWindow {
+		return invalid("pending_window_s", "%d is outside 0..%d", req.GetPendingWindowS(), int64(s.cfg.Events.MaxPendingWindow/time.Second))
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	sub := &subscriber{
+		srv:     s,
+		cfg:     s.cfg.Events,
+		store:   s.cfg.Store,
+		window:  window,
+		out:     make(chan *managerpb.EventStreamEvent, s.cfg.Events.Buffer),
+		pending: map[string]bool{},
+		waiting: map[string]time.Time{},
+	}
+	sendErr := make(chan error, 1)
+	// The sender owns stream.Send. It ends when out is closed, when a send
+	// fails, or — if the handler returned while a Send was blocked on a
+	// client that does not read — when gRPC tears the stream down.
+	go func() {
+		for ev := range sub.out {
+			if err := stream.Send(ev); err != nil {
+				sendErr <- err
+				cancel()
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	err := sub.run(ctx, req)
+	close(sub.out)
+	if err == nil || errors.Is(err, context.Canceled) {
+		if serr := <-sendErr; serr != nil {
+			return serr
+		}
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	// Do not wait for the sender: it may be blocked on a client that does
+	// not read; it ends when gRPC closes the stream after we return.
+	s.log.Info("event stream subscriber ended", "error", err, "delivered_index", sub.cursor)
+	return err
+}
+
+// subscriber is one EventStream call. Only the handler goroutine touches it.
+type subscriber struct {
+	srv    *Server
+	cfg    EventStreamConfig
+	store  *persistence.Store
+	window time.Duration
+	out    chan *managerpb.EventStreamEvent
+	// cursor is the index of the last log event pushed to out.
+	cursor persistence.Index
+	// pending: PRE jobs known to this subscriber → within its window.
+	pending map[string]bool
+	// waiting: PRE jobs outside the window → start time; starts is a heap
+	// of the same (entries whose time no longer matches are stale).
+	waiting map[string]time.Time
+	starts  startHeap
+}
+
+func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamRequest) error {
+	resumed := false
+	if req.ResumeFromIndex != nil {
+		n := persistence.Index(req.GetResumeFromIndex())
+		first, head := sub.store.EventBounds()
+		var reason string
+		switch {
+		case n > head:
+			reason = fmt.Sprintf("index %d is beyond the log head %d (the manager's state was replaced?)", n, head)
+		case n+1 < first:
+			reason = fmt.Sprintf("index %d is older than the oldest retained event %d", n, first)
+		}
+		if reason == "" {
+			sub.cursor, resumed = n, true
+		} else if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(head), Event: &managerpb.EventStreamEvent_StreamReset{
+			StreamReset: &managerpb.StreamReset{RequestedIndex: uint64(n), FirstRetainedIndex: uint64(first), HeadIndex: uint64(head),
+				Reason: reason + "; a fresh snapshot follows"}}}); err != nil {
+			return err
+		}
+	}
+	var err error
+	if resumed {
+		err = sub.resume(ctx)
+	} else {
+		err = sub.snapshot(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	return sub.tail(ctx)
+}
+
+// push queues ev for the sender, cutting the subscriber off if it has not
+// made room within SendTimeout.
+func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent) error {
+	select {
+	case sub.out <- ev:
+		return nil
+	default:
+	}
+	t := time.NewTimer(sub.cfg.SendTimeout)
+	defer t.Stop()
+	select {
+	case sub.out <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return status.Errorf(codes.ResourceExhausted,
+			"event stream subscriber too slow: it accepted nothing for %s with %d events queued; reconnect with resume_from_index set to the last log_index you processed",
+			sub.cfg.SendTimeout, len(sub.out))
+	}
+}
+
+// snapshot sends the current state and initial_data_complete, all at the
+// index the snapshot is read at, and starts the cursor there.
+func (sub *subscriber) snapshot(ctx context.Context) error {
+	now := sub.srv.cfg.Clock()
+	return sub.store.View(func(r *persistence.Reader) error {
+		head, err := r.EventHead()
+		if err != nil {
+			return err
+		}
+		sub.cursor = head
+		at := uint64(head)
+		if err := r.Nodes(func(n *internalpb.NodeRecord) error {
+			if n.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+				return nil
+			}
+			inst, err := nodeInstances(r, n.GetNodeId())
+			if err != nil {
+				return err
+			}
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
+				NodeMetadata: n.GetMetadata(), RunningNodeMetadata: n.GetRunningMetadata(), Instances: inst}}})
+		}); err != nil {
+			return err
+		}
+		if err := r.JobIDsInState(managerpb.Job_ACTIVE, func(id string) error {
+			rec, _, err := r.Job(id)
+			if err != nil {
+				return err
+			}
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}})
+		}); err != nil {
+			return err
+		}
+		if err := r.PreJobs(func(id string, start time.Time) error {
+			if !sub.classify(id, start, now) {
+				return nil
+			}
+			rec, _, err := r.Job(id)
+			if err != nil {
+				return err
+			}
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}})
+		}); err != nil {
+			return err
+		}
+		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{}}})
+	})
+}
+
+// resume starts after the client's index: no snapshot. PRE jobs whose start
+// entered the window since the client's last event get their job_pending.
+func (sub *subscriber) resume(ctx context.Context) error {
+	now := sub.srv.cfg.Clock()
+	var since time.Time
+	if evs, err := sub.store.ReadEvents(sub.cursor, 1); err == nil && len(evs) == 1 {
+		since = evs[0].GetAt().AsTime()
+	}
+	var entered []string
+	err := sub.store.View(func(r *persistence.Reader) error {
+		return r.PreJobs(func(id string, start time.Time) error {
+			if sub.classify(id, start, now) && !since.IsZero() && start.After(since.Add(sub.window)) {
+				entered = append(entered, id)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return sub.sendPending(ctx, entered)
+}
+
+// classify records a PRE job's start and returns whether it is within the
+// window at now.
+func (sub *subscriber) classify(id string, start, now time.Time) bool {
+	within := !start.After(now.Add(sub.window))
+	sub.pending[id] = within
+	if within {
+		delete(sub.waiting, id)
+	} else {
+		sub.waiting[id] = start
+		heap.Push(&sub.starts, startEntry{id: id, start: start})
+	}
+	return within
+}
+
+func (sub *subscriber) forget(id string) {
+	delete(sub.pending, id)
+	delete(sub.waiting, id)
+}
+
+// sendPending sends job_pending for each job still PRE.
+func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		var rec *internalpb.JobRecord
+		err := sub.store.View(func(r *persistence.Reader) error {
+			var err error
+			rec, _, err = r.Job(id)
+			return err
+		})
+		if errors.Is(err, persistence.ErrNotFound) || rec.GetJob().GetJob().GetState() != managerpb.Job_PRE {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(sub.cursor), Event: &managerpb.EventStreamEvent_JobPending{
+			JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tail delivers log events after the cursor as they are appended, and
+// job_pending as waiting jobs enter the window.
+func (sub *subscriber) tail(ctx context.Context) error {
+	for {
+		evs, err := sub.store.ReadEvents(sub.cursor+1, sub.cfg.ReadBatch)
+		if errors.Is(err, persistence.ErrEventsTrimmed) {
+			return status.Errorf(codes.ResourceExhausted,
+				"event stream subscriber fell behind the retained log (delivered up to %d): reconnect; resuming will reset and resend a snapshot", sub.cursor)
+		}
+		if err != nil {
+			return toStatus(err)
+		}
+		for _, se := range evs {
+			if err := sub.deliver(ctx, se); err != nil {
+				return err
+			}
+		}
+		if len(evs) > 0 {
+			if _, head := sub.store.EventBounds(); uint64(head-sub.cursor) > sub.cfg.MaxLag {
+				return status.Errorf(codes.ResourceExhausted,
+					"event stream subscriber too slow: %d events behind the head (limit %d); reconnect with resume_from_index set to the last log_index you processed",
+					head-sub.cursor, sub.cfg.MaxLag)
+			}
+			continue
+		}
+		if err := sub.windowTick(ctx); err != nil {
+			return err
+		}
+		if err := sub.wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// wait blocks until the log grows past the cursor, the next waiting job
+// enters the window, or ctx ends.
+func (sub *subscriber) wait(ctx context.Context) error {
+	wctx := ctx
+	if next, ok := sub.nextEntry(); ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, next.Add(-sub.window))
+		defer cancel()
+	}
+	_, err := sub.store.WaitForEvents(wctx, sub.cursor)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil // a job is entering the window
+	}
+	if errors.Is(err, persistence.ErrClosed) {
+		return status.Error(codes.Unavailable, "the manager is shutting down; reconnect with resume_from_index")
+	}
+	return err
+}
+
+// nextEntry returns the start of the earliest waiting job.
+func (sub *subscriber) nextEntry() (time.Time, bool) {
+	for sub.starts.Len() > 0 {
+		top := sub.starts[0]
+		if t, ok := sub.waiting[top.id]; ok && t.Equal(top.start) {
+			return top.start, true
+		}
+		heap.Pop(&sub.starts)
+	}
+	return time.Time{}, false
+}
+
+// windowTick sends job_pending for waiting jobs whose start entered the
+// window.
+func (sub *subscriber) windowTick(ctx context.Context) error {
+	now := sub.srv.cfg.Clock()
+	var entered []string
+	for {
+		start, ok := sub.nextEntry()
+		if !ok || start.After(now.Add(sub.window)) {
+			break
+		}
+		id := heap.Pop(&sub.starts).(startEntry).id
+		delete(sub.waiting, id)
+		sub.pending[id] = true
+		entered = append(entered, id)
+	}
+	return sub.sendPending(ctx, entered)
+}
+
+// deliver sends one log event, then the classification change it causes.
+func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) error {
+	ev := se.GetEvent()
+	if err := sub.push(ctx, ev); err != nil {
+		return err
+	}
+	sub.cursor = persistence.Index(ev.GetLogIndex())
+	switch x := ev.GetEvent().(type) {
+	case *managerpb.EventStreamEvent_JobDeleted:
+		sub.forget(x.JobDeleted.GetJobId().GetJobId())
+	case *managerpb.EventStreamEvent_JobUpdated:
+		jwh := x.JobUpdated.GetJobWithHistory()
+		j := jwh.GetJob()
+		id := j.GetJobId().GetJobId()
+		if j.GetState() != managerpb.Job_PRE {
+			sub.forget(id)
+			return nil
+		}
+		was, known := sub.pending[id]
+		within := sub.classify(id, j.GetStartDateTime().AsTime(), sub.srv.cfg.Clock())
+		if known && was == within {
+			return nil
+		}
+		d := &managerpb.EventStreamEvent{LogIndex: ev.GetLogIndex()}
+		if within {
+			d.Event = &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: jwh}}
+		} else {
+			d.Event = &managerpb.EventStreamEvent_JobOutOfWindow{JobOutOfWindow: &managerpb.JobOutOfWindow{JobWithHistory: jwh}}
+		}
+		return sub.push(ctx, d)
+	}
+	return nil
+}
+
+type startEntry struct {
+	id    string
+	start time.Time
+}
+
+// startHeap is a min-heap of waiting jobs by start time.
+type startHeap []startEntry
+
+func (h startHeap) Len() int           { return len(h) }
+func (h startHeap) Less(i, j int) bool { return h[i].start.Before(h[j].start) }
+func (h startHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *startHeap) Push(x any)        { *h = append(*h, x.(startEntry)) }
+func (h *startHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/job"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+type commonJobID = commonpb.JobId
+
+func runningJobs(rec *internalpb.JobRecord) []*managerpb.RunningJob { return job.RunningJobs(rec) }
+
+// nodeInstances returns the instances job records place on node, as
+// RunningJob (read in the same view as the node).
+func nodeInstances(r *persistence.Reader, node string) ([]*managerpb.RunningJob, error) {
+	refs, err := r.InstancesOnNode(node)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*managerpb.RunningJob, 0, len(refs))
+	for _, ref := range refs {
+		out = append(out, &managerpb.RunningJob{
+			JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: ref.JobID}, Role: ref.Role},
+			NodeId: &commonpb.NodeId{NodeId: node},
+		})
+	}
+	return out, nil
+}
+
+// ListNodes returns every node the manager knows (cluster slots not yet
+// registered by a worker included, in state REGISTERED), in node-id order.
+func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
+	resp := &managerpb.ListNodesResponse{}
+	err := s.cfg.Store.View(func(r *persistence.Reader) error {
+		return r.Nodes(func(n *internalpb.NodeRecord) error {
+			inst, err := nodeInstances(r, n.GetNodeId())
+			if err != nil {
+				return err
+			}
+			live := s.cfg.Liveness.Get(n.GetNodeId())
+			info := &managerpb.NodeInfo{
+				Metadata:        n.GetMetadata(),
+				RunningMetadata: n.GetRunningMetadata(),
+				Provider:        n.GetProvider(),
+				State:           n.GetState(),
+				Instances:       inst,
+				Connected:       live.Connected,
+				StopReason:      n.StopReason,
+				CpuPercentage:   live.CPUBusy,
+				MemoryUsedMib:   live.MemoryUsedMiB,
+			}
+			if !live.LastSeen.IsZero() {
+				info.LastSeen = timestamppb.New(live.LastSeen)
+			} else {
+				info.LastSeen = n.GetLastConnected()
+			}
+			resp.Nodes = append(resp.Nodes, info)
+			return nil
+		})
+	})
+	return resp, toStatus(err)
+}
+
+// ListClusterNodes returns every cluster slot, bound or not, with its token.
+func (s *Server) ListClusterNodes(ctx context.Context, _ *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
+	resp := &managerpb.ListClusterNodesResponse{}
+	err := s.cfg.Store.View(func(r *persistence.Reader) error {
+		return r.Nodes(func(n *internalpb.NodeRecord) error {
+			if n.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
+				return nil
+			}
+			live := s.cfg.Liveness.Get(n.GetNodeId())
+			cn := &managerpb.ClusterNode{
+				Name:         n.GetSlotName(),
+				NodeId:       &commonpb.NodeId{NodeId: n.GetNodeId()},
+				Token:        n.GetToken(),
+				Active:       live.Connected && n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED,
+				Address:      n.GetAddress(),
+				Port:         n.GetPort(),
+				Hardware:     n.GetHardware(),
+				TokenUsed:    n.GetTokenUsed(),
+				RegisteredAt: n.GetRegisteredAt(),
+				Tags:         n.GetMetadata().GetTags(),
+				State:        n.GetState(),
+				LastSeen:     n.GetLastConnected(),
+			}
+			if !live.LastSeen.IsZero() {
+				cn.LastSeen = timestamppb.New(live.LastSeen)
+			}
+			resp.Nodes = append(resp.Nodes, cn)
+			return nil
+		})
+	})
+	return resp, toStatus(err)
+}
+
+// RegisterClusterNode creates a cluster slot and returns its node id and
+// registration token.
+func (s *Server) RegisterClusterNode(ctx context.Context, in *managerpb.RegisterClusterNodeRequest) (*managerpb.RegisterClusterNodeResponse, error) {
+	if err := checkText("node_name", in.GetNodeName(), maxNameLen); err != nil {
+		return nil, err
+	}
+	if err := checkTags("tags", in.GetTags()); err != nil {
+		return nil, err
+	}
+	id := newUUID()
+	r, err := s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_RegisterSlot{RegisterSlot: &internalpb.RegisterSlot{
+		Name: in.GetNodeName(), Tags: in.GetTags()}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetRegisterClusterNode(), nil
+}
+
+// DeregisterClusterNode removes a cluster slot: closes its worker's stream,
+// stops its jobs and revokes its token and credential.
+func (s *Server) DeregisterClusterNode(ctx context.Context, in *commonpb.NodeId) (*emptypb.Empty, error) {
+	id, err := nodeID("node_id", in)
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_Deregister{Deregister: &internalpb.DeregisterSlot{}}})
+	return empty(err)
+}
+
+// ClusterMemberRegister is the worker's registration: token (first time) or
+// node credential (again), and where to dial it back. Unauthenticated for
+// an unknown or revoked token; PermissionDenied for a bound slot's token
+// presented without its credential; FailedPrecondition if the dial-back
+// address does not accept connections.
+func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
+	if in.GetToken() == "" && in.GetNodeCredential() == "" {
+		return nil, status.Error(codes.Unauthenticated, "token: a registration token (or, for a registered worker, its node credential) is required")
+	}
+	if err := checkDialBack(in.GetAddress(), in.GetPort()); err != nil {
+		return nil, err
+	}
+	var id string
+	err := s.cfg.Store.View(func(r *persistence.Reader) error {
+		if in.GetToken() != "" {
+			nid, revoked, err := r.NodeIDByToken(in.GetToken())
+			switch {
+			case errors.Is(err, persistence.ErrNotFound):
+				return status.Error(codes.Unauthenticated, "unknown registration token")
+			case err != nil:
+				return err
+			case revoked:
+				return status.Errorf(codes.Unauthenticated, "registration token revoked: cluster slot %s was deregistered", nid)
+			}
+			id = nid
+			return nil
+		}
+		nid, err := r.NodeIDByCredential(in.GetNodeCredential())
+		if errors.Is(err, persistence.ErrNotFound) {
+			return status.Error(codes.Unauthenticated, "unknown or revoked node credential")
+		}
+		id = nid
+		return err
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.probeDialBack(ctx, in.GetAddress(), in.GetPort()); err != nil {
+		return nil, err
+	}
+	r, err := s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_MemberRegister{MemberRegister: &internalpb.MemberRegister{
+		Token: in.GetToken(), Address: in.GetAddress(), Port: in.GetPort(), Hardware: in.GetHardware(),
+		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion()}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetClusterMemberRegister(), nil
+}
+
+// CreateMockNode takes the next URL of the mock pool and makes it node_id.
+func (s *Server) CreateMockNode(ctx context.Context, in *managerpb.CreateMockNodeRequest) (*emptypb.Empty, error) {
+	id, err := nodeID("node_id", in.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTags("tags", in.GetTags()); err != nil {
+		return nil, err
+	}
+	err = s.cfg.Store.View(func(r *persistence.Reader) error {
+		_, _, err := r.Node(id)
+		if err == nil {
+			return status.Errorf(codes.AlreadyExists, "node %q already exists", id)
+		}
+		if errors.Is(err, persistence.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	pr, err := s.cfg.Router.Request(ctx, actors.KindPool, "mock", &internalpb.PoolCommand{RequestId: newRequestID(), Cmd: &internalpb.PoolCommand_Pop{Pop: &internalpb.PopMockUrl{}}})
+	if err := replyStatus(pr, err); err != nil {
+		return nil, err
+	}
+	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_CreateMock{CreateMock: &internalpb.CreateMockNode{
+		Url: pr.GetMockUrl(), Tags: in.GetTags()}}})
+	return empty(err)
+}
+
+// TerminateNode stops a node on purpose: its jobs are stopped and its
+// worker session closed.
+func (s *Server) TerminateNode(ctx context.Context, in *commonpb.NodeId) (*emptypb.Empty, error) {
+	id, err := nodeID("node_id", in)
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_Terminate{Terminate: &internalpb.TerminateNode{}}})
+	return empty(err)
+}
+
+// UpdatePhysicalNode records a node's worker daemon version.
+func (s *Server) UpdatePhysicalNode(ctx context.Context, in *managerpb.UpdatePhysicalNodeRequest) (*emptypb.Empty, error) {
+	if err := checkID("id", in.GetId()); err != nil {
+		return nil, err
+	}
+	if err := checkText("daemon_version", in.GetDaemonVersion(), maxNameLen); err != nil {
+		return nil, err
+	}
+	_, err := s.node(ctx, in.GetId(), &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_UpdatePhysical{
+		UpdatePhysical: &internalpb.UpdatePhysicalNode{DaemonVersion: in.GetDaemonVersion()}}})
+	return empty(err)
+}
+
+// CreateAwsNode answers FailedPrecondition until the AWS provider exists.
+func (s *Server) CreateAwsNode(context.Context, *managerpb.CreateAwsNodeRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.FailedPrecondition,
+		"the AWS provider is not configured on this manager (no AWS region, credentials or launch template configuration); use cluster slots or the mock pool")
+}
+
+// CreateOciNode answers FailedPrecondition until the OCI provider exists.
+func (s *Server) CreateOciNode(context.Context, *managerpb.CreateOciNodeRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.FailedPrecondition,
+		"the OCI provider is not configured on this manager (no OCI config file, tenancy or compartment configuration); use cluster slots or the mock pool")
+}

@@ -1,0 +1,269 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// Config configures the gateway.
+type Config struct {
+	Router   actors.Router
+	Store    *persistence.Store
+	Liveness *actors.Liveness
+	Logger   *slog.Logger
+	// Version is answered by Manager.Version and CreateStatusChannel.
+	Version *managerpb.VersionInfo
+	// Clock returns the current time; nil means time.Now.
+	Clock func() time.Time
+	// DialCheckTimeout bounds the TCP probe of a registering worker's
+	// dial-back address. Default 3 s; negative disables the probe.
+	DialCheckTimeout time.Duration
+	// Events configures EventStream.
+	Events EventStreamConfig
+}
+
+// Server implements managerpb.ManagerServer.
+type Server struct {
+	managerpb.UnimplementedManagerServer
+	cfg Config
+	log *slog.Logger
+}
+
+var _ managerpb.ManagerServer = (*Server)(nil)
+
+// New returns a gateway; Register it on a gRPC server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.DialCheckTimeout == 0 {
+		cfg.DialCheckTimeout = 3 * time.Second
+	}
+	if cfg.Version == nil {
+		cfg.Version = &managerpb.VersionInfo{}
+	}
+	cfg.Events.defaults()
+	return &Server{cfg: cfg, log: cfg.Logger}
+}
+
+// Register registers the Manager service on gs.
+func (s *Server) Register(gs *grpc.Server) { managerpb.RegisterManagerServer(gs, s) }
+
+// newRequestID returns a random id for a grain command.
+func newRequestID() string { return newUUID() }
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("gateway: crypto/rand failed: " + err.Error())
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (s *Server) job(ctx context.Context, id string, cmd *internalpb.JobCommand) (*internalpb.Reply, error) {
+	cmd.JobId = id
+	if cmd.RequestId == "" {
+		cmd.RequestId = newRequestID()
+	}
+	r, err := s.cfg.Router.Request(ctx, actors.KindJob, id, cmd)
+	return r, replyStatus(r, err)
+}
+
+func (s *Server) node(ctx context.Context, id string, cmd *internalpb.NodeCommand) (*internalpb.Reply, error) {
+	cmd.NodeId = id
+	if cmd.RequestId == "" {
+		cmd.RequestId = newRequestID()
+	}
+	r, err := s.cfg.Router.Request(ctx, actors.KindNode, id, cmd)
+	return r, replyStatus(r, err)
+}
+
+// CreateStatusChannel sends Hello with the runtime version, then keeps the
+// stream open until the client goes away.
+func (s *Server) CreateStatusChannel(_ *emptypb.Empty, stream managerpb.Manager_CreateStatusChannelServer) error {
+	if err := stream.Send(&managerpb.NorskStatusEvent{Message: &managerpb.NorskStatusEvent_Hello{Hello: &managerpb.Hello{Version: s.cfg.Version.GetVersion()}}}); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// Version returns the API level and the manager's build version.
+func (s *Server) Version(context.Context, *emptypb.Empty) (*managerpb.VersionInfo, error) {
+	return s.cfg.Version, nil
+}
+
+// CreateJob stores a new job. An empty job id is replaced by a random UUID.
+// AlreadyExists if the id is taken.
+func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
+	j = proto.Clone(j).(*managerpb.Job)
+	if j.GetJobId().GetJobId() == "" {
+		j.JobId = &commonJobID{JobId: newUUID()}
+	}
+	id, err := jobID("job.job_id", j.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if err := validateJob(j); err != nil {
+		return nil, err
+	}
+	r, err := s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Create{Create: &internalpb.CreateJob{Job: j}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetJobHash(), nil
+}
+
+// UpdateJob replaces a job's definition; current_hash must be the hash last
+// returned (FailedPrecondition otherwise, naming the current hash).
+func (s *Server) UpdateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
+	id, err := jobID("job.job_id", j.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if err := validateJob(j); err != nil {
+		return nil, err
+	}
+	r, err := s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetJobHash(), nil
+}
+
+// DeleteJob deletes a job without instances (FailedPrecondition naming
+// them otherwise).
+func (s *Server) DeleteJob(ctx context.Context, in *commonJobID) (*emptypb.Empty, error) {
+	id, err := jobID("job_id", in)
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Delete{Delete: &internalpb.DeleteJob{}}})
+	return empty(err)
+}
+
+// CompleteJob stops every instance of the job and moves it to POST.
+func (s *Server) CompleteJob(ctx context.Context, in *commonJobID) (*emptypb.Empty, error) {
+	id, err := jobID("job_id", in)
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Complete{Complete: &internalpb.CompleteJob{}}})
+	return empty(err)
+}
+
+// StartJob runs (job, role) on an online node.
+func (s *Server) StartJob(ctx context.Context, in *managerpb.StartJobRequest) (*emptypb.Empty, error) {
+	id, err := jobID("job_id", in.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRole(in.GetRole()); err != nil {
+		return nil, err
+	}
+	node, err := nodeID("node_id", in.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: in.GetRole(), NodeId: node}}})
+	return empty(err)
+}
+
+// StopJob stops (job, role) on the node it runs on.
+func (s *Server) StopJob(ctx context.Context, in *managerpb.StopJobRequest) (*emptypb.Empty, error) {
+	id, err := jobID("job_id", in.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRole(in.GetRole()); err != nil {
+		return nil, err
+	}
+	node, err := nodeID("node_id", in.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: in.GetRole(), NodeId: node}}})
+	return empty(err)
+}
+
+// JobById returns a job with its history and instances.
+func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobByIdResponse, error) {
+	id, err := jobID("job_id", in)
+	if err != nil {
+		return nil, err
+	}
+	var rec *internalpb.JobRecord
+	err = s.cfg.Store.View(func(r *persistence.Reader) error {
+		var err error
+		rec, _, err = r.Job(id)
+		return err
+	})
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "job %q not found", id)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec)}, nil
+}
+
+// JobSearch streams the jobs matching every filter, in job-id order.
+func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Manager_JobSearchServer) error {
+	q, err := persistence.CompileJobQuery(req.GetJobFilter())
+	if err != nil {
+		return toStatus(err)
+	}
+	return toStatus(s.cfg.Store.View(func(r *persistence.Reader) error {
+		return r.SearchJobs(q, func(rec *internalpb.JobRecord) error {
+			return stream.Send(&managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)})
+		})
+	}))
+}
+
+func empty(err error) (*emptypb.Empty, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &emptypb.Empty{}, nil
+}
+
+// probeDialBack checks that a registering worker's address accepts TCP
+// connections, so that an unreachable address is refused at registration
+// rather than discovered as a node that never starts.
+func (s *Server) probeDialBack(ctx context.Context, address string, port uint32) error {
+	if s.cfg.DialCheckTimeout < 0 {
+		return nil
+	}
+	target := net.JoinHostPort(address, strconv.Itoa(int(port)))
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DialCheckTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", target)
+	if err != nil {
+		return status.Errorf(codes.FailedPrecondition,
+			"cannot reach the worker at %s to dial it back: %v (check the worker's --listen / --advertise address)", target, err)
+	}
+	return conn.Close()
+}

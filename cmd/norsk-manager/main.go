@@ -1,0 +1,174 @@
+// Command norsk-manager runs the Norsk Manager daemon: the gRPC API
+// (norsk.api.manager.Manager) over persistent job and node grains.
+//
+//	norsk-manager --data-dir /var/lib/norsk-manager --api-addr 0.0.0.0:6790
+//	norsk-manager --dev --run-job examples/hello-http/job.json
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/norsk-oss/norsk-manager/cluster/agent"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := newCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "norsk-manager:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	dataDir        string
+	apiAddr        string
+	dev            bool
+	runJob         string
+	logLevel       string
+	logFormat      string
+	mockURLs       string
+	eventRetention uint64
+	noSync         bool
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "norsk-manager")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "norsk-manager")
+	}
+	return "norsk-manager-data"
+}
+
+func newCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "norsk-manager",
+		Short: "Run the Norsk Manager daemon",
+		Long: `norsk-manager runs the Norsk Manager: the control plane that keeps live-video
+jobs running on worker nodes. It serves the Norsk Manager gRPC API
+(norsk.api.manager.Manager, wire-compatible with @norskvideo/norsk-api 1.0.384)
+and stores jobs, nodes and cluster slots durably in --data-dir.
+
+Workers join through cluster slots: create one with
+"norsk-ctl slot register NAME", then run the printed
+"norsk-ctl --mode=worker --token=..." on the worker host; the manager dials
+the worker back on its --listen address.
+
+--dev runs a throw-away manager on loopback together with a local worker on a
+fresh slot, for trying things out; with --run-job it also creates and starts
+the job in the given file and prints the event stream until Ctrl-C.
+
+Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
+workers keep running them and a restarted manager adopts them.`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", "", "directory of the manager's durable state (default "+defaultDataDir()+"; --dev: a temporary directory)")
+	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:6790", "address of the gRPC API (use 0.0.0.0:6790 to accept remote workers and clients)")
+	f.BoolVar(&o.dev, "dev", false, "development mode: temporary data dir, short timeouts, and a local worker on a fresh cluster slot")
+	f.StringVar(&o.runJob, "run-job", "", "with --dev: create this job (a protojson norsk.api.manager.Job file), start it on the local worker and print events until Ctrl-C")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
+	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
+	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not one of text, json", format)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, o *options) error {
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	if o.runJob != "" && !o.dev {
+		return errors.New("--run-job needs --dev")
+	}
+	if o.eventRetention == 0 {
+		return errors.New("--event-retention must be at least 1")
+	}
+	var cfg agent.Config
+	if o.dev {
+		dir := o.dataDir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "norsk-manager-dev-"); err != nil {
+				return err
+			}
+			if err := os.Remove(dir); err != nil { // Open creates it with its marker
+				return err
+			}
+			defer os.RemoveAll(dir)
+		}
+		cfg = agent.DevConfig(dir)
+		if o.apiAddr != "" {
+			cfg.APIAddr = o.apiAddr
+		}
+	} else {
+		dir := o.dataDir
+		if dir == "" {
+			dir = defaultDataDir()
+		}
+		cfg = agent.DefaultConfig(dir)
+		cfg.APIAddr = o.apiAddr
+	}
+	cfg.Logger = log
+	cfg.MockWorkerURLs = splitList(o.mockURLs)
+	cfg.Store.EventRetention = o.eventRetention
+	cfg.Store.SyncWrites = !o.noSync
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Shutdown()
+	if err := a.Start(); err != nil {
+		return err
+	}
+	if o.dev {
+		if err := runDev(ctx, log, a, o); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	log.Info("shutting down (jobs keep running on their workers)")
+	return nil
+}

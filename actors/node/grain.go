@@ -103,9 +103,9 @@ type (
 
 // grain is the stateful actor of one node.
 type grain struct {
-	cfg   Config
-	id    string
-	log   *slog.Logger
+	cfg    Config
+	id     string
+	log    *slog.Logger
 	timer  *scheduler.TimerScheduler
 	system *actor.ActorSystem
 

@@ -54,7 +54,9 @@ type (
 	// verified and the epoch is durable.
 	acceptHello struct{ signature string }
 	// sendToWorker sends one message on the stream.
-	sendToWorker struct{ msg *workerpb.NodeControllerMessage }
+	sendToWorker struct {
+		msg *workerpb.NodeControllerMessage
+	}
 )
 
 // streamReady hands the open stream from the session's goroutine to the

@@ -256,4 +256,6 @@ func (f levelFilter) Handle(ctx context.Context, r slog.Record) error { return f
 func (f levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
 	return levelFilter{h: f.h.WithAttrs(as), min: f.min}
 }
-func (f levelFilter) WithGroup(n string) slog.Handler { return levelFilter{h: f.h.WithGroup(n), min: f.min} }
+func (f levelFilter) WithGroup(n string) slog.Handler {
+	return levelFilter{h: f.h.WithGroup(n), min: f.min}
+}

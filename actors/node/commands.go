@@ -114,7 +114,7 @@ func (g *grain) deregister(ctx actor.Context, reqID string) *internalpb.Reply {
 		return r
 	}
 	g.stopAllOnWorker()
-	g.closeSession(ctx)
+	g.closeSessionGracefully(ctx)
 	g.stopTimers()
 	g.tellJobsNodeGone(managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
 	g.cfg.Liveness.Delete(g.id)
@@ -141,7 +141,7 @@ func (g *grain) terminate(ctx actor.Context, reqID string) *internalpb.Reply {
 		return r
 	}
 	g.stopAllOnWorker()
-	g.closeSession(ctx)
+	g.closeSessionGracefully(ctx)
 	g.stopTimers()
 	g.tellJobsNodeGone(managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
 	g.log.Info("node terminated")

@@ -57,7 +57,18 @@ type (
 	sendToWorker struct {
 		msg *workerpb.NodeControllerMessage
 	}
+	// closeGracefully half-closes the stream after the messages queued
+	// before it, and stops the session once the worker has ended its side
+	// (or after closeGrace).
+	closeGracefully struct{}
 )
+
+// closeGrace bounds how long a gracefully closing session waits for the
+// worker to end the stream.
+const closeGrace = 2 * time.Second
+
+// readerDone tells the session actor its reading goroutine has ended.
+type readerDone struct{}
 
 // streamReady hands the open stream from the session's goroutine to the
 // session actor.
@@ -79,6 +90,7 @@ type session struct {
 	done     chan struct{}
 	stream   grpc.BidiStreamingClient[workerpb.NodeControllerMessage, workerpb.WorkerMessage]
 	accepted bool
+	closing  bool
 }
 
 func newSessionProps(p sessionParams) *actor.Props {
@@ -103,6 +115,17 @@ func (s *session) Receive(ctx actor.Context) {
 		if s.accepted {
 			s.send(m.msg)
 		}
+	case *closeGracefully:
+		s.closing = true
+		if s.stream != nil {
+			_ = s.stream.CloseSend()
+		}
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		time.AfterFunc(closeGrace, func() { sys.Root.Stop(self) })
+	case *readerDone:
+		if s.closing {
+			ctx.Stop(ctx.Self())
+		}
 	case *actor.Stopping:
 		s.cancel()
 		<-s.done
@@ -126,6 +149,7 @@ func (s *session) run(ctx context.Context, self *actor.PID) {
 	defer close(s.done)
 	reason, err := s.serve(ctx, self)
 	s.system.Root.Send(s.parent, &sessionDown{epoch: s.p.epoch, err: err, reason: reason})
+	s.system.Root.Send(self, &readerDone{})
 }
 
 func (s *session) serve(ctx context.Context, self *actor.PID) (managerpb.NodeStopping_Reason, error) {

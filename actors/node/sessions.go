@@ -55,12 +55,26 @@ func (g *grain) ensureSession(ctx actor.Context) {
 	g.log.Debug("dialling worker", "target", p.target, "epoch", p.epoch)
 }
 
-// closeSession stops the current session child (if any).
+// closeSession stops the current session child (if any) at once.
 func (g *grain) closeSession(ctx actor.Context) {
 	if g.session != nil {
 		ctx.Stop(g.session)
 		g.session = nil
 	}
+	g.markDisconnected()
+}
+
+// closeSessionGracefully lets the session deliver what was sent to it
+// before closing (used after stop_job messages).
+func (g *grain) closeSessionGracefully(ctx actor.Context) {
+	if g.session != nil {
+		ctx.Send(g.session, &closeGracefully{})
+		g.session = nil
+	}
+	g.markDisconnected()
+}
+
+func (g *grain) markDisconnected() {
 	if g.connected {
 		g.connected = false
 		g.cfg.Liveness.Update(g.id, func(l *actors.NodeLiveness) { l.Connected = false })

@@ -1,0 +1,314 @@
+package job_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/job"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// fakeNodes answers node commands: Provision succeeds for nodes in online,
+// StopInstance is recorded.
+type fakeNodes struct {
+	mu     sync.Mutex
+	online map[string]bool
+	stops  []string
+}
+
+func (f *fakeNodes) kind() actors.Kind {
+	return actors.Kind{Name: actors.KindNode, Props: func(id string) *actor.Props {
+		return actor.PropsFromFunc(func(ctx actor.Context) {
+			m, ok := ctx.Message().(*internalpb.NodeCommand)
+			if !ok {
+				return
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			switch c := m.GetCmd().(type) {
+			case *internalpb.NodeCommand_Provision:
+				if !f.online[id] {
+					ctx.Respond(actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %q is not online", id))
+					return
+				}
+				ctx.Respond(&internalpb.Reply{Payload: &internalpb.Reply_Node{Node: &internalpb.NodeRecord{NodeId: id,
+					Metadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}}}}})
+			case *internalpb.NodeCommand_StopInstance:
+				f.stops = append(f.stops, id+"/"+c.StopInstance.GetJobId()+"/"+c.StopInstance.GetRole())
+			}
+		})
+	}}
+}
+
+func (f *fakeNodes) stopped() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.stops...)
+}
+
+// crashyJournal panics inside Append while armed (simulating a bug hit by
+// one command).
+// waitStop waits until the node stop key was requested (the job grain
+// sends stops without waiting for an answer).
+func (f *fakeNodes) waitStop(t *testing.T, key string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(f.stopped(), key) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stop of %s requested; got %v", key, f.stopped())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type crashyJournal struct {
+	persistence.Journal
+	armed atomic.Bool
+}
+
+func (c *crashyJournal) Append(ctx context.Context, k persistence.EntityKey, s persistence.Seq, ch persistence.Change) (persistence.AppendResult, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		panic("injected crash")
+	}
+	return c.Journal.Append(ctx, k, s, ch)
+}
+
+type env struct {
+	host    *actors.Host
+	nodes   *fakeNodes
+	journal *crashyJournal
+	store   *persistence.Store
+	now     atomic.Pointer[time.Time]
+}
+
+func newEnv(t *testing.T) *env {
+	store, log := persistence.TestStore(t)
+	e := &env{nodes: &fakeNodes{online: map[string]bool{"n1": true, "n2": true}}, journal: &crashyJournal{Journal: log}, store: store}
+	t0 := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	e.now.Store(&t0)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	router := &late{}
+	host, err := actors.NewHost(system, actors.HostConfig{RequestTimeout: 5 * time.Second},
+		job.Kind(job.Config{Journal: e.journal, Router: router, Clock: func() time.Time { return *e.now.Load() }}),
+		e.nodes.kind())
+	require.NoError(t, err)
+	router.Router = host
+	e.host = host
+	t.Cleanup(func() { host.Stop(); system.Shutdown() })
+	return e
+}
+
+type late struct{ actors.Router }
+
+func (e *env) advance(d time.Duration) {
+	t := e.now.Load().Add(d)
+	e.now.Store(&t)
+}
+
+func (e *env) do(t *testing.T, id string, cmd *internalpb.JobCommand) *internalpb.Reply {
+	t.Helper()
+	cmd.JobId = id
+	r, err := e.host.Request(context.Background(), actors.KindJob, id, cmd)
+	require.NoError(t, err)
+	return r
+}
+
+func (e *env) record(t *testing.T, id string) *internalpb.JobRecord {
+	t.Helper()
+	r := e.do(t, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Get{Get: &internalpb.GetJob{}}})
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	return r.GetJob()
+}
+
+func create(j *managerpb.Job) *internalpb.JobCommand {
+	return &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Create{Create: &internalpb.CreateJob{Job: j}}}
+}
+
+func start(role, node string) *internalpb.JobCommand {
+	return &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: role, NodeId: node}}}
+}
+
+func report(kind internalpb.InstanceReport_Kind, role, node string) *internalpb.JobCommand {
+	return &internalpb.JobCommand{Cmd: &internalpb.JobCommand_InstanceReport{InstanceReport: &internalpb.InstanceReport{Kind: kind, Role: role, NodeId: node}}}
+}
+
+func history(rec *internalpb.JobRecord) []string {
+	var out []string
+	for _, h := range rec.GetJob().GetHistoryEntry() {
+		switch h.GetHistoryEntry().(type) {
+		case *managerpb.JobHistoryEntry_JobCreated:
+			out = append(out, "created")
+		case *managerpb.JobHistoryEntry_JobUpdated:
+			out = append(out, "updated")
+		case *managerpb.JobHistoryEntry_JobProvisioned:
+			out = append(out, "provisioned")
+		case *managerpb.JobHistoryEntry_JobRunning:
+			out = append(out, "running")
+		case *managerpb.JobHistoryEntry_JobStopping:
+			out = append(out, "stopping:"+h.GetJobStopping().GetReason().String())
+		case *managerpb.JobHistoryEntry_JobStopped:
+			out = append(out, "stopped")
+		case *managerpb.JobHistoryEntry_JobCompleted:
+			out = append(out, "completed")
+		}
+	}
+	return out
+}
+
+func TestJob_StateRule(t *testing.T) {
+	e := newEnv(t)
+	now := *e.now.Load()
+	cases := []struct {
+		name  string
+		start *timestamppb.Timestamp
+		want  managerpb.Job_JobState
+	}{
+		{"no start time is active at once", nil, managerpb.Job_ACTIVE},
+		{"start in the past", timestamppb.New(now.Add(-time.Minute)), managerpb.Job_ACTIVE},
+		{"start exactly now", timestamppb.New(now), managerpb.Job_ACTIVE},
+		{"start in the future", timestamppb.New(now.Add(time.Hour)), managerpb.Job_PRE},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := string(rune('a' + i))
+			r := e.do(t, id, create(&managerpb.Job{JobId: &commonpb.JobId{JobId: id}, StartDateTime: tc.start, State: managerpb.Job_POST}))
+			require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+			require.Equal(t, tc.want, e.record(t, id).GetJob().GetJob().GetState(), "the state a client sends is ignored")
+		})
+	}
+	// PRE → ACTIVE once the start passes (the activator's command).
+	id := "d"
+	activate := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Activate{Activate: &internalpb.ActivateJob{}}}
+	e.do(t, id, activate)
+	require.Equal(t, managerpb.Job_PRE, e.record(t, id).GetJob().GetJob().GetState(), "too early")
+	e.advance(time.Hour)
+	e.do(t, id, activate)
+	require.Equal(t, managerpb.Job_ACTIVE, e.record(t, id).GetJob().GetJob().GetState())
+	// ACTIVE never returns to PRE.
+	rec := e.record(t, id)
+	j := proto.Clone(rec.GetJob().GetJob()).(*managerpb.Job)
+	j.StartDateTime = timestamppb.New(e.now.Load().Add(24 * time.Hour))
+	r := e.do(t, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	require.Equal(t, managerpb.Job_ACTIVE, e.record(t, id).GetJob().GetJob().GetState())
+}
+
+func TestJob_FirstStartActivatesPreJob(t *testing.T) {
+	e := newEnv(t)
+	future := timestamppb.New(e.now.Load().Add(time.Hour))
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, StartDateTime: future}))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	require.Equal(t, managerpb.Job_PRE, e.record(t, "j").GetJob().GetJob().GetState(), "provisioned is not started")
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	rec := e.record(t, "j")
+	require.Equal(t, managerpb.Job_ACTIVE, rec.GetJob().GetJob().GetState())
+	require.Equal(t, []string{"created", "provisioned", "running"}, history(rec))
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_RUNNING, rec.GetInstances()[0].GetStatus())
+}
+
+func TestJob_InstanceReconciliation(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	// Start on an offline node: refused, nothing recorded.
+	e.nodes.mu.Lock()
+	e.nodes.online["off"] = false
+	e.nodes.mu.Unlock()
+	r := e.do(t, "j", start("primary", "off"))
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Empty(t, e.record(t, "j").GetInstances())
+
+	// Adoption: the worker reports an instance the record does not have.
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	require.Equal(t, []string{"created", "provisioned", "running"}, history(e.record(t, "j")))
+	// A second start of the same role is refused.
+	require.Equal(t, errorpb.Code_ALREADY_EXISTS, e.do(t, "j", start("primary", "n2")).GetCode())
+	// A duplicate on another node is stopped there; the record keeps n1.
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n2"))
+	e.nodes.waitStop(t, "n2/j/primary")
+	require.Equal(t, "n1", e.record(t, "j").GetInstances()[0].GetNodeId())
+	// Deleting a job with instances is refused and names them.
+	r = e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Delete{Delete: &internalpb.DeleteJob{}}})
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Contains(t, r.GetMessage(), `role "primary" on node "n1"`)
+	// Missing from the worker's hello → ended with NODE_STOPPED.
+	e.do(t, "j", report(internalpb.InstanceReport_MISSING, "primary", "n1"))
+	rec := e.record(t, "j")
+	require.Empty(t, rec.GetInstances())
+	require.Equal(t, []string{"created", "provisioned", "running", "stopping:JOB_STOPPED_NODE_STOPPED", "stopped"}, history(rec))
+	// A failure report ends the instance with JOB_FAILED.
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("backup", "n2")).GetCode())
+	e.do(t, "j", report(internalpb.InstanceReport_FAILED, "backup", "n2"))
+	h := history(e.record(t, "j"))
+	require.Equal(t, []string{"stopping:JOB_STOPPED_JOB_FAILED", "stopped"}, h[len(h)-2:])
+	// Node gone ends every instance on it.
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("a", "n2")).GetCode())
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("b", "n2")).GetCode())
+	e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{NodeId: "n2",
+		Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED}}})
+	require.Empty(t, e.record(t, "j").GetInstances())
+	// An unknown job reported running is stopped on its worker.
+	e.do(t, "ghost", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	e.nodes.waitStop(t, "n1/ghost/primary")
+}
+
+func TestJob_CompleteStopsInstancesAndIsFinal(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	complete := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Complete{Complete: &internalpb.CompleteJob{}}}
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", complete).GetCode())
+	rec := e.record(t, "j")
+	require.Equal(t, managerpb.Job_POST, rec.GetJob().GetJob().GetState())
+	require.Equal(t, []string{"created", "provisioned", "stopping:JOB_STOPPED_USER_REQUESTED", "completed"}, history(rec))
+	e.nodes.waitStop(t, "n1/j/primary")
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, e.do(t, "j", start("backup", "n1")).GetCode())
+	// The worker confirms; a completed job's late start report is stopped.
+	e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "primary", "n1"))
+	require.Empty(t, e.record(t, "j").GetInstances())
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", complete).GetCode(), "idempotent")
+}
+
+func TestJob_RequestIDsAreIdempotent(t *testing.T) {
+	e := newEnv(t)
+	c := create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})
+	c.RequestId = "req-1"
+	r1 := e.do(t, "j", c)
+	r2 := e.do(t, "j", proto.Clone(c).(*internalpb.JobCommand))
+	require.Equal(t, errorpb.Code_OK, r2.GetCode(), "a retried create is answered, not refused")
+	require.Equal(t, r1.GetJobHash().GetHash(), r2.GetJobHash().GetHash())
+	require.Len(t, history(e.record(t, "j")), 1)
+}
+
+func TestJob_CrashedGrainRecoversItsState(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Description: "v1"}))
+	rec := e.record(t, "j")
+	e.journal.armed.Store(true)
+	j := proto.Clone(rec.GetJob().GetJob()).(*managerpb.Job)
+	j.Description = "v2"
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := e.host.Request(ctx, actors.KindJob, "j", &internalpb.JobCommand{JobId: "j", Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})
+	require.Error(t, err, "the command that crashed the grain gets no answer")
+	// The supervisor restarted the grain; it reloaded the record.
+	rec2 := e.record(t, "j")
+	require.Equal(t, "v1", rec2.GetJob().GetJob().GetDescription())
+	r := e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	require.Equal(t, "v2", e.record(t, "j").GetJob().GetJob().GetDescription())
+}

@@ -1,0 +1,207 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// JobID identifies a job (norsk.api.common.JobId on the wire).
+type JobID string
+
+// NodeID identifies a node (norsk.api.common.NodeId on the wire).
+type NodeID string
+
+// managerService is the full gRPC name of the Manager service.
+const managerService = "norsk.api.manager.Manager"
+
+// NorskManager is a connection to one Norsk Manager or to a set of managers
+// of one cluster. It mirrors the SDK's NorskManager class: one method per
+// Manager RPC, each returning a *CallError (see the package documentation)
+// on failure.
+//
+// A NorskManager is safe for concurrent use. It holds one gRPC channel; Close
+// releases it.
+//
+// Writes that fail with codes.Unavailable are not retried: the manager may
+// have lost its quorum after the write was committed, so the write may or may
+// not have been applied. A caller that retries a CreateJob must therefore
+// accept codes.AlreadyExists, and one that retries an UpdateJob should re-read
+// the job (JobByID) first, as the hash may already have moved.
+type NorskManager struct {
+	conn    *grpc.ClientConn
+	api     managerpb.ManagerClient
+	addrs   []string
+	timeout time.Duration
+	logger  *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Connect validates settings and creates the connection. Connect does not
+// wait for a manager: the channel connects in the background and the first
+// call reports codes.Unavailable if no manager listed in Settings.URL
+// answers. ctx is only checked for cancellation. Connect fails when settings
+// are invalid (see Settings.Validate) or a DialOption is rejected by gRPC.
+func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("client: connect: %w", err)
+	}
+	if err := settings.Validate(); err != nil {
+		return nil, err
+	}
+	addrs, err := ParseURL(settings.URL)
+	if err != nil {
+		return nil, fmt.Errorf("client: Settings.URL: %w", err)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithResolvers(&staticResolver{addrs: addrs}),
+		grpc.WithDefaultServiceConfig(serviceConfig(len(addrs))),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  250 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   5 * time.Second,
+			},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
+	opts = append(opts, settings.DialOptions...)
+	conn, err := grpc.NewClient(resolverScheme+":///manager", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: connect to %s: %w", strings.Join(addrs, ","), err)
+	}
+	logger := settings.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	conn.Connect()
+	return &NorskManager{
+		conn:    conn,
+		api:     managerpb.NewManagerClient(conn),
+		addrs:   addrs,
+		timeout: settings.Timeout,
+		logger:  logger.With("component", "norsk-manager-client"),
+	}, nil
+}
+
+// serviceConfig is the default gRPC service config: round_robin over the
+// managers, and a retry policy on Unavailable for the read-only methods that
+// tries up to every manager once more (at least 2, at most 5 attempts: the
+// gRPC limit).
+func serviceConfig(managers int) string {
+	// Read-only methods change nothing, so a second attempt on another
+	// manager is always safe.
+	readOnly := []string{"Version", "JobById", "JobSearch", "ListNodes", "ListClusterNodes"}
+	attempts := min(max(managers+1, 2), 5)
+	names := make([]string, 0, len(readOnly))
+	for _, m := range readOnly {
+		names = append(names, fmt.Sprintf(`{"service":%q,"method":%q}`, managerService, m))
+	}
+	return fmt.Sprintf(`{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [%s],
+    "retryPolicy": {
+      "maxAttempts": %d,
+      "initialBackoff": "0.05s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`, strings.Join(names, ","), attempts)
+}
+
+// Addresses returns the manager addresses the connection uses, normalised
+// as by ParseURL. The caller must not modify the slice.
+func (m *NorskManager) Addresses() []string { return m.addrs }
+
+// Close closes the connection. Calls in flight and open streams end with
+// codes.Canceled; later calls fail the same way. Close is idempotent and
+// returns the error of the first close, if any.
+func (m *NorskManager) Close() error {
+	m.closeOnce.Do(func() {
+		if err := m.conn.Close(); err != nil {
+			m.closeErr = fmt.Errorf("client: close: %w", err)
+		}
+	})
+	return m.closeErr
+}
+
+// callContext bounds ctx by the per-call timeout, if any.
+func (m *NorskManager) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m.timeout > 0 {
+		return context.WithTimeout(ctx, m.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// unary runs one unary call of method under the per-call timeout and wraps
+// its error.
+func unary[Req, Resp any](ctx context.Context, m *NorskManager, method string, req Req,
+	fn func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
+	resp, err := fn(ctx, req)
+	if err != nil {
+		var zero Resp
+		return zero, wrapErr(method, err)
+	}
+	return resp, nil
+}
+
+// Version returns the manager's version information: the Norsk API level
+// it implements and its own build.
+func (m *NorskManager) Version(ctx context.Context) (*managerpb.VersionInfo, error) {
+	return unary(ctx, m, "Version", &emptypb.Empty{}, m.api.Version)
+}
+
+// CreateStatusChannel opens the manager's status channel and yields its
+// events (a Hello, then log events) until ctx is done, the stream ends (the
+// sequence stops without an error) or it fails (the error is yielded last,
+// as a *CallError). Nothing is sent before the first iteration. The
+// per-call timeout does not apply.
+func (m *NorskManager) CreateStatusChannel(ctx context.Context) iter.Seq2[*managerpb.NorskStatusEvent, error] {
+	return func(yield func(*managerpb.NorskStatusEvent, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := m.api.CreateStatusChannel(ctx, &emptypb.Empty{})
+		if err != nil {
+			yield(nil, wrapErr("CreateStatusChannel", err))
+			return
+		}
+		recvAll(stream, "CreateStatusChannel", yield)
+	}
+}
+
+// recvAll yields every message of stream, then the stream's error (as a
+// *CallError) unless it ended cleanly, until yield returns false.
+func recvAll[T any](stream grpc.ServerStreamingClient[T], method string, yield func(*T, error) bool) {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if !isEOF(err) {
+				yield(nil, wrapErr(method, err))
+			}
+			return
+		}
+		if !yield(msg, nil) {
+			return
+		}
+	}
+}

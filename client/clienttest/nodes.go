@@ -1,0 +1,197 @@
+package clienttest
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// ListNodes returns every node, sorted by id.
+func (m *Manager) ListNodes(context.Context, *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("ListNodes"); err != nil {
+		return nil, err
+	}
+	resp := &managerpb.ListNodesResponse{}
+	for _, id := range sortedKeys(m.mu.nodes) {
+		resp.Nodes = append(resp.Nodes, proto.Clone(m.mu.nodes[id]).(*managerpb.NodeInfo))
+	}
+	return resp, nil
+}
+
+// CreateMockNode adds a started, connected mock node and publishes
+// node_starting and node_started.
+func (m *Manager) CreateMockNode(_ context.Context, in *managerpb.CreateMockNodeRequest) (*emptypb.Empty, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("CreateMockNode"); err != nil {
+		return nil, err
+	}
+	id := in.GetNodeId().GetNodeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id: must not be empty")
+	}
+	if _, ok := m.mu.nodes[id]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "node %q already exists", id)
+	}
+	m.addNodeLocked(id, in.GetTags(), managerpb.NodeProvider_NODE_PROVIDER_MOCK)
+	return &emptypb.Empty{}, nil
+}
+
+// addNodeLocked records a started node and publishes its events.
+func (m *Manager) addNodeLocked(id string, tags map[string]string, provider managerpb.NodeProvider) *managerpb.NodeInfo {
+	md := &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}, Tags: tags, CreatedAt: m.stamp()}
+	running := &commonpb.RunningNodeMetadata{PrivateIpAddress: "127.0.0.1"}
+	node := &managerpb.NodeInfo{
+		Metadata: md, RunningMetadata: running, Provider: provider,
+		State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED, Connected: true, LastSeen: m.stamp(),
+	}
+	m.mu.nodes[id] = node
+	m.mu.events.appendLocked(&managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStarting{
+		NodeStarting: &managerpb.NodeStarting{NodeMetadata: proto.Clone(md).(*commonpb.NodeMetadata)},
+	}})
+	m.mu.events.appendLocked(&managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStarted{
+		NodeStarted: &managerpb.NodeStarted{
+			NodeMetadata:        proto.Clone(md).(*commonpb.NodeMetadata),
+			RunningNodeMetadata: proto.Clone(running).(*commonpb.RunningNodeMetadata),
+		},
+	}})
+	return node
+}
+
+// TerminateNode stops a node's jobs, marks it stopped and publishes
+// node_stopping (USER_REQUESTED) and node_stopped.
+func (m *Manager) TerminateNode(_ context.Context, in *commonpb.NodeId) (*emptypb.Empty, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("TerminateNode"); err != nil {
+		return nil, err
+	}
+	if _, ok := m.mu.nodes[in.GetNodeId()]; !ok {
+		return nil, status.Errorf(codes.NotFound, "node %q not found", in.GetNodeId())
+	}
+	m.stopNodeLocked(in.GetNodeId(), managerpb.NodeStopping_USER_REQUESTED)
+	return &emptypb.Empty{}, nil
+}
+
+// stopNodeLocked stops the jobs of node id, marks it stopped and publishes
+// its events.
+func (m *Manager) stopNodeLocked(id string, reason managerpb.NodeStopping_Reason) {
+	node := m.mu.nodes[id]
+	if node.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED {
+		return
+	}
+	for _, jid := range sortedKeys(m.mu.jobs) {
+		j := m.mu.jobs[jid]
+		stopped := false
+		for i := len(j.instances) - 1; i >= 0; i-- {
+			if j.instances[i].GetNodeId().GetNodeId() == id {
+				m.stopInstanceLocked(j, i, managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
+				stopped = true
+			}
+		}
+		if stopped {
+			m.publishJobLocked(j)
+		}
+	}
+	node.State, node.Connected, node.StopReason = managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED, false, reason.Enum()
+	nid := &commonpb.NodeId{NodeId: id}
+	m.mu.events.appendLocked(&managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStopping{
+		NodeStopping: &managerpb.NodeStopping{NodeId: nid, Reason: reason},
+	}})
+	m.mu.events.appendLocked(&managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_NodeStopped{
+		NodeStopped: &managerpb.NodeStopped{NodeId: proto.Clone(nid).(*commonpb.NodeId)},
+	}})
+}
+
+// RegisterClusterNode mints a slot "node-<n>" with token "token-<n>".
+func (m *Manager) RegisterClusterNode(_ context.Context, in *managerpb.RegisterClusterNodeRequest) (*managerpb.RegisterClusterNodeResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("RegisterClusterNode"); err != nil {
+		return nil, err
+	}
+	if n := len(in.GetNodeName()); n == 0 || n > 128 {
+		return nil, status.Error(codes.InvalidArgument, "node_name: must be 1-128 characters")
+	}
+	seq := m.nextLocked()
+	id, token := idString("node", seq), idString("token", seq)
+	m.mu.slots[id] = &managerpb.ClusterNode{
+		Name: in.GetNodeName(), NodeId: &commonpb.NodeId{NodeId: id}, Token: token,
+		RegisteredAt: m.stamp(), Tags: in.GetTags(), State: managerpb.NodeLifecycle_NODE_LIFECYCLE_REGISTERED,
+	}
+	return &managerpb.RegisterClusterNodeResponse{NodeId: &commonpb.NodeId{NodeId: id}, Token: token}, nil
+}
+
+// ListClusterNodes returns every slot, sorted by node id.
+func (m *Manager) ListClusterNodes(context.Context, *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("ListClusterNodes"); err != nil {
+		return nil, err
+	}
+	resp := &managerpb.ListClusterNodesResponse{}
+	for _, id := range sortedKeys(m.mu.slots) {
+		resp.Nodes = append(resp.Nodes, proto.Clone(m.mu.slots[id]).(*managerpb.ClusterNode))
+	}
+	return resp, nil
+}
+
+// DeregisterClusterNode removes a slot, stopping its node if a worker is
+// bound.
+func (m *Manager) DeregisterClusterNode(_ context.Context, in *commonpb.NodeId) (*emptypb.Empty, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("DeregisterClusterNode"); err != nil {
+		return nil, err
+	}
+	id := in.GetNodeId()
+	if _, ok := m.mu.slots[id]; !ok {
+		return nil, status.Errorf(codes.NotFound, "cluster node %q not found", id)
+	}
+	delete(m.mu.slots, id)
+	if _, ok := m.mu.nodes[id]; ok {
+		m.stopNodeLocked(id, managerpb.NodeStopping_USER_REQUESTED)
+	}
+	return &emptypb.Empty{}, nil
+}
+
+// ClusterMemberRegister binds a worker to the slot of its token and starts
+// the slot's node (credential "credential-<node id>").
+func (m *Manager) ClusterMemberRegister(_ context.Context, in *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injectedLocked("ClusterMemberRegister"); err != nil {
+		return nil, err
+	}
+	var slot *managerpb.ClusterNode
+	for _, s := range m.mu.slots {
+		if s.GetToken() == in.GetToken() && in.GetToken() != "" {
+			slot = s
+		}
+	}
+	if slot == nil {
+		return nil, status.Error(codes.Unauthenticated, "unknown registration token")
+	}
+	id := slot.GetNodeId().GetNodeId()
+	credential := "credential-" + id
+	if slot.GetTokenUsed() && in.GetNodeCredential() != credential {
+		return nil, status.Errorf(codes.Unauthenticated, "slot %q is bound to another worker", id)
+	}
+	slot.Active, slot.TokenUsed, slot.Address, slot.Port = true, true, in.GetAddress(), in.GetPort()
+	slot.Hardware, slot.LastSeen = in.GetHardware(), m.stamp()
+	slot.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+	if n, ok := m.mu.nodes[id]; !ok || n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED {
+		m.addNodeLocked(id, slot.GetTags(), managerpb.NodeProvider_NODE_PROVIDER_CLUSTER)
+	}
+	return &managerpb.ClusterMemberRegisterResponse{
+		NodeId: &commonpb.NodeId{NodeId: id}, NodeCredential: credential, NodeName: slot.GetName(),
+	}, nil
+}

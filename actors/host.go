@@ -162,10 +162,12 @@ func (a *activator) Receive(ctx actor.Context) {
 			ctx.Send(pid, m.Msg)
 		}
 	case *passivateGrain:
+		// Forget the grain first, so no new command reaches it, then let it
+		// drain what was already routed to it before it stops.
 		if id, ok := a.byPID[m.pid.GetId()]; ok {
 			delete(a.grains, id)
 			delete(a.byPID, m.pid.GetId())
-			ctx.Stop(m.pid)
+			ctx.Send(m.pid, &drainAndStop{})
 		}
 	case *actor.Terminated:
 		if id, ok := a.byPID[m.Who.GetId()]; ok {
@@ -193,6 +195,13 @@ func (a *activator) activate(ctx actor.Context, identity string) *actor.PID {
 // passivateGrain asks the activator to forget and stop a grain.
 type passivateGrain struct{ pid *actor.PID }
 
+// drainAndStop tells a grain supervisor that its activator has forgotten
+// it: it stops once its child has handled every command queued before.
+type drainAndStop struct{}
+
+// drainTimeout bounds how long a passivating grain may take to drain.
+const drainTimeout = 30 * time.Second
+
 // grainSupervisor is the per-grain supervisor: it spawns the stateful actor
 // as its child (supervised by the kind's strategy) and forwards every
 // command to it.
@@ -207,6 +216,11 @@ func (s *grainSupervisor) Receive(ctx actor.Context) {
 		s.child = ctx.Spawn(s.childProps)
 	case *Passivate:
 		ctx.Send(ctx.Parent(), &passivateGrain{pid: ctx.Self()})
+	case *drainAndStop:
+		// Touch is answered by the child's context in mailbox order: once
+		// it answers, everything forwarded before has been handled.
+		f := ctx.RequestFuture(s.child, &actor.Touch{}, drainTimeout)
+		ctx.ReenterAfter(f, func(any, error) { ctx.Stop(ctx.Self()) })
 	case *actor.Terminated:
 		// The child gave up (supervision stopped it): stop, so that the next
 		// command activates a fresh grain from its record.

@@ -40,23 +40,26 @@ func TestHost_PassivationLosesNoCommand(t *testing.T) {
 	h, err := actors.NewHost(system, actors.HostConfig{}, kind)
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Stop(); system.Shutdown() })
-	const senders, each = 8, 250
-	var wg sync.WaitGroup
-	for s := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				h.Send("counter", "one", wrapperspb.Int64(int64(s*each+i)))
-			}
-		}()
+	const senders, each, rounds = 8, 25, 10
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for s := range senders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					h.Send("counter", "one", wrapperspb.Int64(int64((r*senders+s)*each+i)))
+				}
+			}()
+		}
+		wg.Wait()
+		want := int64((r + 1) * senders * each)
+		deadline := time.Now().Add(10 * time.Second)
+		for handled.Load() < want && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		require.Equal(t, want, handled.Load(), "commands lost across passivations (round %d)", r)
 	}
-	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for handled.Load() < senders*each && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Equal(t, int64(senders*each), handled.Load(), "commands lost across passivations")
 	require.Greater(t, activations.Load(), int64(1), "the grain should have passivated and come back")
 }
 

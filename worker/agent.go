@@ -1,0 +1,290 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// serverStopTimeout bounds the graceful stop of the gRPC server at
+// shutdown, after every session was asked to end.
+const serverStopTimeout = 5 * time.Second
+
+// Agent is the worker agent: it registers with the manager (when it has a
+// token), serves NodeControllerStream, and drives a Runtime. Create it with
+// New and call Run once.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	rt   Runtime
+	load *loadSampler
+	hub  *hub
+	ops  *keyQueue
+
+	running atomic.Bool
+	wg      sync.WaitGroup // every goroutine the agent starts
+
+	readyCh    chan struct{} // closed when the server listens; only ever closed
+	stopCh     chan struct{} // closed when Run begins to stop; only ever closed
+	identityCh chan struct{} // closed when an identity is first known; only ever closed
+
+	mu struct {
+		sync.Mutex
+		identity *Identity       // nil until registered (never set for a mock-pool worker)
+		addr     net.Addr        // set before readyCh is closed
+		opsCtx   context.Context // Run's context: job commands run under it
+	}
+}
+
+// New validates cfg and returns an Agent. It does no I/O.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	log = log.With("component", "worker")
+	a := &Agent{
+		cfg:        cfg,
+		log:        log,
+		rt:         cfg.Runtime,
+		load:       newLoadSampler(cfg.StateDir),
+		hub:        newHub(log, cfg.PendingEventLimit),
+		readyCh:    make(chan struct{}),
+		stopCh:     make(chan struct{}),
+		identityCh: make(chan struct{}),
+	}
+	a.ops = newKeyQueue(a.goFunc)
+	return a, nil
+}
+
+// Run restores the runtime's jobs, listens on Config.Listen, registers with
+// the manager (with a Token) and serves manager sessions until ctx is
+// cancelled. It returns nil after a cancellation, once every goroutine it
+// started has exited; every job keeps running (a worker stopping never
+// stops jobs). It returns an error, after the same cleanup, if the
+// listener fails, Restore fails, the stored identity is unreadable, or a
+// manager refuses the registration (a *RegistrationError, which matches
+// ErrRegistrationRejected and explains what an operator should do). Run
+// may be called only once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("worker: Agent.Run called twice")
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.mu.Lock()
+	a.mu.opsCtx = runCtx
+	a.mu.Unlock()
+
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("worker: create state directory: %w", err)
+	}
+	if err := a.loadStoredIdentity(); err != nil {
+		return err
+	}
+	if err := a.rt.Restore(runCtx); err != nil {
+		return fmt.Errorf("worker: restore jobs: %w", err)
+	}
+	lis, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("worker: listen on %s: %w", a.cfg.Listen, err)
+	}
+	srv := a.newServer()
+	errCh := make(chan error, 2)
+	a.goFunc(func() { a.pumpEvents(runCtx) })
+	a.goFunc(func() {
+		if err := srv.Serve(lis); err != nil {
+			errCh <- fmt.Errorf("worker: serve: %w", err)
+		}
+	})
+	a.mu.Lock()
+	a.mu.addr = lis.Addr()
+	a.mu.Unlock()
+	close(a.readyCh)
+	a.log.Info("worker listening", "addr", lis.Addr().String(), "mock_pool", a.cfg.Token == "")
+
+	if a.cfg.Token != "" {
+		a.goFunc(func() {
+			if err := a.registerLoop(runCtx); err != nil && runCtx.Err() == nil {
+				errCh <- err
+			}
+		})
+	}
+	select {
+	case <-runCtx.Done():
+		a.log.Info("worker stopping; jobs keep running")
+	case err = <-errCh:
+		a.log.Error("worker stopping", "error", err)
+	}
+	cancel()
+	close(a.stopCh)
+	a.ops.Close()
+	a.stopServer(srv)
+	a.wg.Wait()
+	return err
+}
+
+// Ready returns a channel closed once Run listens; Addr is valid then.
+func (a *Agent) Ready() <-chan struct{} { return a.readyCh }
+
+// Addr returns the address the gRPC server listens on, or nil before Ready.
+func (a *Agent) Addr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.addr
+}
+
+// Identity returns the node identity, and false while the worker is not
+// registered (always false for a mock-pool worker).
+func (a *Agent) Identity() (Identity, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.identity == nil {
+		return Identity{}, false
+	}
+	return *a.mu.identity, true
+}
+
+func (a *Agent) newServer() *grpc.Server {
+	srv := grpc.NewServer(
+		// Stop (after the graceful timeout) still waits for handlers, so no
+		// session goroutine outlives Run.
+		grpc.WaitForHandlers(true),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 15 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	workerpb.RegisterWorkerServer(srv, &workerServer{a: a})
+	hs := health.NewServer()
+	hs.SetServingStatus(workerpb.Worker_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	return srv
+}
+
+// stopServer stops the gRPC server: gracefully (sessions were told to end
+// by stopCh) within serverStopTimeout, then forcibly.
+func (a *Agent) stopServer(srv *grpc.Server) {
+	done := make(chan struct{})
+	a.goFunc(func() {
+		srv.GracefulStop()
+		close(done)
+	})
+	timer := time.NewTimer(serverStopTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		srv.Stop()
+	}
+}
+
+// goFunc runs f in a goroutine tracked by the agent's WaitGroup.
+func (a *Agent) goFunc(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+}
+
+// pumpEvents forwards runtime events to the hub until ctx ends.
+func (a *Agent) pumpEvents(ctx context.Context) {
+	events := a.rt.Events()
+	for {
+		select {
+		case ev := <-events:
+			a.logEvent(ev)
+			a.hub.Publish(ev)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (a *Agent) logEvent(ev Event) {
+	switch ev.Kind {
+	case EventStarted:
+		a.log.Info("job started", "job_id", ev.Key.JobID, "role", ev.Key.Role)
+	case EventStopped:
+		a.log.Info("job stopped", "job_id", ev.Key.JobID, "role", ev.Key.Role)
+	case EventFailed:
+		a.log.Warn("job failed", "job_id", ev.Key.JobID, "role", ev.Key.Role, "reason", ev.Reason)
+	}
+}
+
+// opsContext is the context job commands run under: Run's, so that a
+// command outlives the session that sent it.
+func (a *Agent) opsContext() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.opsCtx
+}
+
+// provision starts a job, serialised with other commands for its key. The
+// outcome reaches the manager as runtime events. log carries the session's
+// context.
+func (a *Agent) provision(job *workerpb.WorkerJob, log *slog.Logger) {
+	key := KeyOf(job)
+	log = log.With("job_id", key.JobID, "role", key.Role)
+	if key.JobID == "" {
+		log.Warn("ignoring provision_job without a job id")
+		return
+	}
+	a.ops.Do(key, func() {
+		log.Info("provisioning job", "services", len(job.GetServices()))
+		if _, err := a.rt.Start(a.opsContext(), job); err != nil {
+			log.Warn("job did not start", "error", err)
+		}
+	})
+}
+
+// stop stops a job, serialised with other commands for its key.
+func (a *Agent) stop(key JobKey, log *slog.Logger) {
+	log = log.With("job_id", key.JobID, "role", key.Role)
+	a.ops.Do(key, func() {
+		log.Info("stopping job", "grace", a.cfg.StopGrace)
+		if err := a.rt.Stop(a.opsContext(), key, a.cfg.StopGrace); err != nil {
+			log.Warn("stopping job", "error", err)
+		}
+	})
+}
+
+// update stores a job's new definition without restarting it.
+func (a *Agent) update(job *workerpb.WorkerJob, log *slog.Logger) {
+	key := KeyOf(job)
+	log = log.With("job_id", key.JobID, "role", key.Role)
+	a.ops.Do(key, func() {
+		if err := a.rt.Update(a.opsContext(), job); err != nil {
+			log.Warn("ignoring update_job", "error", err)
+			return
+		}
+		log.Info("job definition updated (running services are not restarted)")
+	})
+}
+
+// workerServer adapts the agent to the generated WorkerServer interface.
+type workerServer struct {
+	workerpb.UnimplementedWorkerServer
+	a *Agent
+}
+
+// NodeControllerStream serves one manager session.
+func (w *workerServer) NodeControllerStream(stream workerpb.Worker_NodeControllerStreamServer) error {
+	return w.a.serveSession(stream)
+}

@@ -1,0 +1,262 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures an Agent. Start from DefaultConfig (production) or
+// DevConfig (loopback, short timeouts: tests and --dev) and set the
+// fields below; New calls Validate.
+type Config struct {
+	// Listen is the host:port the worker's gRPC server (the
+	// NodeControllerStream the manager dials back) listens on. Port 0 picks
+	// a free port; Agent.Addr reports it.
+	Listen string
+
+	// Advertise is the host (or host:port) registered with the manager for
+	// dial-back. Empty means Listen's host and the port actually bound. It
+	// must be set when Listen's host is unspecified (0.0.0.0, ::) and a
+	// Token is set.
+	Advertise string
+
+	// ManagerURLs are the managers' gRPC addresses ("host:port"; a
+	// "grpc://" or "http://" prefix is accepted) tried in order for
+	// registration, failing over to the next on error. Required with a
+	// Token; must be empty without one.
+	ManagerURLs []string
+
+	// Token is the cluster-slot registration token minted by
+	// RegisterClusterNode. Empty makes this a mock-pool worker: it
+	// registers nowhere, accepts sessions from any manager, adopts the node
+	// id the manager dials it with, and sends hello without a proof.
+	Token string
+
+	// StateDir holds the node identity (identity.json, mode 0600) and the
+	// runtime's state. Required. Created (mode 0700) if missing.
+	StateDir string
+
+	// HealthInterval is the period of health messages on a verified
+	// session. Default 2s.
+	HealthInterval time.Duration
+
+	// StopGrace is how long a service gets between SIGTERM (or the
+	// runtime's polite stop) and a forced kill when the manager stops a
+	// job. Default 10s; 0 kills at once.
+	StopGrace time.Duration
+
+	// Tags are reported in hello's node_metadata.tags. Optional.
+	Tags map[string]string
+
+	// Version is the worker software version sent at registration. Default:
+	// the main module's version from the build info.
+	Version string
+
+	// HelloResponseTimeout bounds how long a session waits for the
+	// manager's hello_response after sending hello. Default 10s.
+	HelloResponseTimeout time.Duration
+
+	// DialBackTimeout: a registered worker that has had no verified
+	// session for this long registers again (the manager may have lost the
+	// dial-back), doubling the wait each time up to MaxRetryBackoff×10.
+	// Default 30s.
+	DialBackTimeout time.Duration
+
+	// RegisterTimeout bounds one ClusterMemberRegister call. Default 10s.
+	RegisterTimeout time.Duration
+
+	// RetryBackoff and MaxRetryBackoff bound the exponential backoff
+	// (with jitter) between failed registration rounds. Defaults 500ms, 30s.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+
+	// PendingEventLimit is how many jobs' last lifecycle events are kept
+	// while no manager is connected, flushed on the next verified session.
+	// Default 256; the oldest are dropped beyond it (the next hello's
+	// running_jobs still tells the truth).
+	PendingEventLimit int
+
+	// SessionQueue is the per-session send queue length. Job info is
+	// dropped when it is full; a lifecycle event that does not fit ends the
+	// session (the manager re-dials and reads the truth from hello).
+	// Default 1024.
+	SessionQueue int
+
+	// Logger receives the agent's logs. Nil logs text to stderr.
+	Logger *slog.Logger
+
+	// Runtime runs the jobs. Required.
+	Runtime Runtime
+}
+
+// DefaultConfig returns a Config with production defaults. StateDir,
+// Runtime and, for a cluster-slot worker, Token and ManagerURLs must still
+// be set.
+func DefaultConfig() Config {
+	return Config{
+		Listen:               "127.0.0.1:7001",
+		HealthInterval:       2 * time.Second,
+		StopGrace:            10 * time.Second,
+		Version:              buildVersion(),
+		HelloResponseTimeout: 10 * time.Second,
+		DialBackTimeout:      30 * time.Second,
+		RegisterTimeout:      10 * time.Second,
+		RetryBackoff:         500 * time.Millisecond,
+		MaxRetryBackoff:      30 * time.Second,
+		PendingEventLimit:    256,
+		SessionQueue:         1024,
+	}
+}
+
+// DevConfig returns a Config for tests and --dev: loopback on a free port
+// and short timeouts.
+func DevConfig() Config {
+	c := DefaultConfig()
+	c.Listen = "127.0.0.1:0"
+	c.HealthInterval = 200 * time.Millisecond
+	c.StopGrace = time.Second
+	c.HelloResponseTimeout = 2 * time.Second
+	c.DialBackTimeout = 2 * time.Second
+	c.RegisterTimeout = 2 * time.Second
+	c.RetryBackoff = 20 * time.Millisecond
+	c.MaxRetryBackoff = 200 * time.Millisecond
+	return c
+}
+
+// Validate checks c and returns an error naming the first bad field.
+func (c *Config) Validate() error {
+	if c.Runtime == nil {
+		return errors.New("worker: Runtime is required")
+	}
+	if c.StateDir == "" {
+		return errors.New("worker: StateDir is required")
+	}
+	host, _, err := splitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("worker: Listen %q: %w", c.Listen, err)
+	}
+	if c.Advertise != "" {
+		if _, _, err := splitAdvertise(c.Advertise); err != nil {
+			return fmt.Errorf("worker: Advertise %q: %w", c.Advertise, err)
+		}
+	}
+	if c.Token == "" && len(c.ManagerURLs) > 0 {
+		return errors.New("worker: ManagerURLs are set but Token is empty (a worker without a token registers nowhere)")
+	}
+	if c.Token != "" {
+		if len(c.ManagerURLs) == 0 {
+			return errors.New("worker: Token is set but ManagerURLs is empty (nowhere to register)")
+		}
+		if c.Advertise == "" && isUnspecifiedHost(host) {
+			return fmt.Errorf("worker: Listen %q binds every interface; set Advertise to the address the manager can dial back", c.Listen)
+		}
+	}
+	for i, u := range c.ManagerURLs {
+		if _, err := ManagerTarget(u); err != nil {
+			return fmt.Errorf("worker: ManagerURLs[%d]: %w", i, err)
+		}
+	}
+	return c.validateDurations()
+}
+
+func (c *Config) validateDurations() error {
+	checks := []struct {
+		name string
+		d    time.Duration
+		min  time.Duration
+	}{
+		{"HealthInterval", c.HealthInterval, time.Millisecond},
+		{"StopGrace", c.StopGrace, 0},
+		{"HelloResponseTimeout", c.HelloResponseTimeout, time.Millisecond},
+		{"DialBackTimeout", c.DialBackTimeout, time.Millisecond},
+		{"RegisterTimeout", c.RegisterTimeout, time.Millisecond},
+		{"RetryBackoff", c.RetryBackoff, time.Millisecond},
+		{"MaxRetryBackoff", c.MaxRetryBackoff, c.RetryBackoff},
+	}
+	for _, ch := range checks {
+		if ch.d < ch.min {
+			return fmt.Errorf("worker: %s (%s) must be at least %s", ch.name, ch.d, ch.min)
+		}
+	}
+	if c.PendingEventLimit < 1 {
+		return fmt.Errorf("worker: PendingEventLimit (%d) must be at least 1", c.PendingEventLimit)
+	}
+	if c.SessionQueue < 1 {
+		return fmt.Errorf("worker: SessionQueue (%d) must be at least 1", c.SessionQueue)
+	}
+	return nil
+}
+
+// ManagerTarget turns a manager URL as given on the command line
+// ("host:port", "grpc://host:port", "http://host:port") into a gRPC dial
+// target. TLS ("https://") is not supported yet and is refused.
+func ManagerTarget(u string) (string, error) {
+	target := strings.TrimSpace(u)
+	if strings.Contains(target, "://") {
+		parsed, err := url.Parse(target)
+		if err != nil {
+			return "", fmt.Errorf("manager URL %q: %w", u, err)
+		}
+		switch parsed.Scheme {
+		case "grpc", "http":
+		default:
+			return "", fmt.Errorf("manager URL %q: scheme %q is not supported (use host:port; TLS is not supported yet)", u, parsed.Scheme)
+		}
+		target = parsed.Host
+	}
+	if _, _, err := splitHostPort(target); err != nil {
+		return "", fmt.Errorf("manager URL %q: %w", u, err)
+	}
+	return target, nil
+}
+
+// splitHostPort splits "host:port" and checks the port is a number in
+// 0..65535.
+func splitHostPort(hp string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("want host:port: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number in 0..65535", portStr)
+	}
+	return host, port, nil
+}
+
+// splitAdvertise accepts "host" or "host:port"; port 0 means "the port
+// bound".
+func splitAdvertise(a string) (string, int, error) {
+	if host, port, err := splitHostPort(a); err == nil {
+		if host == "" {
+			return "", 0, errors.New("host is empty")
+		}
+		return host, port, nil
+	}
+	if strings.ContainsAny(a, "/ ") {
+		return "", 0, errors.New("want a host or host:port")
+	}
+	return strings.Trim(a, "[]"), 0, nil
+}
+
+func isUnspecifiedHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,26 @@
+package worker
+
+import "errors"
+
+var (
+	// ErrRegistrationRejected is returned (wrapped, with the manager's
+	// message) by Agent.Run when the manager refuses the registration with a
+	// permanent error: the token is unknown or deregistered, the stored
+	// credential does not match the slot, or the request is invalid.
+	// Retrying cannot help; an operator must act.
+	ErrRegistrationRejected = errors.New("worker: registration rejected")
+
+	// ErrJobNotRunning is returned by Runtime.Update when the (job, role)
+	// is not running on this worker.
+	ErrJobNotRunning = errors.New("worker: job not running")
+
+	// ErrRuntimeClosed is returned by Runtime methods called after the
+	// runtime was shut down.
+	ErrRuntimeClosed = errors.New("worker: runtime shut down")
+
+	// ErrInvalidJob is returned (wrapped, naming the offending field) by
+	// Runtime.Start when the job definition cannot be run as given: missing
+	// job id, duplicate or unknown service names, a dependency cycle, a bad
+	// write_files path, a service without a command…
+	ErrInvalidJob = errors.New("worker: invalid job")
+)

@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
+)
+
+// identityFile is the name, inside Config.StateDir, of the file holding the
+// node identity.
+const identityFile = "identity.json"
+
+// Identity is what a registered worker keeps in its state directory across
+// restarts, so that it comes back as the same node with the same jobs.
+type Identity struct {
+	// NodeID is the node id the manager assigned.
+	NodeID NodeID `json:"node_id"`
+	// Credential is the secret proved on every session (HMAC key).
+	Credential string `json:"credential"`
+	// NodeName is the cluster slot's name, for operators.
+	NodeName string `json:"node_name"`
+	// TokenSHA256 is the hex SHA-256 of the registration token the identity
+	// was obtained with; a worker started with another token registers as a
+	// new node instead of presenting this credential.
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// tokenDigest returns the hex SHA-256 of a registration token.
+func tokenDigest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// loadIdentity reads the identity from dir. ok is false, with a nil error,
+// when there is none.
+func loadIdentity(dir string) (id Identity, ok bool, err error) {
+	path := filepath.Join(dir, identityFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Identity{}, false, nil
+	}
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("read node identity: %w", err)
+	}
+	if err := json.Unmarshal(data, &id); err != nil {
+		return Identity{}, false, fmt.Errorf("parse node identity %s (remove it to register as a new node): %w", path, err)
+	}
+	if id.NodeID == "" || id.Credential == "" {
+		return Identity{}, false, fmt.Errorf("node identity %s lacks node_id or credential (remove it to register as a new node)", path)
+	}
+	return id, true, nil
+}
+
+// saveIdentity writes id to dir atomically with mode 0600.
+func saveIdentity(dir string, id Identity) error {
+	data, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode node identity: %w", err)
+	}
+	if err := atomicfile.Write(filepath.Join(dir, identityFile), append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save node identity: %w", err)
+	}
+	return nil
+}

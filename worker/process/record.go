@@ -1,0 +1,166 @@
+package process
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// recordVersion is the version of the job record format.
+//
+// # Version History
+//
+// 1: first version.
+const recordVersion = 1
+
+// phase is where a job is in its life, as recorded for a worker restart.
+type phase string
+
+const (
+	// phaseStarting: services are being started; a worker restarted in
+	// this phase fails the job.
+	phaseStarting phase = "starting"
+	// phaseRunning: every service was started; restart re-adopts.
+	phaseRunning phase = "running"
+	// phaseStopping: a stop began; a restarted worker finishes it.
+	phaseStopping phase = "stopping"
+)
+
+// record is what the runtime keeps about a job in its directory (job.json,
+// mode 0600, written atomically on every change) to re-adopt it after a
+// worker restart.
+type record struct {
+	Version   int           `json:"version"`
+	JobID     string        `json:"job_id"`
+	Role      string        `json:"role"`
+	Phase     phase         `json:"phase"`
+	StopGrace time.Duration `json:"stop_grace,omitempty"` // of the stop in progress
+	// FailReason is set while the job is being stopped because it failed.
+	FailReason string          `json:"fail_reason,omitempty"`
+	Job        json.RawMessage `json:"job"`      // current WorkerJob, protojson
+	Services   []serviceRecord `json:"services"` // in start order
+}
+
+// serviceRecord is one service's launch spec and current process.
+type serviceRecord struct {
+	Spec       *serviceSpec `json:"spec"`
+	PID        int          `json:"pid,omitempty"` // 0: not running
+	StartTicks uint64       `json:"start_ticks,omitempty"`
+	Restarts   []time.Time  `json:"restarts,omitempty"` // within the restart window
+	Completed  bool         `json:"completed,omitempty"`
+}
+
+func (rec *record) key() worker.JobKey {
+	return worker.JobKey{JobID: worker.JobID(rec.JobID), Role: rec.Role}
+}
+
+func (rec *record) job() (*workerpb.WorkerJob, error) {
+	job := &workerpb.WorkerJob{}
+	if err := protojson.Unmarshal(rec.Job, job); err != nil {
+		return nil, fmt.Errorf("decode job definition: %w", err)
+	}
+	return job, nil
+}
+
+func writeRecord(path string, rec *record) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode job record: %w", err)
+	}
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
+		return fmt.Errorf("save job record: %w", err)
+	}
+	return nil
+}
+
+func readRecord(path string) (*record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read job record: %w", err)
+	}
+	rec := &record{}
+	if err := json.Unmarshal(data, rec); err != nil {
+		return nil, fmt.Errorf("decode job record %s: %w", path, err)
+	}
+	if rec.Version != recordVersion {
+		return nil, fmt.Errorf("job record %s has version %d; this worker reads version %d", path, rec.Version, recordVersion)
+	}
+	for i, s := range rec.Services {
+		if s.Spec == nil || s.Spec.Name == "" {
+			return nil, fmt.Errorf("job record %s: services[%d] has no spec", path, i)
+		}
+	}
+	return rec, nil
+}
+
+// jobPaths are the files and directories of one (job, role):
+//
+//	<StateDir>/jobs/<job dir>/job.json      the record
+//	<StateDir>/jobs/<job dir>/work/         services' working directory (write_files)
+//	<StateDir>/jobs/<job dir>/logs/<svc>.stdout.log, <svc>.stderr.log
+//	<StateDir>/jobs/<job dir>/run/<svc>.exit  exit status written by the wrapper
+type jobPaths struct {
+	root, record, work, logs, run string
+}
+
+func newJobPaths(jobsDir string, key worker.JobKey) jobPaths {
+	root := filepath.Join(jobsDir, safeName(string(key.JobID)+"."+key.Role, string(key.JobID)+"\x00"+key.Role))
+	return jobPaths{
+		root:   root,
+		record: filepath.Join(root, "job.json"),
+		work:   filepath.Join(root, "work"),
+		logs:   filepath.Join(root, "logs"),
+		run:    filepath.Join(root, "run"),
+	}
+}
+
+func (p jobPaths) stdout(svc string) string {
+	return filepath.Join(p.logs, safeName(svc, svc)+".stdout.log")
+}
+
+func (p jobPaths) stderr(svc string) string {
+	return filepath.Join(p.logs, safeName(svc, svc)+".stderr.log")
+}
+
+func (p jobPaths) exit(svc string) string { return filepath.Join(p.run, safeName(svc, svc)+".exit") }
+
+func (p jobPaths) mkdirs() error {
+	for _, d := range []string{p.root, p.work, p.logs, p.run} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create job directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// safeName turns name into a file name: characters other than letters,
+// digits, '.', '_' and '-' become '_', it is cut to 48 bytes, and a hash
+// of the unique string keeps different names apart.
+func safeName(name, unique string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		case r == '.' && b.Len() > 0:
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 48 {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(unique))
+	return b.String() + "-" + hex.EncodeToString(sum[:5])
+}

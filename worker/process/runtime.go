@@ -1,0 +1,331 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+	"github.com/norsk-oss/norsk-manager/worker"
+	"google.golang.org/protobuf/proto"
+)
+
+// Runtime runs jobs as local process groups. Create it with New; call
+// Restore once, before Start; call Shutdown when the worker exits.
+// Shutdown leaves every process running: the next Runtime over the same
+// StateDir re-adopts them.
+type Runtime struct {
+	cfg     Config
+	log     *slog.Logger
+	jobsDir string
+	events  chan worker.Event
+	waker   *waker // wakes exit watchers at shutdown
+
+	shutdownOnce sync.Once
+	shutdownCh   chan struct{} // closed by Shutdown; only ever closed
+	wg           sync.WaitGroup
+	droppedInfo  atomic.Uint64 // info events dropped on a full channel
+
+	mu struct {
+		sync.Mutex
+		jobs     map[worker.JobKey]*job    // every job not yet finished
+		ports    map[portKey]worker.JobKey // reserved host ports
+		restored bool                      // Restore was called
+	}
+}
+
+var _ worker.Runtime = (*Runtime)(nil)
+
+// New validates cfg and returns a Runtime. It creates StateDir/jobs.
+func New(cfg Config) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = []string{defaultPath}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	r := &Runtime{
+		cfg:        cfg,
+		log:        log.With("component", "process-runtime"),
+		jobsDir:    filepath.Join(cfg.StateDir, "jobs"),
+		events:     make(chan worker.Event, cfg.EventBuffer),
+		shutdownCh: make(chan struct{}),
+	}
+	r.mu.jobs = make(map[worker.JobKey]*job)
+	r.mu.ports = make(map[portKey]worker.JobKey)
+	if err := os.MkdirAll(r.jobsDir, 0o700); err != nil {
+		return nil, fmt.Errorf("process: create %s: %w", r.jobsDir, err)
+	}
+	w, err := newWaker()
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	r.waker = w
+	return r, nil
+}
+
+// Events implements worker.Runtime.
+func (r *Runtime) Events() <-chan worker.Event { return r.events }
+
+// Shutdown stops the runtime's goroutines and returns when they have
+// exited. Every service keeps running and every record stays, so a new
+// Runtime over the same StateDir re-adopts the jobs; a stop in progress is
+// finished by that Runtime. Idempotent. Methods called afterwards return
+// worker.ErrRuntimeClosed.
+func (r *Runtime) Shutdown() {
+	r.shutdownOnce.Do(func() {
+		r.mu.Lock()
+		close(r.shutdownCh)
+		r.mu.Unlock()
+		r.waker.wake()
+		r.wg.Wait()
+		r.waker.close()
+	})
+}
+
+// Start implements worker.Runtime.
+func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.PortMappings, error) {
+	key := worker.KeyOf(def)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		j, created, err := r.lookupOrCreate(key, def)
+		switch {
+		case errors.Is(err, worker.ErrRuntimeClosed):
+			return nil, err
+		case err != nil:
+			r.log.Warn("job cannot start", "job_id", key.JobID, "role", key.Role, "error", err)
+			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Reason: err.Error()})
+			return nil, err
+		case created:
+			return j.awaitStart(ctx)
+		}
+		ports, running, err := j.reportAgain(ctx)
+		if err != nil || running {
+			return ports, err
+		}
+		// The job ended meanwhile: start it anew.
+	}
+}
+
+// lookupOrCreate returns the job running for key, or plans, reserves and
+// launches a new one for def (created). Errors are invalid definitions,
+// port conflicts and shutdown.
+func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j *job, created bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closedLocked() {
+		return nil, false, worker.ErrRuntimeClosed
+	}
+	if !r.mu.restored {
+		// Starting first could wipe the directory of a job a previous worker
+		// left running.
+		return nil, false, errors.New("process: Restore must be called before Start")
+	}
+	if j := r.mu.jobs[key]; j != nil {
+		return j, false, nil
+	}
+	specs, err := planServices(def)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := r.reservePortsLocked(key, specs); err != nil {
+		return nil, false, fmt.Errorf("resolve ports: %w", err)
+	}
+	for _, s := range specs {
+		s.Env = serviceEnv(key, s)
+		s.mappings = nil
+	}
+	j = r.newJob(key, proto.Clone(def).(*workerpb.WorkerJob), specs)
+	r.mu.jobs[key] = j
+	r.wg.Add(1)
+	go j.runFresh()
+	return j, true, nil
+}
+
+// Stop implements worker.Runtime.
+func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Duration) error {
+	r.mu.Lock()
+	if r.closedLocked() {
+		r.mu.Unlock()
+		return worker.ErrRuntimeClosed
+	}
+	j := r.mu.jobs[key]
+	r.mu.Unlock()
+	if j == nil || !j.requestStop(ctx, grace) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.emitInfo(composeInfo(key, stageDown, "not running"))
+		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key})
+		return nil
+	}
+	select {
+	case <-j.doneCh:
+		return nil
+	case <-r.shutdownCh:
+		return worker.ErrRuntimeClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Update implements worker.Runtime.
+func (r *Runtime) Update(ctx context.Context, def *workerpb.WorkerJob) error {
+	key := worker.KeyOf(def)
+	r.mu.Lock()
+	j := r.mu.jobs[key]
+	closed := r.closedLocked()
+	r.mu.Unlock()
+	switch {
+	case closed:
+		return worker.ErrRuntimeClosed
+	case j == nil:
+		return fmt.Errorf("update %s: %w", key, worker.ErrJobNotRunning)
+	}
+	return j.requestUpdate(ctx, proto.Clone(def).(*workerpb.WorkerJob))
+}
+
+// List implements worker.Runtime.
+func (r *Runtime) List() []worker.RunningJob {
+	r.mu.Lock()
+	jobs := make([]*job, 0, len(r.mu.jobs))
+	for _, j := range r.mu.jobs {
+		jobs = append(jobs, j)
+	}
+	r.mu.Unlock()
+	out := make([]worker.RunningJob, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, j.snapshot())
+	}
+	return out
+}
+
+// Restore implements worker.Runtime: it reads every job record under
+// StateDir/jobs, re-adopts live processes and applies the restart policy
+// to services that died while no worker watched them. A record it cannot
+// read is logged and left in place for an operator; it does not fail
+// Restore. Calling Restore again is a no-op.
+func (r *Runtime) Restore(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closedLocked() {
+		r.mu.Unlock()
+		return worker.ErrRuntimeClosed
+	}
+	if r.mu.restored {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.restored = true
+	r.mu.Unlock()
+	entries, err := os.ReadDir(r.jobsDir)
+	if err != nil {
+		return fmt.Errorf("process: list %s: %w", r.jobsDir, err)
+	}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !e.IsDir() {
+			continue
+		}
+		r.restoreDir(filepath.Join(r.jobsDir, e.Name()))
+	}
+	return nil
+}
+
+func (r *Runtime) restoreDir(dir string) {
+	path := filepath.Join(dir, "job.json")
+	rec, err := readRecord(path)
+	if errors.Is(err, os.ErrNotExist) {
+		// A job whose cleanup was interrupted: nothing to adopt.
+		r.log.Info("removing a job directory without a record", "dir", dir)
+		_ = os.RemoveAll(dir)
+		return
+	}
+	if err != nil {
+		r.log.Error("cannot restore job; leaving its directory for an operator", "dir", dir, "error", err)
+		return
+	}
+	def, err := rec.job()
+	if err != nil {
+		r.log.Error("cannot restore job; leaving its directory for an operator", "dir", dir, "error", err)
+		return
+	}
+	key := rec.key()
+	if newJobPaths(r.jobsDir, key).root != dir {
+		r.log.Error("job record does not belong to its directory; leaving it for an operator", "dir", dir, "job_id", key.JobID, "role", key.Role)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.jobs[key] != nil {
+		return
+	}
+	specs := make([]*serviceSpec, len(rec.Services))
+	for i, s := range rec.Services {
+		specs[i] = s.Spec
+		for _, p := range s.Spec.Ports {
+			for _, n := range networks(p.Protocol) {
+				r.mu.ports[portKey{n, p.Published}] = key
+			}
+		}
+	}
+	j := r.newJob(key, def, specs)
+	r.mu.jobs[key] = j
+	r.wg.Add(1)
+	go j.runRestored(rec)
+}
+
+// closedLocked reports whether Shutdown was called. Caller holds r.mu.
+func (r *Runtime) closedLocked() bool {
+	select {
+	case <-r.shutdownCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// removeJob forgets j and frees its ports.
+func (r *Runtime) removeJob(j *job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.jobs[j.key] == j {
+		delete(r.mu.jobs, j.key)
+		r.releasePortsLocked(j.key)
+	}
+}
+
+// emitLifecycle delivers ev, blocking until it is received or the runtime
+// shuts down.
+func (r *Runtime) emitLifecycle(ev worker.Event) {
+	select {
+	case r.events <- ev:
+	case <-r.shutdownCh:
+		r.log.Warn("runtime shut down before a job event was delivered; the next worker reports the truth",
+			"job_id", ev.Key.JobID, "role", ev.Key.Role, "event", ev.Kind.String())
+	}
+}
+
+// emitInfo delivers ev if there is room, else drops it.
+func (r *Runtime) emitInfo(ev worker.Event) {
+	select {
+	case r.events <- ev:
+	default:
+		if n := r.droppedInfo.Add(1); n == 1 || n%1000 == 0 {
+			r.log.Warn("event channel full; dropping job info", "dropped", n)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package process
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+	"github.com/norsk-oss/norsk-manager/worker"
+)
+
+// defaultPath is the PATH of services when Config.Environ is nil.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// serviceSpec is how one service is launched: derived from the job
+// definition at Start and persisted, so that restarts (and a worker
+// restarted after an update_job) launch exactly what was started.
+type serviceSpec struct {
+	Name          string        `json:"name"`
+	Command       string        `json:"command"`
+	Env           []string      `json:"env"` // on top of Config.Environ
+	Restart       string        `json:"restart"`
+	RestartCount  uint32        `json:"restart_count"`  // effective (defaults applied)
+	RestartPeriod time.Duration `json:"restart_period"` // effective (defaults applied)
+	DependsOn     []string      `json:"depends_on,omitempty"`
+	Ports         []portSpec    `json:"ports,omitempty"`
+
+	mappings []*commonpb.PortMapping // requested mappings; only during Start
+}
+
+// planServices validates job's services and returns them in start order
+// (dependencies first; otherwise in the order given). Errors wrap
+// worker.ErrInvalidJob and name the offending field.
+func planServices(job *workerpb.WorkerJob) ([]*serviceSpec, error) {
+	if job.GetJobId().GetJobId() == "" {
+		return nil, fmt.Errorf("%w: job_id is empty", worker.ErrInvalidJob)
+	}
+	specs := make([]*serviceSpec, 0, len(job.GetServices()))
+	index := make(map[string]int, len(job.GetServices()))
+	for i, svc := range job.GetServices() {
+		spec, err := planService(i, svc)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := index[spec.Name]; dup {
+			return nil, fmt.Errorf("%w: services[%d].name %q is used twice", worker.ErrInvalidJob, i, spec.Name)
+		}
+		index[spec.Name] = i
+		specs = append(specs, spec)
+	}
+	for i, spec := range specs {
+		for _, dep := range spec.DependsOn {
+			if _, ok := index[dep]; !ok {
+				return nil, fmt.Errorf("%w: services[%d] (%q) depends on unknown service %q", worker.ErrInvalidJob, i, spec.Name, dep)
+			}
+			if dep == spec.Name {
+				return nil, fmt.Errorf("%w: services[%d] (%q) depends on itself", worker.ErrInvalidJob, i, spec.Name)
+			}
+		}
+	}
+	if err := validateFiles(job.GetWriteFiles(), index); err != nil {
+		return nil, err
+	}
+	return startOrder(specs)
+}
+
+func planService(i int, svc *commonpb.Service) (*serviceSpec, error) {
+	name := svc.GetName()
+	switch {
+	case name == "":
+		return nil, fmt.Errorf("%w: services[%d].name is empty", worker.ErrInvalidJob, i)
+	case strings.TrimSpace(svc.GetCommand()) == "":
+		what := "no command"
+		if img := svc.GetDocker().GetContainerUrl().GetUrl(); img != "" {
+			what = fmt.Sprintf("no command (it names the container image %q, which needs the docker runtime)", img)
+		}
+		return nil, fmt.Errorf("%w: service %q has %s; the process runtime runs services by their command", worker.ErrInvalidJob, name, what)
+	}
+	spec := &serviceSpec{
+		Name:          name,
+		Command:       svc.GetCommand(),
+		Restart:       svc.GetRestart().String(),
+		RestartCount:  svc.GetRestartCount(),
+		RestartPeriod: time.Duration(svc.GetRestartPeriod()) * time.Second,
+		DependsOn:     slices.Clone(svc.GetDependsOn()),
+		mappings:      svc.GetParameters().GetPortMappings(),
+	}
+	if spec.RestartCount == 0 {
+		spec.RestartCount = DefaultRestartCount
+	}
+	if spec.RestartPeriod == 0 {
+		spec.RestartPeriod = DefaultRestartPeriod
+	}
+	for j, ev := range svc.GetParameters().GetEnvironmentVariables() {
+		if ev.GetName() == "" || strings.ContainsAny(ev.GetName(), "=\x00") {
+			return nil, fmt.Errorf("%w: service %q environment_variables[%d].name %q is not a valid variable name",
+				worker.ErrInvalidJob, name, j, ev.GetName())
+		}
+		spec.Env = append(spec.Env, ev.GetName()+"="+ev.GetValue())
+	}
+	for j, pm := range spec.mappings {
+		if err := validateMapping(pm); err != nil {
+			return nil, fmt.Errorf("%w: service %q port_mappings[%d]: %v", worker.ErrInvalidJob, name, j, err)
+		}
+	}
+	return spec, nil
+}
+
+// validateFiles checks write_files: relative paths that stay inside the
+// job's working directory, and known service names.
+func validateFiles(files []*commonpb.WriteFile, services map[string]int) error {
+	for i, wf := range files {
+		p := wf.GetPath()
+		if !filepath.IsLocal(p) || strings.ContainsRune(p, 0) {
+			return fmt.Errorf("%w: write_files[%d].path %q must be a relative path inside the job's directory (no leading /, no ..)",
+				worker.ErrInvalidJob, i, p)
+		}
+		for _, s := range wf.GetServices() {
+			if _, ok := services[s]; !ok {
+				return fmt.Errorf("%w: write_files[%d] names unknown service %q", worker.ErrInvalidJob, i, s)
+			}
+		}
+	}
+	return nil
+}
+
+// startOrder sorts specs topologically by DependsOn (Kahn's algorithm,
+// stable: among ready services the one given first starts first). A cycle
+// is an error naming the services in it.
+func startOrder(specs []*serviceSpec) ([]*serviceSpec, error) {
+	pending := make(map[string]int, len(specs)) // unmet dependencies
+	for _, s := range specs {
+		pending[s.Name] = len(s.DependsOn)
+	}
+	var ordered []*serviceSpec
+	started := make(map[string]bool, len(specs))
+	for len(ordered) < len(specs) {
+		progressed := false
+		for _, s := range specs {
+			if started[s.Name] || pending[s.Name] > 0 {
+				continue
+			}
+			started[s.Name] = true
+			ordered = append(ordered, s)
+			progressed = true
+			for _, t := range specs {
+				for _, dep := range t.DependsOn {
+					if dep == s.Name {
+						pending[t.Name]--
+					}
+				}
+			}
+			break // restart the scan so earlier services keep priority
+		}
+		if !progressed {
+			var cycle []string
+			for _, s := range specs {
+				if !started[s.Name] {
+					cycle = append(cycle, strconv.Quote(s.Name))
+				}
+			}
+			return nil, fmt.Errorf("%w: dependsOn has a cycle among services %s", worker.ErrInvalidJob, strings.Join(cycle, ", "))
+		}
+	}
+	return ordered, nil
+}
+
+// serviceEnv returns the job-specific environment of a service: NORSK_JOB_*
+// and NORSK_SERVICE_NAME, then the service's environment_variables, then
+// NORSK_PORT_<container_port> (and NORSK_PORT_<container_port>_TCP/_UDP)
+// for its resolved ports, which win over anything above.
+func serviceEnv(key worker.JobKey, spec *serviceSpec) []string {
+	env := []string{
+		"NORSK_JOB_ID=" + string(key.JobID),
+		"NORSK_JOB_ROLE=" + key.Role,
+		"NORSK_SERVICE_NAME=" + spec.Name,
+	}
+	env = append(env, spec.Env...)
+	seen := map[uint32]bool{}
+	for _, p := range spec.Ports {
+		port := strconv.FormatUint(uint64(p.Published), 10)
+		if !seen[p.ContainerPort] {
+			seen[p.ContainerPort] = true
+			env = append(env, fmt.Sprintf("NORSK_PORT_%d=%s", p.ContainerPort, port))
+		}
+		env = append(env, fmt.Sprintf("NORSK_PORT_%d_%s=%s", p.ContainerPort, strings.ToUpper(p.network()), port))
+	}
+	return env
+}
+
+// mergeEnv returns base with extra on top: a later NAME=value replaces an
+// earlier one in place; new names are appended in order.
+func mergeEnv(base, extra []string) []string {
+	out := make([]string, 0, len(base)+len(extra))
+	pos := make(map[string]int, len(base)+len(extra))
+	for _, list := range [][]string{base, extra} {
+		for _, kv := range list {
+			name, _, _ := strings.Cut(kv, "=")
+			if i, ok := pos[name]; ok {
+				out[i] = kv
+				continue
+			}
+			pos[name] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,265 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// maxDialBackWaitFactor caps the growing wait between re-registrations
+// that bring no session: DialBackTimeout × this factor.
+const maxDialBackWaitFactor = 8
+
+// loadStoredIdentity adopts the identity in the state directory if it was
+// obtained with the configured token, so that a manager dialing back before
+// re-registration completes is served at once.
+func (a *Agent) loadStoredIdentity() error {
+	id, ok, err := loadIdentity(a.cfg.StateDir)
+	if err != nil {
+		if a.cfg.Token == "" {
+			a.log.Warn("ignoring unreadable node identity (mock-pool worker)", "error", err)
+			return nil
+		}
+		return fmt.Errorf("worker: %w", err)
+	}
+	switch {
+	case !ok:
+		return nil
+	case a.cfg.Token == "":
+		a.log.Warn("the state directory holds a node identity but no token was given: running as a mock-pool worker",
+			"node_id", id.NodeID)
+		return nil
+	case id.TokenSHA256 != tokenDigest(a.cfg.Token):
+		a.log.Warn("the registration token differs from the one this node registered with: registering as a new node",
+			"old_node_id", id.NodeID)
+		return nil
+	}
+	a.setIdentity(id)
+	a.log.Info("loaded node identity", "node_id", id.NodeID, "node_name", id.NodeName)
+	return nil
+}
+
+func (a *Agent) setIdentity(id Identity) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first := a.mu.identity == nil
+	a.mu.identity = &id
+	if first {
+		close(a.identityCh)
+	}
+}
+
+// waitIdentity returns the identity, waiting up to HelloResponseTimeout for
+// a registration in flight (the manager may dial back before the worker has
+// stored the response). Nil if there is none by then.
+func (a *Agent) waitIdentity(ctx context.Context) *Identity {
+	timer := time.NewTimer(a.cfg.HelloResponseTimeout)
+	defer timer.Stop()
+	select {
+	case <-a.identityCh:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.identity == nil {
+		return nil
+	}
+	id := *a.mu.identity
+	return &id
+}
+
+// registerLoop registers, then registers again whenever no manager session
+// has been up for a while (DialBackTimeout, growing while re-registering
+// brings no session). It returns nil when ctx ends and an error wrapping
+// ErrRegistrationRejected when the manager refuses the registration.
+func (a *Agent) registerLoop(ctx context.Context) error {
+	wait := a.cfg.DialBackTimeout
+	for {
+		if err := a.register(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		idle, sawSession := a.hub.WaitIdle(ctx, wait)
+		if !idle {
+			return nil
+		}
+		if sawSession {
+			wait = a.cfg.DialBackTimeout
+		}
+		a.log.Warn("no manager session for a while; registering again", "waited", wait)
+		if !sawSession {
+			wait = min(2*wait, maxDialBackWaitFactor*a.cfg.DialBackTimeout)
+		}
+	}
+}
+
+// register calls ClusterMemberRegister on each manager URL in turn, with
+// backoff between rounds, until one succeeds, the error is permanent, or
+// ctx ends.
+func (a *Agent) register(ctx context.Context) error {
+	req := a.registrationRequest(ctx)
+	backoff := a.cfg.RetryBackoff
+	for round := 1; ; round++ {
+		for _, u := range a.cfg.ManagerURLs {
+			target, _ := ManagerTarget(u) // validated by Config.Validate
+			resp, err := a.registerOnce(ctx, target, req)
+			if err == nil {
+				return a.acceptRegistration(resp, req.GetNodeCredential(), target)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if rej := rejection(target, err); rej != nil {
+				a.log.Error("registration refused", "manager", target, "error", rej)
+				return rej
+			}
+			a.log.Warn("registration failed; will retry", "manager", target, "round", round, "error", err)
+		}
+		if err := sleepCtx(ctx, jitter(backoff)); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, a.cfg.MaxRetryBackoff)
+	}
+}
+
+func (a *Agent) registerOnce(ctx context.Context, target string, req *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", target, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.RegisterTimeout)
+	defer cancel()
+	return managerpb.NewManagerClient(conn).ClusterMemberRegister(ctx, req)
+}
+
+// registrationRequest builds the request from the config, the bound
+// address, this host's hardware and the stored credential.
+func (a *Agent) registrationRequest(ctx context.Context) *managerpb.ClusterMemberRegisterRequest {
+	host, port := a.advertised()
+	req := &managerpb.ClusterMemberRegisterRequest{
+		Token:         a.cfg.Token,
+		Address:       host,
+		Port:          uint32(port),
+		Hardware:      hardwareInfo(ctx),
+		WorkerVersion: a.cfg.Version,
+	}
+	if id, ok := a.Identity(); ok {
+		req.NodeCredential = id.Credential
+	}
+	return req
+}
+
+// advertised returns the host and port registered for dial-back.
+func (a *Agent) advertised() (string, int) {
+	host, port, _ := splitHostPort(a.cfg.Listen)
+	if addr, ok := a.Addr().(*net.TCPAddr); ok {
+		port = addr.Port
+	}
+	if a.cfg.Advertise != "" {
+		h, p, _ := splitAdvertise(a.cfg.Advertise)
+		host = h
+		if p != 0 {
+			port = p
+		}
+	}
+	return host, port
+}
+
+func (a *Agent) acceptRegistration(resp *managerpb.ClusterMemberRegisterResponse, presented, target string) error {
+	id := Identity{
+		NodeID:      NodeID(resp.GetNodeId().GetNodeId()),
+		Credential:  resp.GetNodeCredential(),
+		NodeName:    resp.GetNodeName(),
+		TokenSHA256: tokenDigest(a.cfg.Token),
+	}
+	if id.Credential == "" {
+		id.Credential = presented
+	}
+	if id.NodeID == "" || id.Credential == "" {
+		return fmt.Errorf("%w: manager %s answered without a node id or node credential", ErrRegistrationRejected, target)
+	}
+	if old, ok := a.Identity(); ok && old.NodeID != id.NodeID {
+		a.log.Warn("the manager assigned a different node id", "old_node_id", old.NodeID, "node_id", id.NodeID)
+	}
+	if err := saveIdentity(a.cfg.StateDir, id); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	a.setIdentity(id)
+	a.log.Info("registered with manager", "manager", target, "node_id", id.NodeID, "node_name", id.NodeName)
+	return nil
+}
+
+// RegistrationError is the error Agent.Run returns when a manager refuses
+// the registration permanently; errors.Is(err, ErrRegistrationRejected)
+// holds for it.
+type RegistrationError struct {
+	Manager string     // gRPC target of the manager that refused
+	Code    codes.Code // the refusal's gRPC code
+	Message string     // the manager's message
+	Hint    string     // what an operator should do about it
+}
+
+// Error implements error.
+func (e *RegistrationError) Error() string {
+	return fmt.Sprintf("%v by manager %s: %s (%s). %s", ErrRegistrationRejected, e.Manager, e.Message, e.Code, e.Hint)
+}
+
+// Unwrap returns ErrRegistrationRejected.
+func (e *RegistrationError) Unwrap() error { return ErrRegistrationRejected }
+
+// rejection returns a *RegistrationError explained for an operator if err
+// is permanent, or nil if it is worth retrying.
+func rejection(target string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	var hint string
+	switch st.Code() {
+	case codes.Unauthenticated:
+		hint = "The registration token is unknown, already used by another worker, or its cluster slot was deregistered: " +
+			"create a slot (norsk-ctl slot register) and start the worker with its token (--token), " +
+			"or point --state-dir at the directory this worker registered with."
+	case codes.PermissionDenied:
+		hint = "The manager refused this worker: its cluster slot is bound to another worker, " +
+			"or the node credential in --state-dir does not match the slot."
+	case codes.InvalidArgument:
+		hint = "The manager rejected the registration request as invalid: check --advertise and --listen."
+	case codes.AlreadyExists:
+		hint = "The cluster slot is already bound to another worker and --state-dir holds no matching node credential."
+	default:
+		return nil
+	}
+	return &RegistrationError{Manager: target, Code: st.Code(), Message: st.Message(), Hint: hint}
+}
+
+// jitter returns a duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

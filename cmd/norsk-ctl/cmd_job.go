@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/client/format"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -156,13 +157,13 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 	var b strings.Builder
 	field := func(name, value string) { fmt.Fprintf(&b, "%-13s %s\n", name+":", value) }
 	field("Job", job.GetJobId().GetJobId())
-	field("State", ctlJobState(job.GetState()))
+	field("State", format.JobState(job.GetState()))
 	field("Hash", fmt.Sprint(job.GetCurrentHash()))
 	if job.GetDescription() != "" {
 		field("Description", job.GetDescription())
 	}
-	field("Start", ctlFmtTime(job.GetStartDateTime()))
-	field("Tags", ctlFmtTags(job.GetTags()))
+	field("Start", format.Time(job.GetStartDateTime()))
+	field("Tags", format.Tags(job.GetTags()))
 	if ts := job.GetTerminalState(); ts != nil {
 		field("Failed", ts.GetFailureReason())
 	}
@@ -171,7 +172,7 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 		b.WriteString("  (none)\n")
 	}
 	for _, s := range job.GetServices() {
-		fmt.Fprintf(&b, "  %s\n", ctlFmtService(s))
+		fmt.Fprintf(&b, "  %s\n", format.Service(s))
 	}
 	fmt.Fprintf(&b, "Instances:\n")
 	if len(resp.GetInstances()) == 0 {
@@ -182,8 +183,8 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 	}
 	fmt.Fprintf(&b, "History:\n")
 	for _, h := range resp.GetJob().GetHistoryEntry() {
-		ts, text := ctlHistoryEntry(h)
-		fmt.Fprintf(&b, "  %-20s  %s\n", ctlFmtTime(ts), text)
+		ts, text := format.HistoryEntry(h)
+		fmt.Fprintf(&b, "  %-20s  %s\n", format.Time(ts), text)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -311,8 +312,8 @@ func writeJobTable(w io.Writer, jobs []*managerpb.CurrentJob) error {
 	for _, cj := range jobs {
 		j := cj.GetJob()
 		rows = append(rows, []string{
-			j.GetJobId().GetJobId(), ctlJobState(j.GetState()), ctlFmtTime(j.GetStartDateTime()),
-			ctlFmtInstances(cj.GetInstances()), ctlFmtTags(j.GetTags()),
+			j.GetJobId().GetJobId(), format.JobState(j.GetState()), format.Time(j.GetStartDateTime()),
+			format.Instances(cj.GetInstances()), format.Tags(j.GetTags()),
 		})
 	}
 	return ctlTable(w, []string{"JOB ID", "STATE", "START", "INSTANCES", "TAGS"}, rows)

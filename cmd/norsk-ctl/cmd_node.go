@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/client/format"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -32,7 +33,7 @@ func newNodeCommand() *cobra.Command {
 func newNodeListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List every node the manager knows ctlAbout",
+		Short: "List every node the manager knows about",
 		Args:  ctlArgs(),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, _ []string) error {
 			nodes, err := m.ListNodes(ctx)
@@ -55,34 +56,24 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 	}
 	rows := make([][]string, 0, len(nodes))
 	for _, n := range nodes {
-		state := ctlEnum(n.GetState().String(), "NODE_LIFECYCLE_")
+		state := format.Enum(n.GetState().String(), "NODE_LIFECYCLE_")
 		if n.StopReason != nil {
-			state += " (" + ctlEnum(n.GetStopReason().String(), "") + ")"
+			state += " (" + format.Enum(n.GetStopReason().String(), "") + ")"
 		}
 		rows = append(rows, []string{
-			ctlNodeOf(n.GetMetadata()),
-			ctlEnum(n.GetProvider().String(), "NODE_PROVIDER_"),
+			format.NodeOf(n.GetMetadata()),
+			format.Enum(n.GetProvider().String(), "NODE_PROVIDER_"),
 			state,
 			ctlYesNo(n.GetConnected()),
-			ctlFmtNodeAddress(n.GetRunningMetadata()),
-			ctlFmtInstances(n.GetInstances()),
-			ctlFmtAge(now, n.GetLastSeen()),
+			format.NodeAddress(n.GetRunningMetadata()),
+			format.Instances(n.GetInstances()),
+			format.Age(now, n.GetLastSeen()),
 			fmt.Sprintf("%.0f%%", n.GetCpuPercentage()),
 			fmt.Sprintf("%.0fMiB", n.GetMemoryUsedMib()),
-			ctlFmtTags(n.GetMetadata().GetTags()),
+			format.Tags(n.GetMetadata().GetTags()),
 		})
 	}
 	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "TAGS"}, rows)
-}
-
-// ctlFmtNodeAddress renders the most useful address of a running node.
-func ctlFmtNodeAddress(r *commonpb.RunningNodeMetadata) string {
-	for _, a := range []string{r.GetPrivateIpAddress(), r.GetPublicIpAddress(), r.GetPrivateDnsName(), r.GetPublicDnsName()} {
-		if a != "" {
-			return a
-		}
-	}
-	return "-"
 }
 
 // ctlYesNo renders a bool.
@@ -259,7 +250,7 @@ func writeSlotTable(w io.Writer, now time.Time, slots []*managerpb.ClusterNode) 
 		}
 		rows = append(rows, []string{
 			s.GetName(), s.GetNodeId().GetNodeId(), ctlYesNo(s.GetActive()), ctlYesNo(s.GetTokenUsed()),
-			addr, ctlFmtAge(now, s.GetLastSeen()), token,
+			addr, format.Age(now, s.GetLastSeen()), token,
 		})
 	}
 	return ctlTable(w, []string{"NAME", "NODE ID", "ACTIVE", "TOKEN USED", "ADDRESS", "LAST SEEN", "TOKEN"}, rows)

@@ -1,0 +1,155 @@
+package format
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// EventLine renders an event of the event stream on one line as
+// "#INDEX  KIND  details": the log index left-aligned in 5 columns after "#",
+// the kind (see EventDetails) left-aligned in 23, then the details, with
+// trailing spaces removed. It never returns an error: an event kind this
+// package does not know renders as "unknown".
+func EventLine(ev *managerpb.EventStreamEvent) string {
+	kind, details := EventDetails(ev)
+	line := fmt.Sprintf("#%-5d %-23s", ev.GetLogIndex(), kind)
+	if details != "" {
+		line += " " + details
+	}
+	return strings.TrimRight(line, " ")
+}
+
+// EventDetails returns the kind of an event (the name of its oneof field in
+// EventStreamEvent, such as "node_running" or "job_updated") and its key
+// fields as space-separated "key=value" text. An event with no kind set, or
+// one newer than this package, returns kind "unknown" and a hint to use JSON
+// output.
+func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
+	switch e := ev.GetEvent().(type) {
+	case *managerpb.EventStreamEvent_NodeRunning:
+		n := e.NodeRunning
+		return "node_running", join("node="+NodeOf(n.GetNodeMetadata()), kv("address", NodeAddress(n.GetRunningNodeMetadata())),
+			kv("jobs", Instances(n.GetInstances())), kv("tags", Tags(n.GetNodeMetadata().GetTags())))
+	case *managerpb.EventStreamEvent_JobActive:
+		return "job_active", JobEventDetails(e.JobActive.GetJobWithHistory())
+	case *managerpb.EventStreamEvent_InitialDataComplete:
+		return "initial_data_complete", join("snapshot complete", HealthList(e.InitialDataComplete.GetHealth()))
+	case *managerpb.EventStreamEvent_JobUpdated:
+		return "job_updated", JobEventDetails(e.JobUpdated.GetJobWithHistory())
+	case *managerpb.EventStreamEvent_JobDeleted:
+		return "job_deleted", "job=" + e.JobDeleted.GetJobId().GetJobId()
+	case *managerpb.EventStreamEvent_JobPending:
+		return "job_pending", JobEventDetails(e.JobPending.GetJobWithHistory())
+	case *managerpb.EventStreamEvent_JobOutOfWindow:
+		return "job_out_of_window", JobEventDetails(e.JobOutOfWindow.GetJobWithHistory())
+	case *managerpb.EventStreamEvent_NodeStarting:
+		md := e.NodeStarting.GetNodeMetadata()
+		return "node_starting", join("node="+NodeOf(md), kv("tags", Tags(md.GetTags())))
+	case *managerpb.EventStreamEvent_NodeStarted:
+		n := e.NodeStarted
+		return "node_started", join("node="+NodeOf(n.GetNodeMetadata()), kv("address", NodeAddress(n.GetRunningNodeMetadata())))
+	case *managerpb.EventStreamEvent_NodeStopping:
+		n := e.NodeStopping
+		return "node_stopping", fmt.Sprintf("node=%s reason=%s", n.GetNodeId().GetNodeId(), Enum(n.GetReason().String(), ""))
+	case *managerpb.EventStreamEvent_NodeStopped:
+		return "node_stopped", "node=" + e.NodeStopped.GetNodeId().GetNodeId()
+	case *managerpb.EventStreamEvent_PhysicalNodeConnected:
+		n := e.PhysicalNodeConnected
+		return "physical_node_connected", join("node="+n.GetNode().GetId(), kv("address", n.GetNode().GetIpAddress()),
+			kv("jobs", Instances(n.GetInstances())))
+	case *managerpb.EventStreamEvent_ProviderHealthChange:
+		return "provider_health_change", Health(e.ProviderHealthChange)
+	case *managerpb.EventStreamEvent_JobInfo:
+		return "job_info", JobInfoDetails(e.JobInfo)
+	case *managerpb.EventStreamEvent_StreamReset:
+		r := e.StreamReset
+		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",
+			r.GetRequestedIndex(), r.GetFirstRetainedIndex(), r.GetHeadIndex(), r.GetReason())
+	}
+	return "unknown", "(an event kind this client does not know; see norsk-ctl events --json)"
+}
+
+// JobEventDetails renders the key fields of an event carrying a job: its id,
+// its state (JobState) and, if it has any history, what the newest history
+// entry says (HistoryEntry) after "last: ".
+func JobEventDetails(jh *managerpb.JobWithHistory) string {
+	j := jh.GetJob()
+	parts := []string{"job=" + j.GetJobId().GetJobId(), "state=" + JobState(j.GetState())}
+	if h := jh.GetHistoryEntry(); len(h) > 0 {
+		_, text := HistoryEntry(h[len(h)-1])
+		parts = append(parts, "last: "+text)
+	}
+	return join(parts...)
+}
+
+// JobInfoDetails renders a worker's job_info report: the job id and role,
+// then the message ("service web started", "[web] exited with status 1",
+// "start: starting web"). A message of a kind this package does not know
+// renders as the job id and role only.
+func JobInfoDetails(info *commonpb.JobInfoMessage) string {
+	head := fmt.Sprintf("job=%s role=%s", info.GetJobKey().GetJobId().GetJobId(), info.GetJobKey().GetRole())
+	switch m := info.GetMessage().(type) {
+	case *commonpb.JobInfoMessage_ServiceStarted:
+		return head + " service " + m.ServiceStarted.GetServiceName() + " started"
+	case *commonpb.JobInfoMessage_ServiceRestarting:
+		return head + " service " + m.ServiceRestarting.GetServiceName() + " restarting"
+	case *commonpb.JobInfoMessage_ContainerEvent:
+		return fmt.Sprintf("%s [%s] %s", head, m.ContainerEvent.GetServiceName(), m.ContainerEvent.GetText())
+	case *commonpb.JobInfoMessage_ComposeMessage:
+		return fmt.Sprintf("%s %s: %s", head, Enum(m.ComposeMessage.GetStage().String(), ""), m.ComposeMessage.GetText())
+	}
+	return head
+}
+
+// HealthList renders the health of several providers (as carried by
+// initial_data_complete), each as Health renders it, separated by spaces.
+// Providers that report no regions are left out; "" if none remain.
+func HealthList(hs []*managerpb.ProviderHealth) string {
+	parts := make([]string, 0, len(hs))
+	for _, h := range hs {
+		parts = append(parts, Health(h))
+	}
+	return join(parts...)
+}
+
+// Health renders one provider's health per region, in the order given
+// ("aws eu-west-1=healthy,us-east-1=unstable"; for OCI the keys are
+// availability domains). It returns "" if the provider reports no regions.
+func Health(h *managerpb.ProviderHealth) string {
+	var parts []string
+	for _, r := range h.GetAws().GetRegionHealth() {
+		parts = append(parts, r.GetRegion()+"="+Enum(r.GetHealth().String(), ""))
+	}
+	if len(parts) > 0 {
+		return "aws " + strings.Join(parts, ",")
+	}
+	for _, r := range h.GetOci().GetRegionHealth() {
+		parts = append(parts, r.GetAvailabilityDomain()+"="+Enum(r.GetHealth().String(), ""))
+	}
+	if len(parts) > 0 {
+		return "oci " + strings.Join(parts, ",")
+	}
+	return ""
+}
+
+// kv renders "k=v", or "" when v is empty or "-".
+func kv(k, v string) string {
+	if v == "" || v == "-" {
+		return ""
+	}
+	return k + "=" + v
+}
+
+// join joins the non-empty parts with spaces.
+func join(parts ...string) string {
+	out := parts[:0:0]
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,78 @@
+package format_test
+
+import (
+	"testing"
+
+	"github.com/norsk-oss/norsk-manager/client/format"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+func TestNodeOf(t *testing.T) {
+	cases := []struct {
+		name string
+		md   *commonpb.NodeMetadata
+		want string
+	}{
+		{"id", &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: "n1"}}, "n1"},
+		{"no id", &commonpb.NodeMetadata{Tags: map[string]string{"a": "1"}}, "-"},
+		{"empty id", &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{}}, "-"},
+		{"nil", nil, "-"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := format.NodeOf(tc.md); got != tc.want {
+				t.Errorf("NodeOf = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeAddress(t *testing.T) {
+	cases := []struct {
+		name string
+		r    *commonpb.RunningNodeMetadata
+		want string
+	}{
+		{"private ip first", &commonpb.RunningNodeMetadata{PrivateIpAddress: "10.0.0.5", PublicIpAddress: "203.0.113.9",
+			PrivateDnsName: "ip-10-0-0-5.internal", PublicDnsName: "node.example"}, "10.0.0.5"},
+		{"then public ip", &commonpb.RunningNodeMetadata{PublicIpAddress: "203.0.113.9", PrivateDnsName: "ip-10-0-0-5.internal"}, "203.0.113.9"},
+		{"then private dns", &commonpb.RunningNodeMetadata{PrivateDnsName: "ip-10-0-0-5.internal", PublicDnsName: "node.example"}, "ip-10-0-0-5.internal"},
+		{"then public dns", &commonpb.RunningNodeMetadata{PublicDnsName: "node.example"}, "node.example"},
+		{"none", &commonpb.RunningNodeMetadata{}, "-"},
+		{"nil", nil, "-"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := format.NodeAddress(tc.r); got != tc.want {
+				t.Errorf("NodeAddress = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestInstances(t *testing.T) {
+	instance := func(role, node string) *managerpb.RunningJob {
+		return &managerpb.RunningJob{
+			JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: "j1"}, Role: role},
+			NodeId: &commonpb.NodeId{NodeId: node},
+		}
+	}
+	cases := []struct {
+		name      string
+		instances []*managerpb.RunningJob
+		want      string
+	}{
+		{"none", nil, "-"},
+		{"one", []*managerpb.RunningJob{instance("primary", "n1")}, "primary@n1"},
+		{"in order given", []*managerpb.RunningJob{instance("primary", "n2"), instance("backup", "n1")}, "primary@n2,backup@n1"},
+		{"no node", []*managerpb.RunningJob{{JobKey: &commonpb.ActiveJobKey{Role: "primary"}}}, "primary@"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := format.Instances(tc.instances); got != tc.want {
+				t.Errorf("Instances = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

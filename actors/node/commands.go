@@ -110,17 +110,19 @@ func (g *grain) deregister(ctx actor.Context, reqID string) *internalpb.Reply {
 	if s := g.rec.GetState(); s == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING || s == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
 		events = append(events, g.evStopping(managerpb.NodeStopping_USER_REQUESTED), g.evStopped())
 	}
+	name := g.rec.GetSlotName()
 	if r := g.commit(reqID, nil, events...); r != nil {
 		return r
 	}
+	g.rec = nil
 	g.stopAllOnWorker()
 	g.closeSessionGracefully(ctx)
 	g.stopTimers()
 	g.tellJobsNodeGone(managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
 	g.cfg.Liveness.Delete(g.id)
-	g.log.Info("cluster slot deregistered", "name", g.rec.GetSlotName())
-	g.rec = nil
-	ctx.Send(ctx.Parent(), &actors.Passivate{})
+	g.log.Info("cluster slot deregistered", "name", name)
+	// Not passivated here: the closing session child must get to deliver
+	// the stop_job messages; the idle timeout passivates the grain later.
 	return actors.OK()
 }
 

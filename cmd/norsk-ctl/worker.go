@@ -26,6 +26,7 @@ type workerOptions struct {
 	stateDir       string
 	healthInterval time.Duration
 	stopGrace      time.Duration
+	dialBack       time.Duration
 	runtime        string
 	logLevel       string
 }
@@ -48,6 +49,8 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 		"worker mode: interval between health messages to the manager")
 	f.DurationVar(&o.stopGrace, "stop-grace", def.StopGrace,
 		"worker mode: time a service gets to exit after SIGTERM before it is killed")
+	f.DurationVar(&o.dialBack, "dial-back-timeout", def.DialBackTimeout,
+		"worker mode: register again when no manager session was established for this long (a worker of a deregistered slot learns it then and exits)")
 	f.StringVar(&o.runtime, "runtime", "process",
 		`worker mode: how services run: "process" (local process groups)`)
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
@@ -156,7 +159,7 @@ func (o *workerOptions) config() (worker.Config, error) {
 	}
 	cfg.Token, cfg.ManagerURLs = o.token, urls
 	cfg.Listen, cfg.Advertise, cfg.StateDir = o.listen, o.advertise, stateDir
-	cfg.HealthInterval, cfg.StopGrace = o.healthInterval, o.stopGrace
+	cfg.HealthInterval, cfg.StopGrace, cfg.DialBackTimeout = o.healthInterval, o.stopGrace, o.dialBack
 	return cfg, nil
 }
 

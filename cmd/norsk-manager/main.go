@@ -75,6 +75,9 @@ Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
 workers keep running them and a restarted manager adopts them.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.runJob != "" && !cmd.Flags().Changed("log-level") {
+				o.logLevel = "warn" // keep the walkthrough's event lines readable
+			}
 			return run(cmd.Context(), o)
 		},
 	}

@@ -22,6 +22,9 @@ const (
 	// (the runtime passes NORSK_PORT_<container port>): a port number, or
 	// host:port.
 	demoEnvPort = "NORSK_PORT_8080"
+	// demoEnvAddr carries host:port resolved for container port 8080,
+	// with the host address to bind; preferred over demoEnvPort.
+	demoEnvAddr = "NORSK_ADDR_8080"
 	// demoDefaultListen is used when neither --listen nor NORSK_PORT_8080
 	// is set (e.g. inside a container, which publishes port 8080).
 	demoDefaultListen = ":8080"
@@ -48,14 +51,18 @@ func newDemoHTTPCommand() *cobra.Command {
 200 "ok" on /healthz, 404 elsewhere. Each request is logged on standard
 output. It stops cleanly on SIGINT/SIGTERM.
 
-The address is --listen if given, else $NORSK_PORT_8080 (the host port the
-worker resolved for container port 8080: a port number means every
-interface), else ":8080".`,
+The address is --listen if given, else $NORSK_ADDR_8080 (host:port the
+worker resolved for container port 8080), else $NORSK_PORT_8080 (a port
+number means every interface), else ":8080".`,
 		Args: ctlArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// No ctlEnv: the demo needs no manager, so a stray
 			// NORSK_MANAGER_URL in a job's environment cannot break it.
-			addr, err := demoListenAddr(listen, os.Getenv(demoEnvPort))
+			env := os.Getenv(demoEnvAddr)
+			if env == "" {
+				env = os.Getenv(demoEnvPort)
+			}
+			addr, err := demoListenAddr(listen, env)
 			if err != nil {
 				return ctlFail(cmd, err)
 			}

@@ -2,6 +2,7 @@ package process
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -172,7 +173,8 @@ func startOrder(specs []*serviceSpec) ([]*serviceSpec, error) {
 // serviceEnv returns the job-specific environment of a service: NORSK_JOB_*
 // and NORSK_SERVICE_NAME, then the service's environment_variables, then
 // NORSK_PORT_<container_port> (and NORSK_PORT_<container_port>_TCP/_UDP)
-// for its resolved ports, which win over anything above.
+// for its resolved ports and NORSK_ADDR_<container_port> (host:port, the
+// host address to bind), which win over anything above.
 func serviceEnv(key worker.JobKey, spec *serviceSpec) []string {
 	env := []string{
 		"NORSK_JOB_ID=" + string(key.JobID),
@@ -185,7 +187,8 @@ func serviceEnv(key worker.JobKey, spec *serviceSpec) []string {
 		port := strconv.FormatUint(uint64(p.Published), 10)
 		if !seen[p.ContainerPort] {
 			seen[p.ContainerPort] = true
-			env = append(env, fmt.Sprintf("NORSK_PORT_%d=%s", p.ContainerPort, port))
+			env = append(env, fmt.Sprintf("NORSK_PORT_%d=%s", p.ContainerPort, port),
+				fmt.Sprintf("NORSK_ADDR_%d=%s", p.ContainerPort, net.JoinHostPort(p.Host, port)))
 		}
 		env = append(env, fmt.Sprintf("NORSK_PORT_%d_%s=%s", p.ContainerPort, strings.ToUpper(p.network()), port))
 	}

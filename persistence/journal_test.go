@@ -203,6 +203,14 @@ func TestOpen_RefusesBadDataDirs(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(d, markerFile), []byte("{not json"), 0o600))
 			return d
 		}, "marker file"},
+		{"corrupt store", func(t *testing.T) string {
+			d := filepath.Join(t.TempDir(), "data")
+			s, err := Open(DefaultConfig(d))
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			require.NoError(t, os.WriteFile(filepath.Join(d, storeSubdir, "MANIFEST"), []byte("garbage, not a manifest"), 0o600))
+			return d
+		}, "open store"},
 		{"future format", func(t *testing.T) string {
 			d := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(d, markerFile), []byte(`{"format": 99}`), 0o600))
@@ -215,7 +223,9 @@ func TestOpen_RefusesBadDataDirs(t *testing.T) {
 			before := listDir(t, dir)
 			_, err := Open(DefaultConfig(dir))
 			require.Error(t, err)
-			require.ErrorIs(t, err, ErrCorrupt)
+			if tc.name != "corrupt store" { // badger's own errors are passed through
+				require.ErrorIs(t, err, ErrCorrupt)
+			}
 			require.Contains(t, err.Error(), tc.want)
 			require.Contains(t, err.Error(), dir)
 			require.Equal(t, before, listDir(t, dir), "a refused data dir must be left untouched")

@@ -11,9 +11,12 @@
 //     session. Mock-pool workers hold no credential and are not checked.
 //   - Before answering the hello, the grain makes the session's epoch
 //     durable; epochs strictly increase per node across manager restarts.
-//   - On hello the grain adopts what the worker runs (its running_jobs) and
-//     ends the instances its jobs place on the node that the worker no
-//     longer runs. A manager restart therefore never restarts a job.
+//   - The node counts as STARTED (node_started, physical_node_connected)
+//     at the session's first health ping, not at hello: a worker that
+//     answers hello and then stays silent keeps being lost. Then the grain
+//     adopts what the hello listed (running_jobs) and ends the instances its
+//     jobs place on the node that the worker no longer runs. A manager
+//     restart therefore never restarts a job.
 //   - A lost session is re-dialled with capped exponential backoff. A node
 //     without a session for LostTimeout is declared stopped (NodeStopping
 //     with the reason of the last failure), and the grain keeps re-dialling

@@ -20,6 +20,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 )
 
 // Config configures node grains.
@@ -112,9 +113,11 @@ type grain struct {
 	rec *internalpb.NodeRecord // nil: unknown (or deregistered)
 	seq persistence.Seq
 
-	session      *actor.PID // current session child, nil if none
-	sessionEpoch uint64     // epoch of the current (or last) session
-	connected    bool       // the current session's hello was accepted
+	session      *actor.PID                   // current session child, nil if none
+	sessionEpoch uint64                       // epoch of the current (or last) session
+	connected    bool                         // the current session's hello was accepted
+	healthy      bool                         // the current session has sent a health ping
+	helloRunning []*workerpb.WorkerRunningJob // running_jobs of the current session's hello
 	backoff      time.Duration
 	cancelRedial scheduler.CancelFunc
 	lostSince    time.Time // zero while connected

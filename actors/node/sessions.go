@@ -75,6 +75,7 @@ func (g *grain) closeSessionGracefully(ctx actor.Context) {
 }
 
 func (g *grain) markDisconnected() {
+	g.healthy = false
 	if g.connected {
 		g.connected = false
 		g.cfg.Liveness.Update(g.id, func(l *actors.NodeLiveness) { l.Connected = false })
@@ -116,22 +117,7 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 	next := g.next()
 	next.SessionEpoch = m.epoch
 	next.LastConnected = g.now()
-	var events []*managerpb.EventStreamEvent
-	if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
-		next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
-		next.StopReason = nil
-		events = append(events, evStarted(next))
-	}
-	running := m.hello.GetRunningJobs()
-	instances := make([]*managerpb.RunningJob, 0, len(running))
-	for _, rj := range running {
-		instances = append(instances, &managerpb.RunningJob{
-			JobKey: &commonpb.ActiveJobKey{JobId: rj.GetJob().GetJobId(), Role: rj.GetJob().GetRole()},
-			NodeId: g.nodeID(),
-		})
-	}
-	events = append(events, g.evConnected(next, instances))
-	if r := g.commit("", next, events...); r != nil {
+	if r := g.commit("", next); r != nil {
 		g.log.Error("could not record the worker session; dropping it", "error", r.GetMessage())
 		g.closeSession(ctx)
 		g.sessionLost(ctx, managerpb.NodeStopping_STARTUP_TIME_EXCEEDED)
@@ -142,17 +128,47 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 		sig = workerauth.ManagerProof(g.rec.GetCredential(), g.id, w.GetValue())
 	}
 	ctx.Send(g.session, &acceptHello{signature: sig})
-	g.connected = true
+	g.connected, g.healthy = true, false
+	g.helloRunning = m.hello.GetRunningJobs()
+	g.cfg.Liveness.Set(g.id, actors.NodeLiveness{Connected: true, LastSeen: g.cfg.Clock(),
+		CPUBusy: m.hello.GetMeasuredLoad().GetVCpus(), MemoryUsedMiB: m.hello.GetMeasuredLoad().GetMemory()})
+	g.log.Info("worker session up", "epoch", m.epoch, "running_jobs", len(g.helloRunning))
+}
+
+// onHealthy runs at the first health ping of a verified session: only a
+// worker that pings counts as back (one that answers hello and then stays
+// silent keeps being lost). The node is STARTED from here, and the jobs of
+// the hello are reconciled.
+func (g *grain) onHealthy(ctx actor.Context) {
+	g.healthy = true
+	next := g.next()
+	var events []*managerpb.EventStreamEvent
+	if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+		next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+		next.StopReason = nil
+		events = append(events, evStarted(next))
+	}
+	instances := make([]*managerpb.RunningJob, 0, len(g.helloRunning))
+	for _, rj := range g.helloRunning {
+		instances = append(instances, &managerpb.RunningJob{
+			JobKey: &commonpb.ActiveJobKey{JobId: rj.GetJob().GetJobId(), Role: rj.GetJob().GetRole()},
+			NodeId: g.nodeID(),
+		})
+	}
+	events = append(events, g.evConnected(next, instances))
+	if r := g.commit("", next, events...); r != nil {
+		g.log.Error("could not record the node as started", "error", r.GetMessage())
+		return
+	}
 	g.backoff = 0
 	g.lostSince = time.Time{}
 	if g.cancelLost != nil {
 		g.cancelLost()
 		g.cancelLost = nil
 	}
-	g.cfg.Liveness.Set(g.id, actors.NodeLiveness{Connected: true, LastSeen: g.cfg.Clock(),
-		CPUBusy: m.hello.GetMeasuredLoad().GetVCpus(), MemoryUsedMiB: m.hello.GetMeasuredLoad().GetMemory()})
-	g.log.Info("worker session up", "epoch", m.epoch, "running_jobs", len(running))
-	g.reconcile(running)
+	// Adopt what the worker runs (after a manager restart, or after the
+	// node was declared stopped while the worker kept its jobs).
+	g.reconcile(g.helloRunning)
 }
 
 // reconcile tells job grains what the worker runs (adoption) and which of
@@ -195,6 +211,10 @@ func (g *grain) onWorkerMessage(ctx actor.Context, m *workerMessage) {
 		}
 	})
 	switch x := m.msg.GetMessage().(type) {
+	case *workerpb.WorkerMessage_Health:
+		if !g.healthy {
+			g.onHealthy(ctx)
+		}
 	case *workerpb.WorkerMessage_JobStarted:
 		g.report(x.JobStarted.GetJobKey().GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED,
 			Role: x.JobStarted.GetJobKey().GetRole(), ServicePortMappings: x.JobStarted.GetServicePortMappings()})
@@ -263,7 +283,7 @@ func (g *grain) redialNow(ctx actor.Context) {
 // onLost declares a node that stayed without a session stopped.
 func (g *grain) onLost(ctx actor.Context, m *lostTimeout) {
 	g.cancelLost = nil
-	if g.connected || g.rec == nil || !m.since.Equal(g.lostSince) {
+	if g.healthy || g.rec == nil || !m.since.Equal(g.lostSince) {
 		return
 	}
 	reason := g.lastFailure

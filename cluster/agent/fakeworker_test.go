@@ -3,6 +3,7 @@ package agent
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ type fakeWorker struct {
 	received   []*workerpb.NodeControllerMessage
 	sessions   int
 	epochs     []uint64
+	// silent stops health pings (the session then times out).
+	silent atomic.Bool
 }
 
 func newFakeWorker(t *testing.T) *fakeWorker {
@@ -96,6 +99,9 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 			case <-done:
 				return
 			case <-t.C:
+				if w.silent.Load() {
+					continue
+				}
 				if send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{Health: &workerpb.Health{}}}) != nil {
 					return
 				}

@@ -151,7 +151,10 @@ func TestGateway_BadInput(t *testing.T) {
 		{"update without id", func() error { _, err := c.UpdateJob(ctx, &managerpb.Job{}); return err }, codes.InvalidArgument, "job.job_id"},
 		{"id with slash", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid("a/b")}); return err }, codes.InvalidArgument, "'/'"},
 		{"id with control char", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid("a\nb")}); return err }, codes.InvalidArgument, "control character"},
-		{"id too long", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid(strings.Repeat("x", 300))}); return err }, codes.InvalidArgument, "limit"},
+		{"id too long", func() error {
+			_, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid(strings.Repeat("x", 300))})
+			return err
+		}, codes.InvalidArgument, "limit"},
 		{"unknown job", func() error { _, err := c.JobById(ctx, jid("nope")); return err }, codes.NotFound, "nope"},
 		{"delete unknown job", func() error { _, err := c.DeleteJob(ctx, jid("nope")); return err }, codes.NotFound, "nope"},
 		{"update unknown job", func() error { _, err := c.UpdateJob(ctx, &managerpb.Job{JobId: jid("nope")}); return err }, codes.NotFound, "nope"},

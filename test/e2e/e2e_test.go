@@ -167,7 +167,9 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	ev := &events{}
 	evCtx, stopEvents := context.WithCancel(ctx)
 	defer stopEvents()
-	go func() { _ = mc.EventStream(evCtx, client.EventStreamSettings{PendingWindow: time.Hour, OnEvent: ev.add}) }()
+	go func() {
+		_ = mc.EventStream(evCtx, client.EventStreamSettings{PendingWindow: time.Hour, OnEvent: ev.add})
+	}()
 	eventually(t, 10*time.Second, "event snapshot", func() bool {
 		return ev.has(func(e *managerpb.EventStreamEvent) bool { return e.GetInitialDataComplete() != nil })
 	})

@@ -72,9 +72,6 @@ func Kind(cfg Config) actors.Kind {
 	}
 }
 
-// maxRecentRequests bounds the request ids a record remembers.
-const maxRecentRequests = 32
-
 // grain is the stateful actor of one job. Its fields are touched only from
 // Receive (and continuations, which protoactor runs on the actor too).
 type grain struct {
@@ -194,41 +191,20 @@ func (g *grain) addHistory(rec *internalpb.JobRecord, entries ...*managerpb.JobH
 }
 
 // commit appends next (nil: delete the job) with its events, and on success
-// makes it the grain's state. Each event is built from next after the
-// request id is recorded. The error is a reply for the caller.
+// makes it the grain's state. A non-nil return is the reply for the caller.
 func (g *grain) commit(reqID string, next *internalpb.JobRecord, events ...*managerpb.EventStreamEvent) *internalpb.Reply {
-	change := persistence.Change{RequestID: reqID, Events: events, At: g.cfg.Clock(), Delete: next == nil}
+	var rec proto.Message
 	if next != nil {
-		if reqID != "" {
-			next.RecentRequests = append(next.RecentRequests, reqID)
-			if over := len(next.RecentRequests) - maxRecentRequests; over > 0 {
-				next.RecentRequests = slices.Delete(next.RecentRequests, 0, over)
-			}
-		}
-		b, err := proto.Marshal(next)
-		if err != nil {
-			return actors.Fail(errorpb.Code_INTERNAL, "job %s: encode record: %v", g.id, err)
-		}
-		change.Record = b
+		next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
+		rec = next
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.AppendTimeout)
-	defer cancel()
-	res, err := g.cfg.Journal.Append(ctx, persistence.JobKey(g.id), g.seq, change)
-	switch {
-	case errors.Is(err, persistence.ErrSeqConflict):
-		g.log.Warn("job record changed under this grain; reloading", "error", err)
+	res, fail := actors.Commit(g.cfg.Journal, persistence.JobKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)
+	if fail != nil || res.Duplicate {
+		if fail != nil {
+			g.log.Warn("journal append failed; reloading the record", "error", fail.GetMessage())
+		}
 		g.load()
-		return actors.Fail(errorpb.Code_ABORTED, "job %q was modified concurrently; retry", g.id)
-	case err != nil:
-		// The outcome is unknown (e.g. a timeout): reload so that the next
-		// command starts from what was actually applied.
-		g.log.Error("journal append failed", "error", err)
-		g.load()
-		return actors.Fail(errorpb.Code_UNAVAILABLE, "job %q: could not persist the change: %v", g.id, err)
-	}
-	if res.Duplicate {
-		g.load()
-		return nil
+		return fail
 	}
 	g.rec, g.seq = next, res.Seq
 	return nil

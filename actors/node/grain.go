@@ -94,8 +94,6 @@ func Kind(cfg Config) actors.Kind {
 	}
 }
 
-const maxRecentRequests = 32
-
 // Timer messages to the grain itself.
 type (
 	redial      struct{}
@@ -257,36 +255,18 @@ func (g *grain) next() *internalpb.NodeRecord {
 // commit appends next (nil: delete) with its events; on success it becomes
 // the grain's state. A non-nil return is the reply for the caller.
 func (g *grain) commit(reqID string, next *internalpb.NodeRecord, events ...*managerpb.EventStreamEvent) *internalpb.Reply {
-	change := persistence.Change{RequestID: reqID, Events: events, At: g.cfg.Clock(), Delete: next == nil}
+	var rec proto.Message
 	if next != nil {
-		if reqID != "" {
-			next.RecentRequests = append(next.RecentRequests, reqID)
-			if over := len(next.RecentRequests) - maxRecentRequests; over > 0 {
-				next.RecentRequests = slices.Delete(next.RecentRequests, 0, over)
-			}
-		}
-		b, err := proto.Marshal(next)
-		if err != nil {
-			return actors.Fail(errorpb.Code_INTERNAL, "node %s: encode record: %v", g.id, err)
-		}
-		change.Record = b
+		next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
+		rec = next
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.AppendTimeout)
-	defer cancel()
-	res, err := g.cfg.Journal.Append(ctx, persistence.NodeKey(g.id), g.seq, change)
-	switch {
-	case errors.Is(err, persistence.ErrSeqConflict):
-		g.log.Warn("node record changed under this grain; reloading", "error", err)
+	res, fail := actors.Commit(g.cfg.Journal, persistence.NodeKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)
+	if fail != nil || res.Duplicate {
+		if fail != nil {
+			g.log.Warn("journal append failed; reloading the record", "error", fail.GetMessage())
+		}
 		g.load()
-		return actors.Fail(errorpb.Code_ABORTED, "node %q was modified concurrently; retry", g.id)
-	case err != nil:
-		g.log.Error("journal append failed", "error", err)
-		g.load()
-		return actors.Fail(errorpb.Code_UNAVAILABLE, "node %q: could not persist the change: %v", g.id, err)
-	}
-	if res.Duplicate {
-		g.load()
-		return nil
+		return fail
 	}
 	g.rec, g.seq = next, res.Seq
 	return nil

@@ -83,22 +83,14 @@ func (p *pool) pop(reqID string) *internalpb.Reply {
 	}
 	next := proto.Clone(p.rec).(*internalpb.MockPoolRecord)
 	next.Next++
-	if reqID != "" {
-		next.RecentRequests = append(next.RecentRequests, reqID)
-		if over := len(next.RecentRequests) - maxRecentRequests; over > 0 {
-			next.RecentRequests = slices.Delete(next.RecentRequests, 0, over)
-		}
-	}
-	b, err := proto.Marshal(next)
-	if err != nil {
-		return actors.Fail(errorpb.Code_INTERNAL, "mock pool: encode: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := p.cfg.Journal.Append(ctx, persistence.MockPoolKey, p.seq, persistence.Change{RequestID: reqID, Record: b, At: p.cfg.Clock()})
-	if err != nil {
+	next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
+	res, fail := actors.Commit(p.cfg.Journal, persistence.MockPoolKey, p.seq, reqID, next, nil, p.cfg.Clock(), 10*time.Second)
+	if fail != nil || res.Duplicate {
 		p.load()
-		return actors.Fail(errorpb.Code_UNAVAILABLE, "mock pool: could not persist: %v", err)
+		if fail != nil {
+			return fail
+		}
+		return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: p.cfg.URLs[p.rec.GetNext()-1]}}
 	}
 	p.rec, p.seq = next, res.Seq
 	p.cfg.Logger.Info("mock pool URL handed out", "url", p.cfg.URLs[i], "left", len(p.cfg.URLs)-i-1)

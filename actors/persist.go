@@ -1,0 +1,61 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// MaxRecentRequests bounds how many request ids a record remembers for
+// answering retried commands.
+const MaxRecentRequests = 32
+
+// RememberRequest returns recent with id appended, keeping the newest
+// MaxRecentRequests; an empty id leaves recent unchanged.
+func RememberRequest(recent []string, id string) []string {
+	if id == "" {
+		return recent
+	}
+	recent = append(recent, id)
+	if over := len(recent) - MaxRecentRequests; over > 0 {
+		recent = slices.Delete(recent, 0, over)
+	}
+	return recent
+}
+
+// Commit is what every grain does to change its entity: append the next
+// record (nil: delete the entity) with its events through the journal,
+// expecting seq. The returned reply is nil on success and otherwise the
+// answer for the caller: ABORTED when another writer got there first,
+// UNAVAILABLE when the outcome is unknown (a timeout, a closed store). In
+// both failure cases, and for a Duplicate result, the grain must reload its
+// record before the next command.
+func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Seq, reqID string,
+	next proto.Message, events []*managerpb.EventStreamEvent, at time.Time, timeout time.Duration) (persistence.AppendResult, *internalpb.Reply) {
+	change := persistence.Change{RequestID: reqID, Events: events, At: at, Delete: next == nil}
+	if next != nil {
+		b, err := proto.Marshal(next)
+		if err != nil {
+			return persistence.AppendResult{}, Fail(errorpb.Code_INTERNAL, "%s: encode record: %v", key, err)
+		}
+		change.Record = b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := j.Append(ctx, key, seq, change)
+	switch {
+	case errors.Is(err, persistence.ErrSeqConflict):
+		return res, Fail(errorpb.Code_ABORTED, "%s was modified concurrently; retry", key)
+	case err != nil:
+		return res, Fail(errorpb.Code_UNAVAILABLE, "%s: could not persist the change: %v", key, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+func TestValidateJob(t *testing.T) {
+	svc := func(name string, deps ...string) *commonpb.Service { return &commonpb.Service{Name: name, DependsOn: deps} }
+	cases := []struct {
+		name  string
+		job   *managerpb.Job
+		field string // "" = valid
+	}{
+		{"minimal", &managerpb.Job{}, ""},
+		{"full", &managerpb.Job{Tags: map[string]string{"a": "b"}, StartDateTime: timestamppb.Now(),
+			Services:   []*commonpb.Service{svc("a"), svc("b", "a")},
+			WriteFiles: []*commonpb.WriteFile{{Path: "conf/x.json"}}}, ""},
+		{"empty tag key", &managerpb.Job{Tags: map[string]string{"": "b"}}, "job.tags key"},
+		{"bad timestamp", &managerpb.Job{StartDateTime: &timestamppb.Timestamp{Nanos: 2e9}}, "job.start_date_time"},
+		{"service without name", &managerpb.Job{Services: []*commonpb.Service{svc("")}}, "job.services[0].name"},
+		{"duplicate service", &managerpb.Job{Services: []*commonpb.Service{svc("a"), svc("a")}}, "job.services[1].name"},
+		{"self dependency", &managerpb.Job{Services: []*commonpb.Service{svc("a", "a")}}, "job.services[0].dependsOn"},
+		{"range reversed", &managerpb.Job{Services: []*commonpb.Service{{Name: "a", Parameters: &commonpb.ServiceParameters{PortMappings: []*commonpb.PortMapping{
+			{ContainerPort: 80, HostPort: &commonpb.PortMapping_Range{Range: &commonpb.HostPortRange{MinPort: 9, MaxPort: 8}}}}}}}}, "job.services[0].parameters.port_mappings[0].range"},
+		{"bad host address", &managerpb.Job{NorskServiceParameters: &commonpb.ServiceParameters{PortMappings: []*commonpb.PortMapping{
+			{ContainerPort: 80, HostAddress: "not-an-ip"}}}}, "job.norsk_service_parameters.port_mappings[0].host_address"},
+		{"env with =", &managerpb.Job{NorskServiceParameters: &commonpb.ServiceParameters{EnvironmentVariables: []*commonpb.EnvironmentVariable{{Name: "A=B"}}}},
+			"job.norsk_service_parameters.environment_variables[0].name"},
+		{"absolute write file is allowed (container path)", &managerpb.Job{WriteFiles: []*commonpb.WriteFile{{Path: "/etc/x"}}}, ""},
+		{"escaping write file", &managerpb.Job{WriteFiles: []*commonpb.WriteFile{{Path: "a/../../x"}}}, "job.write_files[0].path"},
+		{"bad mode", &managerpb.Job{WriteFiles: []*commonpb.WriteFile{{Path: "x", Mode: &commonpb.OptionalInt{Value: 0o17777}}}}, "job.write_files[0].mode"},
+		{"opaque json is not parsed", &managerpb.Job{LaunchConfigJson: strPtr("{not json")}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := validateJob(tc.job)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.field+":") {
+				t.Fatalf("got %v, want InvalidArgument naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func strPtr(s string) *string { return &s }
+
+func TestCheckID(t *testing.T) {
+	for _, id := range []string{"", "a/b", " a", "a ", "a\x00b", string([]byte{0xff}), strings.Repeat("x", maxIDLen+1)} {
+		if checkID("id", id) == nil {
+			t.Errorf("checkID(%q) accepted", id)
+		}
+	}
+	for _, id := range []string{"a", "job-1", "ünïcode", "with space inside", "a.b:c_d"} {
+		if err := checkID("id", id); err != nil {
+			t.Errorf("checkID(%q): %v", id, err)
+		}
+	}
+}

@@ -140,6 +140,11 @@ func TestGateway_BadInput(t *testing.T) {
 	node, _ := registerWorker(t, c, "w1")
 	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "ok"}})
 	require.NoError(t, err)
+	offline, err := c.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: "no-worker-yet"})
+	require.NoError(t, err)
+	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: "ok"}, Role: "twice", NodeId: &commonpb.NodeId{NodeId: node}})
+	require.NoError(t, err)
+	eventually(t, "instance recorded", func() bool { return len(instanceOf(t, c, "ok")) == 1 })
 	jid := func(s string) *commonpb.JobId { return &commonpb.JobId{JobId: s} }
 	nid := func(s string) *commonpb.NodeId { return &commonpb.NodeId{NodeId: s} }
 	cases := []struct {
@@ -166,6 +171,14 @@ func TestGateway_BadInput(t *testing.T) {
 			_, err := c.StartJob(ctx, &managerpb.StartJobRequest{JobId: jid("ok"), Role: "primary", NodeId: nid("ghost")})
 			return err
 		}, codes.NotFound, "ghost"},
+		{"start on an offline node", func() error {
+			_, err := c.StartJob(ctx, &managerpb.StartJobRequest{JobId: jid("ok"), Role: "primary", NodeId: offline.GetNodeId()})
+			return err
+		}, codes.FailedPrecondition, "not online"},
+		{"start the same (job, role) twice", func() error {
+			_, err := c.StartJob(ctx, &managerpb.StartJobRequest{JobId: jid("ok"), Role: "twice", NodeId: nid(node)})
+			return err
+		}, codes.AlreadyExists, "twice"},
 		{"start without node", func() error {
 			_, err := c.StartJob(ctx, &managerpb.StartJobRequest{JobId: jid("ok"), Role: "primary"})
 			return err

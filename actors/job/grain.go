@@ -30,7 +30,8 @@ type Config struct {
 	// beyond it. Default 1000.
 	MaxHistory int
 	// IdleTimeout passivates a grain that received nothing for this long.
-	// Default 5 minutes.
+	// Default 20 s: activation is one read, and a burst of creations must
+	// not keep thousands of idle grains in memory.
 	IdleTimeout time.Duration
 	// NodeTimeout bounds the wait for a node grain's answer. Default 10 s.
 	NodeTimeout time.Duration
@@ -49,7 +50,7 @@ func (c *Config) defaults() {
 		c.MaxHistory = 1000
 	}
 	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 5 * time.Minute
+		c.IdleTimeout = 20 * time.Second
 	}
 	if c.NodeTimeout <= 0 {
 		c.NodeTimeout = 10 * time.Second

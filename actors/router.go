@@ -59,6 +59,7 @@ type ReplyError struct {
 	Message string
 }
 
+// Error returns the grain's message.
 func (e *ReplyError) Error() string { return e.Message }
 
 // AsError returns nil for a successful reply and a *ReplyError otherwise.

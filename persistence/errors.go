@@ -35,6 +35,7 @@ type ConflictError struct {
 	Actual   Seq
 }
 
+// Error names the entity and both sequences.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("persistence: sequence conflict on %s: expected %d, found %d", e.Key, e.Expected, e.Actual)
 }

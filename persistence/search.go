@@ -23,6 +23,7 @@ type FilterError struct {
 	Reason string
 }
 
+// Error reads "job_filter[i].field: reason".
 func (e *FilterError) Error() string {
 	return fmt.Sprintf("job_filter[%d].%s: %s", e.Index, e.Field, e.Reason)
 }

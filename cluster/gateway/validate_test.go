@@ -13,7 +13,9 @@ import (
 )
 
 func TestValidateJob(t *testing.T) {
-	svc := func(name string, deps ...string) *commonpb.Service { return &commonpb.Service{Name: name, DependsOn: deps} }
+	svc := func(name string, deps ...string) *commonpb.Service {
+		return &commonpb.Service{Name: name, DependsOn: deps}
+	}
 	cases := []struct {
 		name  string
 		job   *managerpb.Job

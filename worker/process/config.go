@@ -44,8 +44,10 @@ type Config struct {
 	// counted and reported as one "N lines suppressed" note. Default 20.
 	OutputLinesPerSecond int
 
-	// MaxLogBytes caps each service output log file: once it has been read
-	// past this size it is truncated. Default 64 MiB.
+	// MaxLogBytes caps each service output log file: a file that reaches
+	// it is truncated at the next poll, dropping (with a note) what was not
+	// read yet; while a service writes that fast its logs are polled every
+	// millisecond. Default 64 MiB.
 	MaxLogBytes int64
 
 	// PollInterval is how often output logs are checked for new lines, and

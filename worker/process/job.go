@@ -209,6 +209,7 @@ func (j *job) runFresh() {
 func (j *job) loop() {
 	ticker := time.NewTicker(j.r.cfg.PollInterval)
 	defer ticker.Stop()
+	var fastPoll <-chan time.Time // set while a service writes faster than the ticker reads
 	for {
 		restartC, stopTimer := j.restartTimer()
 		ended := false
@@ -218,7 +219,9 @@ func (j *job) loop() {
 		case <-restartC:
 			ended = j.onRestartDue()
 		case now := <-ticker.C:
-			j.pollTails(now)
+			fastPoll = j.pollTails(now)
+		case now := <-fastPoll:
+			fastPoll = j.pollTails(now)
 		case req := <-j.stopCh:
 			j.stop(req.grace)
 			ended = true
@@ -473,10 +476,23 @@ func (j *job) onRestartDue() bool {
 	return false
 }
 
-func (j *job) pollTails(now time.Time) {
+// fastPollInterval is how soon the logs are read again while a service
+// writes faster than PollInterval can keep up with.
+const fastPollInterval = time.Millisecond
+
+// pollTails reads every service's new output; it returns a timer channel
+// for an early next poll when a service's logs are at their cap, else nil.
+func (j *job) pollTails(now time.Time) <-chan time.Time {
+	busy := false
 	for _, s := range j.svcs {
-		s.tail.poll(now)
+		if s.tail.poll(now) {
+			busy = true
+		}
 	}
+	if busy {
+		return time.After(fastPollInterval)
+	}
+	return nil
 }
 
 func (j *job) onUpdate(def *workerpb.WorkerJob) error {

@@ -2,9 +2,7 @@ package process
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 )
@@ -15,7 +13,7 @@ const (
 	maxLineBytes = 8 << 10
 	// readBudget bounds the bytes read from one log file per poll, so that
 	// a burst cannot stall the job's loop.
-	readBudget = 1 << 20
+	readBudget = 256 << 10
 	// skipAfter: a reader this far behind the end of a log file skips to
 	// the end (the rate limit would drop nearly all of it anyway) and says
 	// how much it skipped.
@@ -65,19 +63,25 @@ func (t *tailer) skipToEnd() {
 }
 
 // poll reads what was appended since the last call and emits its complete
-// lines.
-func (t *tailer) poll(now time.Time) {
+// lines. It returns true if a file was over its size cap or too far behind:
+// the service writes fast, and the caller should poll again soon so that the
+// files stay near MaxLogBytes.
+func (t *tailer) poll(now time.Time) bool {
 	if n := t.limit.roll(now); n > 0 {
 		t.emit(fmt.Sprintf("%d lines suppressed (output limit %d lines/s)", n, t.limit.perSecond))
 	}
+	busy := false
 	for _, tf := range t.files {
-		t.read(tf)
+		if t.read(tf) {
+			busy = true
+		}
 	}
+	return busy
 }
 
 // flush polls, then emits any incomplete last line: the process has exited.
 func (t *tailer) flush(now time.Time) {
-	t.poll(now)
+	_ = t.poll(now)
 	for _, tf := range t.files {
 		if len(tf.partial) > 0 {
 			t.line(tf, tf.partial)
@@ -105,30 +109,51 @@ func (t *tailer) close() {
 	}
 }
 
-func (t *tailer) read(tf *tailFile) {
+// read emits what tf gained since the last read and keeps the file under
+// its cap; it returns true if the file was at the cap or far behind.
+func (t *tailer) read(tf *tailFile) bool {
 	if tf.f == nil {
 		f, err := os.Open(tf.path)
 		if err != nil {
-			return // not created yet
+			return false // not created yet
 		}
 		tf.f = f
 	}
 	fi, err := tf.f.Stat()
 	if err != nil {
-		return
+		return false
 	}
 	size := fi.Size()
 	if size < tf.off { // truncated by someone else
 		tf.off, tf.partial = 0, nil
 	}
 	if size == tf.off {
-		return // nothing new: the common case costs one fstat
+		return false // nothing new: the common case costs one fstat
+	}
+	if size >= t.maxBytes {
+		// At the cap: start the file again at once, dropping what was not
+		// read yet (a writer faster than the reader must not fill the
+		// disk). The writer appends (O_APPEND), so it continues at the new
+		// end.
+		if err := os.Truncate(tf.path, 0); err == nil {
+			if unread := size - tf.off; unread > 0 {
+				t.emit(fmt.Sprintf("%s%d bytes of output dropped (the service writes faster than it can be reported)", tf.prefix, unread))
+			}
+			tf.off, tf.partial = 0, nil
+		}
+		return true
 	}
 	if behind := size - tf.off; behind > skipAfter {
 		t.emit(fmt.Sprintf("%s%d bytes of output skipped (the service writes faster than it can be reported)", tf.prefix, behind))
 		tf.off, tf.partial = size, nil
-		return
+		return true
 	}
+	t.readFrom(tf)
+	return false
+}
+
+// readFrom reads up to readBudget bytes of tf from its offset.
+func (t *tailer) readFrom(tf *tailFile) {
 	buf := make([]byte, 32<<10)
 	for read := 0; read < readBudget; {
 		n, err := tf.f.ReadAt(buf, tf.off)
@@ -138,17 +163,7 @@ func (t *tailer) read(tf *tailFile) {
 			t.split(tf, buf[:n])
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			break
-		}
-	}
-	if tf.off >= t.maxBytes && tf.off >= size {
-		// Everything was read: start the file again. The writer appends
-		// (O_APPEND), so it continues at the new end.
-		if err := os.Truncate(tf.path, 0); err == nil {
-			tf.off = 0
+			return
 		}
 	}
 }

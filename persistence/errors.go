@@ -23,6 +23,10 @@ var (
 	// dir is not a norsk-manager store of a known format.
 	ErrCorrupt = errors.New("persistence: data corrupt")
 
+	// ErrTooLarge is wrapped when one change is larger than the store
+	// accepts in one append (Config.MaxBatchBytes); nothing is written.
+	ErrTooLarge = errors.New("persistence: change too large")
+
 	// ErrEventsTrimmed is returned by ReadEvents when the requested index is
 	// older than the oldest retained event.
 	ErrEventsTrimmed = errors.New("persistence: events no longer retained")

@@ -38,6 +38,10 @@ type FSM struct {
 	}
 }
 
+// maxKeyLen is badger's key size limit (65000) less room for its own
+// suffixes.
+const maxKeyLen = 64000
+
 // commandResult is the outcome of one AppendCommand of a batch.
 type commandResult struct {
 	res AppendResult
@@ -94,7 +98,9 @@ func (f *FSM) headChanged() (Index, <-chan struct{}) {
 // index idx, and returns one result per command. A batch at or below the
 // applied index is skipped (nil results, nil error): replaying a log is
 // harmless. A command that fails its expected-sequence check gets a
-// *ConflictError and writes nothing; the other commands still apply. An
+// *ConflictError, and one whose index keys exceed the store's key limit an
+// ErrTooLarge error; either writes nothing and the other commands still
+// apply. An
 // error return (I/O, encoding) means nothing of the batch was applied.
 func (f *FSM) ApplyBatch(idx uint64, cmds []*internalpb.AppendCommand) ([]commandResult, error) {
 	f.mu.Lock()
@@ -109,7 +115,7 @@ func (f *FSM) ApplyBatch(idx uint64, cmds []*internalpb.AppendCommand) ([]comman
 	defer txn.Discard()
 	for i, cmd := range cmds {
 		res, err := ab.applyCommand(txn, cmd)
-		if err != nil && !errors.Is(err, ErrSeqConflict) {
+		if err != nil && !errors.Is(err, ErrSeqConflict) && !errors.Is(err, ErrTooLarge) {
 			return nil, fmt.Errorf("apply %s: %w", cmd.GetEntityKey(), err)
 		}
 		results[i] = commandResult{res: res, err: err}
@@ -171,6 +177,14 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 	if !cmd.GetDelete() {
 		if next, err = decodeRecord(kind, cmd.GetRecord()); err != nil {
 			return AppendResult{}, err
+		}
+		// Check before writing anything: a failure after the first write
+		// would fail the whole batch.
+		for k := range indexEntries(key, next) {
+			if len(k) > maxKeyLen {
+				return AppendResult{}, fmt.Errorf("%s: an index key of %d bytes exceeds the store's key limit of %d (a tag too long?): %w",
+					key, len(k), maxKeyLen, ErrTooLarge)
+			}
 		}
 	}
 	if err := updateIndexes(txn, key, old, next); err != nil {

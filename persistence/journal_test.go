@@ -258,3 +258,59 @@ func TestLocalLog_Closed(t *testing.T) {
 	_, err := log.Append(context.Background(), JobKey("a"), 0, Change{Record: jobRecord("a", nil, time.Time{})})
 	require.True(t, errors.Is(err, ErrClosed), "got %v", err)
 }
+
+// TestLocalLog_LargeAppendDoesNotFailOthers: when a batch is too big for
+// one badger transaction, the appends are applied on their own; a change
+// over the limit fails alone with ErrTooLarge.
+func TestLocalLog_LargeAppendDoesNotFailOthers(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig(t.TempDir())
+	cfg.SyncWrites, cfg.GCInterval = false, 0
+	cfg.MemTableSize, cfg.MaxBatchBytes = 8<<20, 900<<10 // badger's txn limit: 1.2 MiB
+	_, log := TestStoreWithConfig(t, cfg)
+	big := strings.Repeat("x", 800<<10)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 8 {
+				id := fmt.Sprintf("big-%d-%d", w, i)
+				_, err := log.Append(ctx, JobKey(id), 0, Change{Record: bigJobRecord(id, big)})
+				errs <- err
+			}
+		}()
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 8 {
+				id := fmt.Sprintf("small-%d-%d", w, i)
+				_, err := log.Append(ctx, JobKey(id), 0, Change{Record: jobRecord(id, nil, time.Time{})})
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	_, err := log.Append(ctx, JobKey("huge"), 0, Change{Record: bigJobRecord("huge", big+big)})
+	require.ErrorIs(t, err, ErrTooLarge)
+	require.Contains(t, err.Error(), "job/huge")
+	// An index key over badger's key limit fails its own append only.
+	_, err = log.Append(ctx, JobKey("longtag"), 0, Change{Record: jobRecord("longtag", map[string]string{"t": strings.Repeat("y", 70<<10)}, time.Time{})})
+	require.ErrorIs(t, err, ErrTooLarge)
+}
+
+func bigJobRecord(id, config string) []byte {
+	b, err := proto.Marshal(&internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: &managerpb.Job{
+		JobId: &commonpb.JobId{JobId: id}, ManagerConfiguration: config}}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

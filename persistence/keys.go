@@ -17,8 +17,8 @@ import (
 //	ent/<entity key>                 → u64 seq ‖ record bytes
 //	ev/<u64 index>                   → StoredEvent
 //	ix/job/tag/<lp name><lp value><id>    → ""   tag index (name, value)
-//	ix/job/start/<u64 start><id>          → ""   start_date_time index, all jobs
-//	ix/job/pre/<u64 start><id>            → ""   start index of PRE jobs only
+//	ix/job/start/<time><id>               → ""   start_date_time index, all jobs
+//	ix/job/pre/<time><id>                 → ""   start index of PRE jobs only
 //	ix/job/state/<state byte><id>         → ""   job state index
 //	ix/job/node/<lp node><lp job><role>   → ""   instances by node
 //	ix/node/token/<sha256 token>          → node id (live slots)
@@ -26,9 +26,9 @@ import (
 //	ix/node/cred/<sha256 credential>      → node id
 //
 // <lp x> is x preceded by its length as a uvarint, so that prefixes of
-// arbitrary strings never collide. <u64 t> is a start time as nanoseconds
-// since the Unix epoch, sign bit flipped, big-endian (byte order = time
-// order); an unset start_date_time is stored as the epoch.
+// arbitrary strings never collide. <time> is a start time as timeKey
+// encodes it (12 bytes, byte order = time order); an unset start_date_time
+// is stored as the epoch.
 const (
 	prefixMeta  = "meta/"
 	prefixEnt   = "ent/"
@@ -106,29 +106,21 @@ func readLP(b []byte) (s string, rest []byte, ok bool) {
 	return string(b[w : w+int(n)]), b[w+int(n):], true
 }
 
-// timeKey encodes t so that byte order is time order. Times outside the
-// int64-nanosecond range (years before 1678 or after 2262) are clamped.
-func timeKey(ts *timestamppb.Timestamp) []byte {
-	var n int64
-	if ts != nil {
-		n = clampNanos(ts)
-	}
-	return binary.BigEndian.AppendUint64(nil, uint64(n)^(1<<63))
-}
+// timeKeyLen is the length of a time key.
+const timeKeyLen = 12
 
-func clampNanos(ts *timestamppb.Timestamp) int64 {
-	const maxSec = (1<<63 - 1) / int64(time.Second)
-	switch {
-	case ts.GetSeconds() >= maxSec:
-		return 1<<63 - 1
-	case ts.GetSeconds() <= -maxSec:
-		return -1 << 63
-	}
-	return ts.GetSeconds()*int64(time.Second) + int64(ts.GetNanos())
+// timeKey encodes a timestamp so that byte order is time order: seconds
+// since the Unix epoch with the sign bit flipped (8 bytes, big-endian),
+// then nanoseconds (4 bytes). A nil timestamp is the epoch. Every
+// timestamp proto3 allows (years 1 to 9999) encodes exactly.
+func timeKey(ts *timestamppb.Timestamp) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, timeKeyLen), uint64(ts.GetSeconds())^(1<<63))
+	return binary.BigEndian.AppendUint32(b, uint32(ts.GetNanos()))
 }
 
 func timeFromKey(b []byte) time.Time {
-	return time.Unix(0, int64(binary.BigEndian.Uint64(b)^(1<<63))).UTC()
+	sec := int64(binary.BigEndian.Uint64(b) ^ (1 << 63))
+	return time.Unix(sec, int64(binary.BigEndian.Uint32(b[8:12]))).UTC()
 }
 
 func jobTagKey(name, value, id string) []byte {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -64,7 +65,7 @@ func (l *LocalLog) Append(ctx context.Context, key EntityKey, expectedSeq Seq, c
 	}
 	p := &pendingAppend{cmd: cmd, size: proto.Size(cmd), result: make(chan commandResult, 1)}
 	if p.size > l.maxBytes {
-		return AppendResult{}, fmt.Errorf("append to %s: %d bytes exceeds the batch limit of %d bytes", key, p.size, l.maxBytes)
+		return AppendResult{}, fmt.Errorf("append to %s: the change is %d bytes, the limit is %d: %w", key, p.size, l.maxBytes, ErrTooLarge)
 	}
 	select {
 	case <-l.stopCh:
@@ -155,6 +156,17 @@ func (l *LocalLog) apply(batch []*pendingAppend) {
 	}
 	idx := l.store.fsm.AppliedIndex() + 1
 	results, err := l.store.fsm.ApplyBatch(idx, cmds)
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		// The sizes are bounded by MaxBatchBytes, but badger counts keys
+		// and index entries too: apply the halves on their own, so one
+		// large append cannot fail the others.
+		if len(batch) > 1 {
+			l.apply(batch[:len(batch)/2])
+			l.apply(batch[len(batch)/2:])
+			return
+		}
+		err = fmt.Errorf("append to %s: too large for one transaction (%v): %w", batch[0].cmd.GetEntityKey(), err, ErrTooLarge)
+	}
 	for i, p := range batch {
 		if err != nil {
 			p.result <- commandResult{err: err}

@@ -152,10 +152,10 @@ func (r *Reader) DuePreJobs(nowKey []byte, max int) ([]string, error) {
 	defer it.Close()
 	for it.Seek(prefix); it.ValidForPrefix(prefix) && len(ids) < max; it.Next() {
 		k := it.Item().Key()[len(prefix):]
-		if len(k) < 8 || bytes.Compare(k[:8], nowKey) > 0 {
+		if len(k) < timeKeyLen || bytes.Compare(k[:timeKeyLen], nowKey) > 0 {
 			break
 		}
-		ids = append(ids, string(k[8:]))
+		ids = append(ids, string(k[timeKeyLen:]))
 	}
 	return ids, nil
 }
@@ -216,10 +216,10 @@ func (r *Reader) EventHead() (Index, error) {
 // start first (keys only: records are not read).
 func (r *Reader) PreJobs(fn func(id string, start time.Time) error) error {
 	return r.scanKeys([]byte(ixJobPre), func(rest []byte) error {
-		if len(rest) < 8 {
+		if len(rest) < timeKeyLen {
 			return fmt.Errorf("malformed PRE index key: %w", ErrCorrupt)
 		}
-		return fn(string(rest[8:]), timeFromKey(rest[:8]))
+		return fn(string(rest[timeKeyLen:]), timeFromKey(rest[:timeKeyLen]))
 	})
 }
 
@@ -234,10 +234,10 @@ func (r *Reader) EarliestPreStart() (start time.Time, ok bool, err error) {
 		return time.Time{}, false, nil
 	}
 	k := it.Item().Key()[len(prefix):]
-	if len(k) < 8 {
+	if len(k) < timeKeyLen {
 		return time.Time{}, false, fmt.Errorf("malformed PRE index key: %w", ErrCorrupt)
 	}
-	return timeFromKey(k[:8]), true, nil
+	return timeFromKey(k[:timeKeyLen]), true, nil
 }
 
 // AllInstances calls fn for every instance placed on a node by a job

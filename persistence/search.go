@@ -81,7 +81,14 @@ func CompileJobQuery(filters []*managerpb.JobFilter) (*JobQuery, error) {
 	return q, nil
 }
 
+// MaxRegexpLen bounds the length of a filter's regular expression, in
+// bytes: compiling one costs memory in proportion to its size.
+const MaxRegexpLen = 1024
+
 func compileRegexp(i int, field, expr string) (*regexp.Regexp, error) {
+	if len(expr) > MaxRegexpLen {
+		return nil, &FilterError{Index: i, Field: field, Reason: fmt.Sprintf("regular expression of %d bytes; the limit is %d", len(expr), MaxRegexpLen)}
+	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		return nil, &FilterError{Index: i, Field: field, Reason: fmt.Sprintf("invalid regular expression %q: %v", expr, err)}
@@ -168,67 +175,75 @@ func compileID(i int, f *managerpb.IdFilter) (compiledFilter, error) {
 
 func compileDate(i int, f *managerpb.DateFilter) (compiledFilter, error) {
 	check := func(field string, ts *timestamppb.Timestamp) error {
+		if ts == nil {
+			return &FilterError{Index: i, Field: "date_filter." + field, Reason: "timestamp is not set"}
+		}
 		if err := ts.CheckValid(); err != nil {
 			return &FilterError{Index: i, Field: "date_filter." + field, Reason: err.Error()}
 		}
 		return nil
 	}
-	var lo, hi *timestamppb.Timestamp // inclusive bounds; nil = unbounded
+	var lo, hi *timestamppb.Timestamp // bounds; nil = unbounded
 	var loStrict, hiStrict bool
+	var field string
 	switch c := f.GetComparison().(type) {
 	case *managerpb.DateFilter_Eq:
-		lo, hi = c.Eq, c.Eq
+		lo, hi, field = c.Eq, c.Eq, "eq"
 	case *managerpb.DateFilter_Lt:
-		hi, hiStrict = c.Lt, true
+		hi, hiStrict, field = c.Lt, true, "lt"
 	case *managerpb.DateFilter_Lte:
-		hi = c.Lte
+		hi, field = c.Lte, "lte"
 	case *managerpb.DateFilter_Gt:
-		lo, loStrict = c.Gt, true
+		lo, loStrict, field = c.Gt, true, "gt"
 	case *managerpb.DateFilter_Gte:
-		lo = c.Gte
+		lo, field = c.Gte, "gte"
 	case *managerpb.DateFilter_Within_:
+		if err := check("within.start_date", c.Within.GetStartDate()); err != nil {
+			return compiledFilter{}, err
+		}
+		if err := check("within.end_date", c.Within.GetEndDate()); err != nil {
+			return compiledFilter{}, err
+		}
 		lo, hi = c.Within.GetStartDate(), c.Within.GetEndDate()
-		if lo == nil || hi == nil {
-			return compiledFilter{}, &FilterError{Index: i, Field: "date_filter.within", Reason: "start_date and end_date are both required"}
-		}
-		if err := check("within.start_date", lo); err != nil {
-			return compiledFilter{}, err
-		}
-		if err := check("within.end_date", hi); err != nil {
-			return compiledFilter{}, err
-		}
-		if clampNanos(hi) < clampNanos(lo) {
+		if bytes.Compare(timeKey(hi), timeKey(lo)) < 0 {
 			return compiledFilter{}, &FilterError{Index: i, Field: "date_filter.within", Reason: "end_date is before start_date"}
 		}
 	default:
 		return compiledFilter{}, &FilterError{Index: i, Field: "date_filter", Reason: "no comparison: set one of eq, lt, lte, gt, gte, within"}
 	}
-	for _, b := range []*timestamppb.Timestamp{lo, hi} {
-		if b != nil {
-			if err := check("comparison", b); err != nil {
-				return compiledFilter{}, err
-			}
+	if field != "" {
+		ts := lo
+		if ts == nil {
+			ts = hi
+		}
+		if err := check(field, ts); err != nil {
+			return compiledFilter{}, err
 		}
 	}
-	inRange := func(n int64) bool {
-		if lo != nil && (n < clampNanos(lo) || loStrict && n == clampNanos(lo)) {
-			return false
+	var loKey, hiKey []byte
+	if lo != nil {
+		loKey = timeKey(lo)
+	}
+	if hi != nil {
+		hiKey = timeKey(hi)
+	}
+	inRange := func(k []byte) bool {
+		if loKey != nil {
+			if c := bytes.Compare(k, loKey); c < 0 || loStrict && c == 0 {
+				return false
+			}
 		}
-		if hi != nil && (n > clampNanos(hi) || hiStrict && n == clampNanos(hi)) {
-			return false
+		if hiKey != nil {
+			if c := bytes.Compare(k, hiKey); c > 0 || hiStrict && c == 0 {
+				return false
+			}
 		}
 		return true
 	}
 	return compiledFilter{
-		match: func(_ string, j *managerpb.Job) bool {
-			var n int64
-			if ts := j.GetStartDateTime(); ts != nil {
-				n = clampNanos(ts)
-			}
-			return inRange(n)
-		},
+		match: func(_ string, j *managerpb.Job) bool { return inRange(timeKey(j.GetStartDateTime())) },
 		candidates: func(r *Reader) (map[string]struct{}, error) {
-			return r.startRange(lo, hi, inRange)
+			return r.startRange(loKey, hiKey, inRange)
 		},
 	}, nil
 }
@@ -248,29 +263,22 @@ func (r *Reader) idSet(prefix []byte, pick func(rest []byte) (string, bool)) (ma
 
 // startRange collects the ids of jobs whose start time key lies in [lo, hi]
 // (nil bounds are open) and satisfies keep.
-func (r *Reader) startRange(lo, hi *timestamppb.Timestamp, keep func(int64) bool) (map[string]struct{}, error) {
+func (r *Reader) startRange(lo, hi []byte, keep func(k []byte) bool) (map[string]struct{}, error) {
 	prefix := []byte(ixJobStart)
-	start := prefix
-	if lo != nil {
-		start = append(slices.Clone(prefix), timeKey(lo)...)
-	}
-	var end []byte
-	if hi != nil {
-		end = timeKey(hi)
-	}
+	start := append(slices.Clone(prefix), lo...)
 	set := map[string]struct{}{}
 	it := r.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 		k := it.Item().Key()[len(prefix):]
-		if len(k) < 8 {
+		if len(k) < timeKeyLen {
 			return nil, fmt.Errorf("malformed start index key: %w", ErrCorrupt)
 		}
-		if end != nil && bytes.Compare(k[:8], end) > 0 {
+		if hi != nil && bytes.Compare(k[:timeKeyLen], hi) > 0 {
 			break
 		}
-		if keep(timeFromKey(k[:8]).UnixNano()) {
-			set[string(k[8:])] = struct{}{}
+		if keep(k[:timeKeyLen]) {
+			set[string(k[timeKeyLen:])] = struct{}{}
 		}
 	}
 	return set, nil

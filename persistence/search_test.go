@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func TestReader_SearchJobs(t *testing.T) {
 		{"a2", map[string]string{"env": "prod"}, t0.Add(time.Hour)},
 		{"b1", map[string]string{"env": "dev", "team": "blue"}, t0.Add(2 * time.Hour)},
 		{"b2", map[string]string{"env": "staging-eu"}, time.Time{}},
+		{"c1", map[string]string{"far": "future"}, time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for _, j := range jobs {
 		_, err := log.Append(ctx, JobKey(j.id), 0, Change{Record: jobRecord(j.id, j.tags, j.start)})
@@ -58,22 +60,28 @@ func TestReader_SearchJobs(t *testing.T) {
 		filters []*managerpb.JobFilter
 		want    []string
 	}{
-		{"no filter", nil, []string{"a1", "a2", "b1", "b2"}},
+		{"no filter", nil, []string{"a1", "a2", "b1", "b2", "c1"}},
+		{"beyond 2262", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) {
+			f.Comparison = &managerpb.DateFilter_Lt{Lt: ts(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC))}
+		})}, []string{"a1", "a2", "b1", "b2", "c1"}},
+		{"beyond 2262 excluded", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) {
+			f.Comparison = &managerpb.DateFilter_Lt{Lt: ts(time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC))}
+		})}, []string{"a1", "a2", "b1", "b2"}},
 		{"tag eq", []*managerpb.JobFilter{tagF("env", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Eq{Eq: "prod"} })}, []string{"a2"}},
 		{"tag eq after update", []*managerpb.JobFilter{tagF("env", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Eq{Eq: "dev"} })}, []string{"a1", "b1"}},
-		{"tag neq includes absent", []*managerpb.JobFilter{tagF("team", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Neq{Neq: "blue"} })}, []string{"a1", "a2", "b2"}},
+		{"tag neq includes absent", []*managerpb.JobFilter{tagF("team", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Neq{Neq: "blue"} })}, []string{"a1", "a2", "b2", "c1"}},
 		{"tag re", []*managerpb.JobFilter{tagF("env", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Re{Re: "^sta.*-eu$"} })}, []string{"b2"}},
 		{"tag exists", []*managerpb.JobFilter{tagF("team", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Exists{Exists: true} })}, []string{"b1"}},
-		{"tag not exists", []*managerpb.JobFilter{tagF("team", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Exists{Exists: false} })}, []string{"a1", "a2", "b2"}},
+		{"tag not exists", []*managerpb.JobFilter{tagF("team", func(f *managerpb.TagFilter) { f.Comparison = &managerpb.TagFilter_Exists{Exists: false} })}, []string{"a1", "a2", "b2", "c1"}},
 		{"id eq", []*managerpb.JobFilter{idF(func(f *managerpb.IdFilter) { f.Comparison = &managerpb.IdFilter_Eq{Eq: "b1"} })}, []string{"b1"}},
 		{"id eq unknown", []*managerpb.JobFilter{idF(func(f *managerpb.IdFilter) { f.Comparison = &managerpb.IdFilter_Eq{Eq: "zz"} })}, nil},
-		{"id neq", []*managerpb.JobFilter{idF(func(f *managerpb.IdFilter) { f.Comparison = &managerpb.IdFilter_Neq{Neq: "b1"} })}, []string{"a1", "a2", "b2"}},
+		{"id neq", []*managerpb.JobFilter{idF(func(f *managerpb.IdFilter) { f.Comparison = &managerpb.IdFilter_Neq{Neq: "b1"} })}, []string{"a1", "a2", "b2", "c1"}},
 		{"id re", []*managerpb.JobFilter{idF(func(f *managerpb.IdFilter) { f.Comparison = &managerpb.IdFilter_Re{Re: "^b"} })}, []string{"b1", "b2"}},
 		{"date eq", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Eq{Eq: ts(t0)} })}, []string{"a1"}},
 		{"date lt", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Lt{Lt: ts(t0.Add(time.Hour))} })}, []string{"a1", "b2"}},
 		{"date lte", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Lte{Lte: ts(t0.Add(time.Hour))} })}, []string{"a1", "a2", "b2"}},
-		{"date gt", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Gt{Gt: ts(t0)} })}, []string{"a2", "b1"}},
-		{"date gte", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Gte{Gte: ts(t0)} })}, []string{"a1", "a2", "b1"}},
+		{"date gt", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Gt{Gt: ts(t0)} })}, []string{"a2", "b1", "c1"}},
+		{"date gte", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) { f.Comparison = &managerpb.DateFilter_Gte{Gte: ts(t0)} })}, []string{"a1", "a2", "b1", "c1"}},
 		{"date within inclusive", []*managerpb.JobFilter{dateF(func(f *managerpb.DateFilter) {
 			f.Comparison = &managerpb.DateFilter_Within_{Within: &managerpb.DateFilter_Within{StartDate: ts(t0.Add(time.Hour)), EndDate: ts(t0.Add(2 * time.Hour))}}
 		})}, []string{"a2", "b1"}},
@@ -114,13 +122,17 @@ func TestCompileJobQuery_Errors(t *testing.T) {
 		{"date without comparison", dateF(func(f *managerpb.DateFilter) {}), "date_filter"},
 		{"within missing end", dateF(func(f *managerpb.DateFilter) {
 			f.Comparison = &managerpb.DateFilter_Within_{Within: &managerpb.DateFilter_Within{StartDate: timestamppb.Now()}}
-		}), "date_filter.within"},
+		}), "date_filter.within.end_date"},
 		{"within reversed", dateF(func(f *managerpb.DateFilter) {
 			f.Comparison = &managerpb.DateFilter_Within_{Within: &managerpb.DateFilter_Within{StartDate: timestamppb.Now(), EndDate: timestamppb.New(time.Unix(0, 0))}}
 		}), "date_filter.within"},
 		{"invalid timestamp", dateF(func(f *managerpb.DateFilter) {
 			f.Comparison = &managerpb.DateFilter_Lt{Lt: &timestamppb.Timestamp{Nanos: -5}}
-		}), "date_filter.comparison"},
+		}), "date_filter.lt"},
+		{"unset timestamp", dateF(func(f *managerpb.DateFilter) {
+			f.Comparison = &managerpb.DateFilter_Gte{}
+		}), "date_filter.gte"},
+		{"huge regex", idF(func(f *managerpb.IdFilter) { f.Comparison = &managerpb.IdFilter_Re{Re: strings.Repeat("(a|b)*", 1000)} }), "id_filter.re"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,10 +46,13 @@ type Config struct {
 	EventRetention uint64
 	// MaxBatch bounds how many appends one group commit carries. Default 256.
 	MaxBatch int
-	// MaxBatchBytes bounds the encoded size of one group commit. Default 4 MiB.
+	// MaxBatchBytes bounds the encoded size of one group commit, and so of
+	// one change (larger ones fail with ErrTooLarge). Default 4 MiB. It must
+	// stay under badger's transaction limit, 15% of MemTableSize (Validate
+	// allows at most 12%).
 	MaxBatchBytes int
 	// MemTableSize is badger's memtable size in bytes; it bounds the memory
-	// of recent writes. Default 16 MiB.
+	// of recent writes and the size of one transaction. Default 64 MiB.
 	MemTableSize int64
 	// BlockCacheSize is badger's block cache in bytes. Default 32 MiB.
 	BlockCacheSize int64
@@ -68,7 +71,7 @@ func DefaultConfig(dir string) Config {
 		EventRetention: 100_000,
 		MaxBatch:       256,
 		MaxBatchBytes:  4 << 20,
-		MemTableSize:   16 << 20,
+		MemTableSize:   64 << 20,
 		BlockCacheSize: 32 << 20,
 		GCInterval:     5 * time.Minute,
 	}
@@ -85,6 +88,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at least 65536", c.MaxBatchBytes)
 	case c.MemTableSize < 1<<20:
 		return fmt.Errorf("persistence config: MemTableSize (%d) must be at least 1 MiB", c.MemTableSize)
+	case int64(c.MaxBatchBytes)*100 > c.MemTableSize*12:
+		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at most 12%% of MemTableSize (%d): badger refuses transactions over 15%%",
+			c.MaxBatchBytes, c.MemTableSize)
 	}
 	return nil
 }

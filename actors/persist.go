@@ -35,9 +35,10 @@ func RememberRequest(recent []string, id string) []string {
 // record (nil: delete the entity) with its events through the journal,
 // expecting seq. The returned reply is nil on success and otherwise the
 // answer for the caller: ABORTED when another writer got there first,
-// UNAVAILABLE when the outcome is unknown (a timeout, a closed store). In
-// both failure cases, and for a Duplicate result, the grain must reload its
-// record before the next command.
+// RESOURCE_EXHAUSTED when the change is over the store's size limits (not
+// applied), UNAVAILABLE when the outcome is unknown (a timeout, a closed
+// store). After any failure, and for a Duplicate result, the grain must
+// reload its record before the next command.
 func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Seq, reqID string,
 	next proto.Message, events []*managerpb.EventStreamEvent, at time.Time, timeout time.Duration) (persistence.AppendResult, *internalpb.Reply) {
 	change := persistence.Change{RequestID: reqID, Events: events, At: at, Delete: next == nil}
@@ -54,6 +55,8 @@ func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Se
 	switch {
 	case errors.Is(err, persistence.ErrSeqConflict):
 		return res, Fail(errorpb.Code_ABORTED, "%s was modified concurrently; retry", key)
+	case errors.Is(err, persistence.ErrTooLarge):
+		return res, Fail(errorpb.Code_RESOURCE_EXHAUSTED, "%s: the change is too large to store: %v", key, err)
 	case err != nil:
 		return res, Fail(errorpb.Code_UNAVAILABLE, "%s: could not persist the change: %v", key, err)
 	}

@@ -52,11 +52,18 @@ func Fail(code errorpb.Code, format string, args ...any) *internalpb.Reply {
 	return &internalpb.Reply{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// FailWithReason is Fail with a machine-readable reason for the client (a
+// workerauth.Reason*), sent as a google.rpc.ErrorInfo detail.
+func FailWithReason(code errorpb.Code, reason, format string, args ...any) *internalpb.Reply {
+	return &internalpb.Reply{Code: code, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
 // ReplyError is a failed grain reply as a Go error; the gateway maps its
-// Code to a gRPC status.
+// Code to a gRPC status (with its Reason as an ErrorInfo detail).
 type ReplyError struct {
 	Code    errorpb.Code
 	Message string
+	Reason  string
 }
 
 // Error returns the grain's message.
@@ -67,7 +74,7 @@ func AsError(r *internalpb.Reply) error {
 	if r.GetCode() == errorpb.Code_OK {
 		return nil
 	}
-	return &ReplyError{Code: r.GetCode(), Message: r.GetMessage()}
+	return &ReplyError{Code: r.GetCode(), Message: r.GetMessage(), Reason: r.GetReason()}
 }
 
 // FutureReply interprets the result of a RequestFuture: the reply, or an

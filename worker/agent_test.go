@@ -1,25 +1,68 @@
 package worker_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockHelperEnv); dir != "" {
+		os.Exit(lockHelperMain(dir))
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// lockHelperEnv makes the test binary a process that locks the state
+// directory named by its value, prints "locked" and waits to be killed.
+const lockHelperEnv = "NORSK_WORKER_TEST_LOCK_DIR"
+
+// lockHelperMain is the helper mode of the test binary (see lockHelperEnv).
+func lockHelperMain(dir string) int {
+	if _, err := worker.LockStateDir(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	fmt.Println("locked")
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until killed
+	return 0
+}
+
+// logRecorder is a concurrency-safe log sink.
+type logRecorder struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logRecorder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logRecorder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // registeredAgent starts a fake manager and an agent with a token that
@@ -153,22 +196,42 @@ func TestAgent_Register_RetriesAndFailsOver(t *testing.T) {
 
 func TestAgent_Register_Rejected(t *testing.T) {
 	cases := []struct {
-		code codes.Code
-		hint string
+		name    string
+		code    codes.Code
+		reason  string // the ErrorInfo reason cluster/gateway sends ("" = none)
+		msg     string // the manager's message (as cluster/gateway words it)
+		hint    string
+		notHint string // must not appear: the hint of another case
 	}{
-		{codes.Unauthenticated, "registration token is unknown"},
-		{codes.PermissionDenied, "bound to another worker"},
-		{codes.InvalidArgument, "invalid"},
+		{"unknown token", codes.Unauthenticated, workerauth.ReasonTokenUnknown, "unknown registration token",
+			"does not know this registration token", "deregistered"},
+		{"revoked token", codes.Unauthenticated, workerauth.ReasonTokenRevoked, "registration token revoked: cluster slot node-3 was deregistered",
+			"register a new slot", "--state-dir"},
+		{"unknown credential", codes.Unauthenticated, workerauth.ReasonCredentialUnknown, "unknown or revoked node credential",
+			"does not know the node credential in --state-dir", "check --token"},
+		{"unauthenticated, no reason", codes.Unauthenticated, "", "nope", "refused the registration token", "deregistered"},
+		{"bound slot", codes.PermissionDenied, workerauth.ReasonSlotBound, "cluster slot \"r\" (node n) is already bound to a worker",
+			"restart the original worker with its --state-dir", "revoked"},
+		{"invalid", codes.InvalidArgument, "", "nope", "check --advertise", "--token"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.code.String(), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			m := newFakeManager(t, "n", "c")
 			m.mu.Lock()
-			m.mu.reject = status.Error(tc.code, "nope")
+			st := status.New(tc.code, tc.msg)
+			if tc.reason != "" {
+				var err error
+				if st, err = st.WithDetails(&errdetails.ErrorInfo{Reason: tc.reason, Domain: workerauth.ErrorDomain}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.mu.reject = st.Err()
 			m.mu.Unlock()
 			rt := newRuntime(t, t.TempDir())
+			logs := &logRecorder{}
 			_, errCh := worker.TestAgent(t, rt, func(c *worker.Config) {
 				c.Token, c.ManagerURLs = "bad", []string{m.addr}
+				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			})
 			var err error
 			select {
@@ -176,8 +239,16 @@ func TestAgent_Register_Rejected(t *testing.T) {
 			case <-time.After(waitTimeout):
 				t.Fatal("Run did not return")
 			}
-			if !errors.Is(err, worker.ErrRegistrationRejected) || !strings.Contains(err.Error(), tc.hint) || !strings.Contains(err.Error(), "nope") {
+			if !errors.Is(err, worker.ErrRegistrationRejected) || !strings.Contains(err.Error(), tc.hint) || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("err = %v; want ErrRegistrationRejected with the manager's message and %q", err, tc.hint)
+			}
+			if strings.Contains(err.Error(), tc.notHint) {
+				t.Errorf("err = %v; its hint must not mention %q", err, tc.notHint)
+			}
+			// Run returns the refusal for its caller to report; the agent
+			// does not log it too.
+			if got := logs.String(); strings.Contains(got, tc.hint) || strings.Contains(got, "level=ERROR") {
+				t.Errorf("the refusal was logged:\n%s", got)
 			}
 			var rej *worker.RegistrationError
 			if !errors.As(err, &rej) || rej.Code != tc.code || rej.Manager != m.addr {

@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
 // maxDialBackWaitFactor caps the growing wait between re-registrations
@@ -121,7 +124,7 @@ func (a *Agent) register(ctx context.Context) error {
 				return ctx.Err()
 			}
 			if rej := rejection(target, err); rej != nil {
-				a.log.Error("registration refused", "manager", target, "error", rej)
+				// Not logged: Run returns it and its caller reports it.
 				return rej
 			}
 			a.log.Warn("registration failed; will retry", "manager", target, "round", round, "error", err)
@@ -219,6 +222,22 @@ func (e *RegistrationError) Error() string {
 // Unwrap returns ErrRegistrationRejected.
 func (e *RegistrationError) Unwrap() error { return ErrRegistrationRejected }
 
+// Hints of the registration refusals, by case.
+const (
+	hintUnknownToken = "The manager does not know this registration token: check --token against " +
+		"\"norsk-ctl slot list\", or register a cluster slot (norsk-ctl slot register NAME) and start the worker with its token."
+	hintRevokedToken = "The token's cluster slot was deregistered, which revoked the token for good: " +
+		"register a new slot (norsk-ctl slot register NAME) and start the worker with the new token."
+	hintUnknownCredential = "The manager does not know the node credential in --state-dir (its slot may have been deregistered): " +
+		"register a new slot (norsk-ctl slot register NAME) and start the worker with its token."
+	hintUnauthenticated = "The manager refused the registration token: check --token, " +
+		"or register a cluster slot (norsk-ctl slot register NAME) and start the worker with its token."
+	hintBound = "The cluster slot is bound to another worker: restart the original worker with its --state-dir " +
+		"(it holds the slot's node credential), or deregister the slot (norsk-ctl slot deregister NODE_ID) " +
+		"and register a new one for this worker."
+	hintInvalid = "The manager rejected the registration request as invalid: check --advertise and --listen."
+)
+
 // rejection returns a *RegistrationError explained for an operator if err
 // is permanent, or nil if it is worth retrying.
 func rejection(target string, err error) error {
@@ -229,20 +248,41 @@ func rejection(target string, err error) error {
 	var hint string
 	switch st.Code() {
 	case codes.Unauthenticated:
-		hint = "The registration token is unknown, already used by another worker, or its cluster slot was deregistered: " +
-			"create a slot (norsk-ctl slot register) and start the worker with its token (--token), " +
-			"or point --state-dir at the directory this worker registered with."
-	case codes.PermissionDenied:
-		hint = "The manager refused this worker: its cluster slot is bound to another worker, " +
-			"or the node credential in --state-dir does not match the slot."
+		hint = unauthenticatedHint(errorReason(st))
+	case codes.PermissionDenied, codes.AlreadyExists:
+		hint = hintBound
 	case codes.InvalidArgument:
-		hint = "The manager rejected the registration request as invalid: check --advertise and --listen."
-	case codes.AlreadyExists:
-		hint = "The cluster slot is already bound to another worker and --state-dir holds no matching node credential."
+		hint = hintInvalid
 	default:
 		return nil
 	}
 	return &RegistrationError{Manager: target, Code: st.Code(), Message: st.Message(), Hint: hint}
+}
+
+// errorReason returns the reason of the status's google.rpc.ErrorInfo
+// detail in the manager's domain ("" if none): workerauth.Reason*.
+func errorReason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == workerauth.ErrorDomain {
+			return ei.GetReason()
+		}
+	}
+	return ""
+}
+
+// unauthenticatedHint picks the hint of an Unauthenticated refusal from the
+// manager's machine-readable reason; an unknown reason (an older manager)
+// gets the general hint.
+func unauthenticatedHint(reason string) string {
+	switch reason {
+	case workerauth.ReasonTokenRevoked:
+		return hintRevokedToken
+	case workerauth.ReasonTokenUnknown:
+		return hintUnknownToken
+	case workerauth.ReasonCredentialUnknown:
+		return hintUnknownCredential
+	}
+	return hintUnauthenticated
 }
 
 // jitter returns a duration in [d/2, d).

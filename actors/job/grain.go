@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -29,6 +30,12 @@ type Config struct {
 	// MaxHistory bounds a job's history; the oldest entries are dropped
 	// beyond it. Default 1000.
 	MaxHistory int
+	// MaxRecordBytes bounds a job's encoded record (definition, history,
+	// instances): beyond it the oldest history entries are dropped, then
+	// the previous-job copies of job_updated entries. It keeps an append
+	// (record plus its job_updated event) within the store's batch limit.
+	// Default 1.5 MiB.
+	MaxRecordBytes int
 	// IdleTimeout passivates a grain that received nothing for this long.
 	// Default 20 s: activation is one read, and a burst of creations must
 	// not keep thousands of idle grains in memory.
@@ -48,6 +55,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxHistory <= 0 {
 		c.MaxHistory = 1000
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = 3 << 19
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 20 * time.Second
@@ -191,12 +201,39 @@ func (g *grain) addHistory(rec *internalpb.JobRecord, entries ...*managerpb.JobH
 	rec.Job.HistoryEntry = h
 }
 
+// fitRecord trims rec's history until its encoding is at most max bytes:
+// oldest entries first (the newest is kept), then the previous-job copies
+// of the remaining job_updated entries, oldest first. The job definition
+// and instances are never trimmed (the gateway bounds the definition).
+func fitRecord(rec *internalpb.JobRecord, max int) {
+	size := proto.Size(rec)
+	if size <= max {
+		return
+	}
+	h := rec.GetJob().GetHistoryEntry()
+	drop := 0
+	for drop < len(h)-1 && size > max {
+		size -= protowire.SizeTag(2) + protowire.SizeBytes(proto.Size(h[drop]))
+		drop++
+	}
+	h = h[drop:]
+	for i := 0; i < len(h) && size > max; i++ {
+		if u := h[i].GetJobUpdated(); u.GetPreviousJob() != nil {
+			before := proto.Size(h[i])
+			u.PreviousJob = nil
+			size -= before - proto.Size(h[i])
+		}
+	}
+	rec.Job.HistoryEntry = h
+}
+
 // commit appends next (nil: delete the job) with its events, and on success
 // makes it the grain's state. A non-nil return is the reply for the caller.
 func (g *grain) commit(reqID string, next *internalpb.JobRecord, events ...*managerpb.EventStreamEvent) *internalpb.Reply {
 	var rec proto.Message
 	if next != nil {
 		next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
+		fitRecord(next, g.cfg.MaxRecordBytes)
 		rec = next
 	}
 	res, fail := actors.Commit(g.cfg.Journal, persistence.JobKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)

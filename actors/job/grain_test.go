@@ -2,8 +2,10 @@ package job_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,9 +254,16 @@ func TestJob_InstanceReconciliation(t *testing.T) {
 	require.Equal(t, []string{"created", "provisioned", "running", "stopping:JOB_STOPPED_NODE_STOPPED", "stopped"}, history(rec))
 	// A failure report ends the instance with JOB_FAILED.
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("backup", "n2")).GetCode())
-	e.do(t, "j", report(internalpb.InstanceReport_FAILED, "backup", "n2"))
+	failed := report(internalpb.InstanceReport_FAILED, "backup", "n2")
+	failed.GetInstanceReport().Reason = "service \"web\" exited with code 1"
+	e.do(t, "j", failed)
 	h := history(e.record(t, "j"))
 	require.Equal(t, []string{"stopping:JOB_STOPPED_JOB_FAILED", "stopped"}, h[len(h)-2:])
+	_, head := e.store.EventBounds()
+	evs, err := e.store.ReadEvents(head, 1)
+	require.NoError(t, err)
+	require.Equal(t, `failed: service "web" exited with code 1`, evs[0].GetEvent().GetJobInfo().GetContainerEvent().GetText(),
+		"the worker's reason reaches the event stream")
 	// Node gone ends every instance on it.
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("a", "n2")).GetCode())
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("b", "n2")).GetCode())
@@ -311,4 +320,25 @@ func TestJob_CrashedGrainRecoversItsState(t *testing.T) {
 	r := e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})
 	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
 	require.Equal(t, "v2", e.record(t, "j").GetJob().GetJob().GetDescription())
+}
+
+// TestJob_LargeJobHistoryStaysWithinLimits: repeated updates of a large job
+// must keep working: the history is trimmed instead of the record growing
+// past the store's limit.
+func TestJob_LargeJobHistoryStaysWithinLimits(t *testing.T) {
+	e := newEnv(t)
+	cfg := strings.Repeat("c", 700<<10)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, ManagerConfiguration: cfg}))
+	for i := range 6 {
+		rec := e.record(t, "j")
+		j := proto.Clone(rec.GetJob().GetJob()).(*managerpb.Job)
+		j.Description = fmt.Sprintf("v%d", i)
+		r := e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})
+		require.Equal(t, errorpb.Code_OK, r.GetCode(), "update %d: %s", i, r.GetMessage())
+	}
+	rec := e.record(t, "j")
+	require.LessOrEqual(t, proto.Size(rec), 3<<19)
+	require.Equal(t, "v5", rec.GetJob().GetJob().GetDescription())
+	h := rec.GetJob().GetHistoryEntry()
+	require.NotNil(t, h[len(h)-1].GetJobUpdated(), "the newest entry is kept")
 }

@@ -1,8 +1,11 @@
 package job
 
 import (
+	"strings"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
@@ -97,7 +100,14 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 	}
 	next := g.next()
 	g.endInstance(next, r.GetRole(), reason)
-	if rep := g.commit(reqID, next, updatedEvent(next.GetJob())); rep != nil {
+	events := []*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}
+	if r.GetReason() != "" {
+		// The history's stopping reason is an enum; the worker's words go
+		// to the event stream as job_info, so operators see why.
+		events = append(events, infoEvent(g.id, r.GetRole(), g.now(),
+			strings.ToLower(r.GetKind().String())+": "+r.GetReason()))
+	}
+	if rep := g.commit(reqID, next, events...); rep != nil {
 		return rep
 	}
 	g.log.Info("job instance ended", "role", r.GetRole(), "node_id", r.GetNodeId(), "reason", reason.String(), "detail", r.GetReason())
@@ -150,4 +160,14 @@ func portsEqual(a, b map[string]*commonpb.ResolvedPortMappings) bool {
 		}
 	}
 	return true
+}
+
+// infoEvent is a job_info event with text from the manager about (job,
+// role) (a container_event without a service name).
+func infoEvent(job, role string, at *timestamppb.Timestamp, text string) *managerpb.EventStreamEvent {
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_JobInfo{JobInfo: &commonpb.JobInfoMessage{
+		JobKey:    &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: job}, Role: role},
+		Timestamp: at,
+		Message:   &commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{Text: text}},
+	}}}
 }

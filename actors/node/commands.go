@@ -55,24 +55,23 @@ func (g *grain) memberReply() *internalpb.Reply {
 // re-registers the bound worker, then dials it back.
 func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.MemberRegister) *internalpb.Reply {
 	if g.rec == nil || g.rec.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
-		return actors.Fail(errorpb.Code_UNAUTHENTICATED, "unknown registration token or node credential")
+		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown, "unknown registration token or node credential")
 	}
 	if c.GetToken() != "" && !workerauth.Equal(c.GetToken(), g.rec.GetToken()) {
-		return actors.Fail(errorpb.Code_UNAUTHENTICATED, "unknown registration token")
+		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown, "unknown registration token")
 	}
 	bound := g.rec.GetTokenUsed()
 	credOK := c.GetCredential() != "" && workerauth.Equal(c.GetCredential(), g.rec.GetCredential())
 	switch {
 	case bound && !credOK && c.GetCredential() != "":
-		return actors.Fail(errorpb.Code_PERMISSION_DENIED,
+		return actors.FailWithReason(errorpb.Code_PERMISSION_DENIED, workerauth.ReasonSlotBound,
 			"cluster slot %q (node %s): the node credential presented does not match; the slot is bound to another worker", g.rec.GetSlotName(), g.id)
 	case bound && !credOK:
-		return actors.Fail(errorpb.Code_PERMISSION_DENIED,
-			"cluster slot %q (node %s) is already bound to a worker; its token cannot be used by a second worker. "+
-				"Restart the original worker with its state directory (it presents its node credential), or deregister the slot and register a new one",
-			g.rec.GetSlotName(), g.id)
+		return actors.FailWithReason(errorpb.Code_PERMISSION_DENIED, workerauth.ReasonSlotBound,
+			"cluster slot %q (node %s) is already bound to a worker; its token cannot be used by a second worker", g.rec.GetSlotName(), g.id)
 	case !bound && c.GetCredential() != "":
-		return actors.Fail(errorpb.Code_UNAUTHENTICATED, "cluster slot %q (node %s) has no bound worker: register with the token only", g.rec.GetSlotName(), g.id)
+		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonCredentialUnknown,
+			"cluster slot %q (node %s) has no bound worker: register with the token only", g.rec.GetSlotName(), g.id)
 	}
 	next := g.next()
 	if !bound {

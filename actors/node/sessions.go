@@ -1,7 +1,12 @@
 package node
 
 import (
+	"context"
+	"log/slog"
+
 	"fmt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -238,7 +243,11 @@ func (g *grain) onSessionDown(ctx actor.Context, m *sessionDown) {
 	wasConnected := g.connected
 	g.closeSession(ctx)
 	if wasConnected {
-		g.log.Warn("worker session lost", "error", m.err, "epoch", m.epoch)
+		level := slog.LevelWarn
+		if status.Code(m.err) == codes.Unavailable {
+			level = slog.LevelInfo // the worker or its host went away in an orderly way
+		}
+		g.log.Log(context.Background(), level, "worker session lost", "error", m.err, "epoch", m.epoch)
 	} else {
 		g.log.Debug("worker dial failed", "error", m.err, "epoch", m.epoch)
 	}
@@ -251,7 +260,11 @@ func (g *grain) sessionLost(ctx actor.Context, reason managerpb.NodeStopping_Rea
 	if g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING {
 		reason = managerpb.NodeStopping_STARTUP_TIME_EXCEEDED
 	}
-	g.lastFailure = reason
+	if g.lostSince.IsZero() {
+		// The first failure says why the node went away; the re-dials that
+		// fail after it (nothing listens any more) must not overwrite it.
+		g.lastFailure = reason
+	}
 	g.scheduleRedial(ctx)
 	if g.lostSince.IsZero() && g.rec.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED {
 		g.lostSince = g.cfg.Clock()

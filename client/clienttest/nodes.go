@@ -2,7 +2,9 @@ package clienttest
 
 import (
 	"context"
+	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
 // ListNodes returns every node, sorted by id.
@@ -178,12 +181,12 @@ func (m *Manager) ClusterMemberRegister(_ context.Context, in *managerpb.Cluster
 		}
 	}
 	if slot == nil {
-		return nil, status.Error(codes.Unauthenticated, "unknown registration token")
+		return nil, WithReason(codes.Unauthenticated, workerauth.ReasonTokenUnknown, "unknown registration token")
 	}
 	id := slot.GetNodeId().GetNodeId()
 	credential := "credential-" + id
 	if slot.GetTokenUsed() && in.GetNodeCredential() != credential {
-		return nil, status.Errorf(codes.Unauthenticated, "slot %q is bound to another worker", id)
+		return nil, WithReason(codes.PermissionDenied, workerauth.ReasonSlotBound, fmt.Sprintf("cluster slot %q is already bound to a worker", id))
 	}
 	slot.Active, slot.TokenUsed, slot.Address, slot.Port = true, true, in.GetAddress(), in.GetPort()
 	slot.Hardware, slot.LastSeen = in.GetHardware(), m.stamp()
@@ -194,4 +197,14 @@ func (m *Manager) ClusterMemberRegister(_ context.Context, in *managerpb.Cluster
 	return &managerpb.ClusterMemberRegisterResponse{
 		NodeId: &commonpb.NodeId{NodeId: id}, NodeCredential: credential, NodeName: slot.GetName(),
 	}, nil
+}
+
+// WithReason returns a status error with a google.rpc.ErrorInfo detail in
+// the manager's domain, as the real manager words registration refusals.
+func WithReason(code codes.Code, reason, msg string) error {
+	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: workerauth.ErrorDomain})
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
 }

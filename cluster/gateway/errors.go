@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
 // toStatus maps an error from the layers below to a gRPC status. It is the
@@ -26,6 +28,9 @@ func toStatus(err error) error {
 	var fe *persistence.FilterError
 	switch {
 	case errors.As(err, &re):
+		if re.Reason != "" {
+			return withReason(codes.Code(re.Code), re.Reason, re.Message)
+		}
 		return status.Error(codes.Code(re.Code), re.Message)
 	case errors.As(err, &fe):
 		return status.Error(codes.InvalidArgument, fe.Error())
@@ -37,6 +42,8 @@ func toStatus(err error) error {
 		return status.Error(codes.Unavailable, "the manager did not complete the request in time; it is safe to retry: "+err.Error())
 	case errors.Is(err, persistence.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, persistence.ErrTooLarge):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, persistence.ErrClosed):
 		return status.Error(codes.Unavailable, "the manager is shutting down")
 	case errors.Is(err, persistence.ErrCorrupt):
@@ -52,4 +59,14 @@ func replyStatus(r *internalpb.Reply, err error) error {
 		return toStatus(err)
 	}
 	return toStatus(actors.AsError(r))
+}
+
+// withReason builds a status carrying a machine-readable reason as a
+// google.rpc.ErrorInfo detail in workerauth.ErrorDomain.
+func withReason(code codes.Code, reason, msg string) error {
+	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: workerauth.ErrorDomain})
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +16,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
 type commonJobID = commonpb.JobId
@@ -152,18 +154,19 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 			nid, revoked, err := r.NodeIDByToken(in.GetToken())
 			switch {
 			case errors.Is(err, persistence.ErrNotFound):
-				return status.Error(codes.Unauthenticated, "unknown registration token")
+				return withReason(codes.Unauthenticated, workerauth.ReasonTokenUnknown, "unknown registration token")
 			case err != nil:
 				return err
 			case revoked:
-				return status.Errorf(codes.Unauthenticated, "registration token revoked: cluster slot %s was deregistered", nid)
+				return withReason(codes.Unauthenticated, workerauth.ReasonTokenRevoked,
+					fmt.Sprintf("registration token revoked: cluster slot %s was deregistered", nid))
 			}
 			id = nid
 			return nil
 		}
 		nid, err := r.NodeIDByCredential(in.GetNodeCredential())
 		if errors.Is(err, persistence.ErrNotFound) {
-			return status.Error(codes.Unauthenticated, "unknown or revoked node credential")
+			return withReason(codes.Unauthenticated, workerauth.ReasonCredentialUnknown, "unknown or revoked node credential")
 		}
 		id = nid
 		return err

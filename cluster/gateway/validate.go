@@ -10,16 +10,20 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
-// Limits on identifiers and names (bytes of UTF-8).
+// Limits on identifiers and names (bytes of UTF-8), and on a job.
 const (
 	maxIDLen   = 256
 	maxNameLen = 256
 	maxTagLen  = 1024
+	// maxJobBytes bounds a job definition's encoding: the job grain keeps a
+	// record with the definition and its history within 1.5 MiB.
+	maxJobBytes = 1 << 20
 )
 
 // invalid returns an InvalidArgument status naming the field.
@@ -41,7 +45,17 @@ func checkText(field, s string, max int) error {
 	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
 		return invalid(field, "contains a control character at byte %d", i)
 	}
+	if i := strings.IndexFunc(s, invisible); i >= 0 {
+		return invalid(field, "contains an invisible or formatting character (U+%04X) at byte %d", []rune(s[i:])[0], i)
+	}
 	return nil
+}
+
+// invisible reports characters that make two different names look alike:
+// formatting characters (zero-width, bidirectional overrides) and line or
+// paragraph separators.
+func invisible(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // checkID validates a job or node id: checkText rules, and no '/' (ids are
@@ -55,6 +69,9 @@ func checkID(field, id string) error {
 	}
 	if strings.TrimSpace(id) != id {
 		return invalid(field, "must not start or end with white space")
+	}
+	if id == "." || id == ".." {
+		return invalid(field, "%q is not a usable id", id)
 	}
 	return nil
 }
@@ -83,6 +100,9 @@ func checkTags(field string, tags map[string]string) error {
 // JSON fields (manager_configuration, launch_config_json,
 // template_launch_defaults_json) are stored verbatim and never inspected.
 func validateJob(j *managerpb.Job) error {
+	if n := proto.Size(j); n > maxJobBytes {
+		return invalid("job", "is %d bytes encoded; the limit is %d (1 MiB)", n, maxJobBytes)
+	}
 	if err := checkTags("job.tags", j.GetTags()); err != nil {
 		return err
 	}
@@ -115,6 +135,9 @@ func validateJob(j *managerpb.Job) error {
 			}
 		}
 	}
+	if cycle := dependencyCycle(j.GetServices()); cycle != nil {
+		return invalid("job.services", "dependsOn has a cycle: %s", strings.Join(cycle, " → "))
+	}
 	if err := validateParams("job.norsk_service_parameters", j.GetNorskServiceParameters()); err != nil {
 		return err
 	}
@@ -129,6 +152,11 @@ func validateJob(j *managerpb.Job) error {
 		}
 		if m := wf.GetMode(); m != nil && m.GetValue() > 0o7777 {
 			return invalid(fmt.Sprintf("job.write_files[%d].mode", i), "%o is not a file mode", m.GetValue())
+		}
+		for _, name := range wf.GetServices() {
+			if !names[name] {
+				return invalid(fmt.Sprintf("job.write_files[%d].services", i), "unknown service %q", name)
+			}
 		}
 	}
 	return nil
@@ -179,6 +207,53 @@ func checkDialBack(address string, port uint32) error {
 	}
 	if port == 0 || port > 65535 {
 		return invalid("port", "%d is not a port (1-65535)", port)
+	}
+	return nil
+}
+
+// dependencyCycle returns the services of a dependsOn cycle (first service
+// repeated at the end), or nil. Unknown dependencies are ignored.
+func dependencyCycle(svcs []*commonpb.Service) []string {
+	deps := map[string][]string{}
+	for _, s := range svcs {
+		deps[s.GetName()] = s.GetDependsOn()
+	}
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := map[string]int{}
+	var path []string
+	var visit func(n string) []string
+	visit = func(n string) []string {
+		switch state[n] {
+		case onPath:
+			for i, p := range path {
+				if p == n {
+					return append(append([]string{}, path[i:]...), n)
+				}
+			}
+		case done:
+			return nil
+		}
+		state[n] = onPath
+		path = append(path, n)
+		for _, d := range deps[n] {
+			if _, known := deps[d]; known {
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[n] = done
+		return nil
+	}
+	for _, s := range svcs {
+		if c := visit(s.GetName()); c != nil {
+			return c
+		}
 	}
 	return nil
 }

@@ -39,6 +39,10 @@ func TestValidateJob(t *testing.T) {
 		{"absolute write file is allowed (container path)", &managerpb.Job{WriteFiles: []*commonpb.WriteFile{{Path: "/etc/x"}}}, ""},
 		{"escaping write file", &managerpb.Job{WriteFiles: []*commonpb.WriteFile{{Path: "a/../../x"}}}, "job.write_files[0].path"},
 		{"bad mode", &managerpb.Job{WriteFiles: []*commonpb.WriteFile{{Path: "x", Mode: &commonpb.OptionalInt{Value: 0o17777}}}}, "job.write_files[0].mode"},
+		{"dependsOn cycle", &managerpb.Job{Services: []*commonpb.Service{svc("a", "c"), svc("b", "a"), svc("c", "b")}}, "job.services"},
+		{"write file for an unknown service", &managerpb.Job{Services: []*commonpb.Service{svc("a")},
+			WriteFiles: []*commonpb.WriteFile{{Path: "x", Services: []string{"nope"}}}}, "job.write_files[0].services"},
+		{"too large", &managerpb.Job{Description: strings.Repeat("d", maxJobBytes)}, "job"},
 		{"opaque json is not parsed", &managerpb.Job{LaunchConfigJson: strPtr("{not json")}, ""},
 	}
 	for _, tc := range cases {
@@ -60,7 +64,8 @@ func TestValidateJob(t *testing.T) {
 func strPtr(s string) *string { return &s }
 
 func TestCheckID(t *testing.T) {
-	for _, id := range []string{"", "a/b", " a", "a ", "a\x00b", string([]byte{0xff}), strings.Repeat("x", maxIDLen+1)} {
+	for _, id := range []string{"", "a/b", " a", "a ", "a\x00b", string([]byte{0xff}), strings.Repeat("x", maxIDLen+1),
+		".", "..", "a\u200bb", "a\u202eb", "a\u2028b"} {
 		if checkID("id", id) == nil {
 			t.Errorf("checkID(%q) accepted", id)
 		}

@@ -754,6 +754,9 @@ type Reply struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Code    errorpb.Code           `protobuf:"varint,1,opt,name=code,proto3,enum=norsk.api.error.Code" json:"code,omitempty"`
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Machine-readable reason of a failure (a workerauth.Reason*), sent to
+	// the client as a google.rpc.ErrorInfo detail.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Types that are valid to be assigned to Payload:
 	//
 	//	*Reply_JobHash
@@ -807,6 +810,13 @@ func (x *Reply) GetCode() errorpb.Code {
 func (x *Reply) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *Reply) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -2506,10 +2516,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bcommands\x18\x01 \x03(\v2 .norsk.internal.v1.AppendCommandR\bcommands\"t\n" +
 	"\vStoredEvent\x129\n" +
 	"\x05event\x18\x01 \x01(\v2#.norsk.api.manager.EventStreamEventR\x05event\x12*\n" +
-	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe6\x03\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xfe\x03\n" +
 	"\x05Reply\x12)\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x15.norsk.api.error.CodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x127\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x127\n" +
 	"\bjob_hash\x18\n" +
 	" \x01(\v2\x1a.norsk.api.manager.JobHashH\x00R\ajobHash\x120\n" +
 	"\x03job\x18\v \x01(\v2\x1c.norsk.internal.v1.JobRecordH\x00R\x03job\x123\n" +

@@ -19,6 +19,22 @@ const (
 	MetadataNonce = "norsk-nonce"
 )
 
+// Reasons of refused registrations, sent by the manager as the Reason of a
+// google.rpc.ErrorInfo status detail in ErrorDomain, so that a worker can
+// tell them apart without reading messages.
+const (
+	ErrorDomain = "norsk-manager"
+	// ReasonTokenUnknown: no slot has this registration token.
+	ReasonTokenUnknown = "TOKEN_UNKNOWN"
+	// ReasonTokenRevoked: the token's slot was deregistered.
+	ReasonTokenRevoked = "TOKEN_REVOKED"
+	// ReasonCredentialUnknown: no bound slot has this node credential.
+	ReasonCredentialUnknown = "CREDENTIAL_UNKNOWN"
+	// ReasonSlotBound: the slot is bound to another worker (its token was
+	// presented without the matching credential).
+	ReasonSlotBound = "SLOT_BOUND"
+)
+
 // WorkerProof is hex(HMAC-SHA256(credential, "norsk-worker-proof|" + nodeID
 // + "|" + managerNonce)): WorkerHello.token.cookie.
 func WorkerProof(credential, nodeID, managerNonce string) string {

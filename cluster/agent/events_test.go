@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -239,4 +240,59 @@ func TestEventStream_SlowSubscriberIsCutOff(t *testing.T) {
 		}
 		require.True(t, time.Now().Before(deadline), "slow subscriber was never cut off")
 	}
+}
+
+func TestEventStream_SubscriberLimit(t *testing.T) {
+	cfg := DevConfig(t.TempDir())
+	cfg.Store.SyncWrites, cfg.Store.GCInterval = false, 0
+	cfg.Events.MaxSubscribers = 2
+	a, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, a.Start())
+	t.Cleanup(a.Shutdown)
+	c := dial(t, a.APIAddr())
+	for range 2 {
+		ch, _ := collect(t, c, &managerpb.EventStreamRequest{})
+		require.NotNil(t, nextOf(t, ch).GetInitialDataComplete())
+	}
+	s, err := c.EventStream(context.Background(), &managerpb.EventStreamRequest{})
+	require.NoError(t, err)
+	_, err = s.Recv()
+	requireCode(t, err, codes.ResourceExhausted, "limit")
+}
+
+// TestEventStream_ResumedStreamDerivesLikeALiveOne: the classification
+// events a resumed stream sends for replayed jobs are those a live
+// subscriber got.
+func TestEventStream_ResumedStreamDerivesLikeALiveOne(t *testing.T) {
+	ctx := context.Background()
+	_, c := startAgent(t, t.TempDir())
+	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "first"}})
+	require.NoError(t, err)
+	live, _ := collect(t, c, &managerpb.EventStreamRequest{PendingWindowS: 10, ResumeFromIndex: proto.Uint64(1)})
+	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "entering"}, StartDateTime: timestamppb.New(time.Now().Add(8 * time.Second))})
+	require.NoError(t, err)
+	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "far"}, StartDateTime: timestamppb.New(time.Now().Add(2 * time.Hour))})
+	require.NoError(t, err)
+	describe := func(ch <-chan *managerpb.EventStreamEvent) []string {
+		var out []string
+		for range 4 {
+			ev := nextOf(t, ch)
+			var id string
+			switch {
+			case ev.GetJobUpdated() != nil:
+				id = ev.GetJobUpdated().GetJobWithHistory().GetJob().GetJobId().GetJobId()
+			case ev.GetJobPending() != nil:
+				id = ev.GetJobPending().GetJobWithHistory().GetJob().GetJobId().GetJobId()
+			case ev.GetJobOutOfWindow() != nil:
+				id = ev.GetJobOutOfWindow().GetJobWithHistory().GetJob().GetJobId().GetJobId()
+			}
+			out = append(out, fmt.Sprintf("%d %s %s", ev.GetLogIndex(), eventKind(ev), id))
+		}
+		return out
+	}
+	want := []string{"2 job_updated entering", "2 job_pending entering", "3 job_updated far", "3 job_out_of_window far"}
+	require.Equal(t, want, describe(live))
+	resumed, _ := collect(t, c, &managerpb.EventStreamRequest{PendingWindowS: 10, ResumeFromIndex: proto.Uint64(1)})
+	require.Equal(t, want, describe(resumed))
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -26,6 +28,13 @@ type EventStreamConfig struct {
 	// Buffer is how many events may wait for a subscriber between the log
 	// and the network. Default 256.
 	Buffer int
+	// MaxQueueBytes bounds the encoded size of the events waiting for one
+	// subscriber (events carry whole jobs with their history, so a count
+	// alone does not bound memory). Default 16 MiB.
+	MaxQueueBytes int64
+	// MaxSubscribers bounds the event streams served at once; more get
+	// ResourceExhausted. Default 1000.
+	MaxSubscribers int64
 	// ReadBatch is how many events one store read returns. Default 256.
 	ReadBatch int
 	// MaxPendingWindow bounds pending_window_s. Default 366 days.
@@ -44,6 +53,12 @@ func (c *EventStreamConfig) defaults() {
 	}
 	if c.ReadBatch <= 0 {
 		c.ReadBatch = 256
+	}
+	if c.MaxQueueBytes <= 0 {
+		c.MaxQueueBytes = 16 << 20
+	}
+	if c.MaxSubscribers <= 0 {
+		c.MaxSubscribers = 1000
 	}
 	if c.MaxPendingWindow <= 0 {
 		c.MaxPendingWindow = 366 * 24 * time.Hour
@@ -73,6 +88,11 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 	if req.GetPendingWindowS() < 0 || window > s.cfg.Events.MaxPendingWindow {
 		return invalid("pending_window_s", "%d is outside 0..%d", req.GetPendingWindowS(), int64(s.cfg.Events.MaxPendingWindow/time.Second))
 	}
+	if n := s.subscribers.Add(1); n > s.cfg.Events.MaxSubscribers {
+		s.subscribers.Add(-1)
+		return status.Errorf(codes.ResourceExhausted, "the manager already serves %d event streams (the limit); retry later", s.cfg.Events.MaxSubscribers)
+	}
+	defer s.subscribers.Add(-1)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	sub := &subscriber{
@@ -80,7 +100,8 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 		cfg:     s.cfg.Events,
 		store:   s.cfg.Store,
 		window:  window,
-		out:     make(chan *managerpb.EventStreamEvent, s.cfg.Events.Buffer),
+		out:     make(chan queued, s.cfg.Events.Buffer),
+		room:    make(chan struct{}, 1),
 		pending: map[string]bool{},
 		waiting: map[string]time.Time{},
 	}
@@ -89,8 +110,14 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 	// fails, or — if the handler returned while a Send was blocked on a
 	// client that does not read — when gRPC tears the stream down.
 	go func() {
-		for ev := range sub.out {
-			if err := stream.Send(ev); err != nil {
+		for q := range sub.out {
+			err := stream.Send(q.ev)
+			sub.queuedBytes.Add(-q.size)
+			select {
+			case sub.room <- struct{}{}:
+			default:
+			}
+			if err != nil {
 				sendErr <- err
 				cancel()
 				return
@@ -118,7 +145,11 @@ type subscriber struct {
 	cfg    EventStreamConfig
 	store  *persistence.Store
 	window time.Duration
-	out    chan *managerpb.EventStreamEvent
+	out    chan queued
+	// queuedBytes is the encoded size of the events in out (and in the
+	// sender's hands); room is signalled each time the sender frees some.
+	queuedBytes atomic.Int64
+	room        chan struct{}
 	// cursor is the index of the last log event pushed to out.
 	cursor persistence.Index
 	// pending: PRE jobs known to this subscriber → within its window.
@@ -127,6 +158,10 @@ type subscriber struct {
 	// of the same (entries whose time no longer matches are stale).
 	waiting map[string]time.Time
 	starts  startHeap
+	// catchingUp is set while a resumed stream replays toward the head;
+	// resumeSince is the time of the client's last event.
+	catchingUp  bool
+	resumeSince time.Time
 }
 
 func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamRequest) error {
@@ -161,25 +196,41 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 	return sub.tail(ctx)
 }
 
+// queued is an event waiting for the sender, with its encoded size.
+type queued struct {
+	ev   *managerpb.EventStreamEvent
+	size int64
+}
+
 // push queues ev for the sender, cutting the subscriber off if it has not
-// made room within SendTimeout.
+// made room (in count and in bytes) within SendTimeout.
 func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent) error {
-	select {
-	case sub.out <- ev:
-		return nil
-	default:
-	}
-	t := time.NewTimer(sub.cfg.SendTimeout)
-	defer t.Stop()
-	select {
-	case sub.out <- ev:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return status.Errorf(codes.ResourceExhausted,
-			"event stream subscriber too slow: it accepted nothing for %s with %d events queued; reconnect with resume_from_index set to the last log_index you processed",
-			sub.cfg.SendTimeout, len(sub.out))
+	q := queued{ev: ev, size: int64(proto.Size(ev))}
+	var timeout <-chan time.Time
+	for {
+		if cur := sub.queuedBytes.Load(); cur == 0 || cur+q.size <= sub.cfg.MaxQueueBytes {
+			sub.queuedBytes.Add(q.size)
+			select {
+			case sub.out <- q:
+				return nil
+			default:
+			}
+			sub.queuedBytes.Add(-q.size)
+		}
+		if timeout == nil {
+			t := time.NewTimer(sub.cfg.SendTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-sub.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			return status.Errorf(codes.ResourceExhausted,
+				"event stream subscriber too slow: it accepted nothing for %s with %d events (%d bytes) queued; reconnect with resume_from_index set to the last log_index you processed",
+				sub.cfg.SendTimeout, len(sub.out), sub.queuedBytes.Load())
+		}
 	}
 }
 
@@ -232,18 +283,31 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 	})
 }
 
-// resume starts after the client's index: no snapshot. PRE jobs whose start
-// entered the window since the client's last event get their job_pending.
-func (sub *subscriber) resume(ctx context.Context) error {
-	now := sub.srv.cfg.Clock()
-	var since time.Time
+// resume starts after the client's index: no snapshot. It only notes the
+// time of the client's last event; classification waits until the replay
+// has caught up (catchUp), so that jobs the replay creates or changes are
+// classified from their events, as a live subscriber would.
+func (sub *subscriber) resume(context.Context) error {
+	sub.catchingUp = true
 	if evs, err := sub.store.ReadEvents(sub.cursor, 1); err == nil && len(evs) == 1 {
-		since = evs[0].GetAt().AsTime()
+		sub.resumeSince = evs[0].GetAt().AsTime()
 	}
+	return nil
+}
+
+// catchUp runs once a resumed stream has replayed up to the head: it
+// classifies the PRE jobs the replay did not mention, and sends job_pending
+// for those whose start entered the window after the client's last event.
+func (sub *subscriber) catchUp(ctx context.Context) error {
+	sub.catchingUp = false
+	now := sub.srv.cfg.Clock()
 	var entered []string
 	err := sub.store.View(func(r *persistence.Reader) error {
 		return r.PreJobs(func(id string, start time.Time) error {
-			if sub.classify(id, start, now) && !since.IsZero() && start.After(since.Add(sub.window)) {
+			if _, known := sub.pending[id]; known {
+				return nil
+			}
+			if sub.classify(id, start, now) && !sub.resumeSince.IsZero() && start.After(sub.resumeSince.Add(sub.window)) {
 				entered = append(entered, id)
 			}
 			return nil
@@ -321,6 +385,11 @@ func (sub *subscriber) tail(ctx context.Context) error {
 					head-sub.cursor, sub.cfg.MaxLag)
 			}
 			continue
+		}
+		if sub.catchingUp {
+			if err := sub.catchUp(ctx); err != nil {
+				return err
+			}
 		}
 		if err := sub.windowTick(ctx); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -44,6 +45,8 @@ type Server struct {
 	managerpb.UnimplementedManagerServer
 	cfg Config
 	log *slog.Logger
+	// subscribers counts the event streams being served.
+	subscribers atomic.Int64
 }
 
 var _ managerpb.ManagerServer = (*Server)(nil)

@@ -32,14 +32,10 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
-// Version is the manager's build version; set at link time with
-// -ldflags "-X github.com/norsk-oss/norsk-manager/cluster/agent.Version=…".
-var Version = "0.1.0-dev"
-
 // APIVersion is the Norsk API level the manager implements: the published
 // wire format 1.0.384 (@norskvideo/norsk-api) plus the seed documents'
 // additions.
-var APIVersion = &commonpb.Version{MajorVersion: 1, MinorVersion: 0, BuildNumber: 384, BranchName: "norsk-manager-go", Label: "1.0.384+seeds"}
+var APIVersion = &commonpb.Version{MajorVersion: 1, MinorVersion: 0, BuildNumber: 384, BranchName: "norsk-manager-go", Label: "1.0.384-compatible"}
 
 // Config configures an Agent. Start from DefaultConfig or DevConfig.
 type Config struct {
@@ -63,7 +59,10 @@ type Config struct {
 	// ShutdownGrace bounds how long Shutdown waits for in-flight calls
 	// before cutting streams. Default 2 s.
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
+	// Version is the manager's build version, answered by Manager.Version.
+	// Default "0.1.0-dev".
+	Version string
+	Logger  *slog.Logger
 }
 
 // DefaultConfig returns production defaults for a data dir.
@@ -106,8 +105,9 @@ type Agent struct {
 	once   sync.Once
 }
 
-// New opens the store and builds the agent; Start serves. Errors name the
-// failing part (a corrupt or missing data dir, an address in use).
+// New listens on APIAddr, opens the store and builds the agent; Start
+// serves. Errors name the failing part (an address in use, a corrupt or
+// missing data dir). Shutdown releases everything.
 func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -118,13 +118,22 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
 	}
+	if cfg.Version == "" {
+		cfg.Version = "0.1.0-dev"
+	}
 	log := cfg.Logger
+	// Listen first: a busy port must fail before a new data dir is made.
+	lis, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on API address %s: %w", cfg.APIAddr, err)
+	}
 	cfg.Store.Logger = log.With("component", "store")
 	store, err := persistence.Open(cfg.Store)
 	if err != nil {
+		lis.Close()
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, store: store, jlog: persistence.NewLocalLog(store), live: actors.NewLiveness()}
+	a := &Agent{cfg: cfg, log: log, store: store, jlog: persistence.NewLocalLog(store), live: actors.NewLiveness(), lis: lis}
 	a.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(levelFilter{h: log.With("component", "protoactor").Handler(), min: slog.LevelWarn})
 	}))
@@ -140,6 +149,7 @@ func New(cfg Config) (*Agent, error) {
 		node.PoolKind(node.PoolConfig{Journal: a.jlog, URLs: cfg.MockWorkerURLs, Logger: log.With("component", "mock-pool")}))
 	if err != nil {
 		a.closeStore()
+		lis.Close()
 		return nil, err
 	}
 	router.Router = a.host
@@ -149,22 +159,18 @@ func New(cfg Config) (*Agent, error) {
 // lateRouter lets grain kinds hold the router before the host exists.
 type lateRouter struct{ actors.Router }
 
-// Start listens on APIAddr and serves the API, then wakes the grains that
-// own worker sessions and starts the background loops. It returns once the
-// API accepts connections.
+// Start serves the API on the listener New opened, then wakes the grains
+// that own worker sessions and starts the background loops. It returns once
+// the API accepts connections.
 func (a *Agent) Start() error {
-	lis, err := net.Listen("tcp", a.cfg.APIAddr)
-	if err != nil {
-		return fmt.Errorf("listen on API address %s: %w", a.cfg.APIAddr, err)
-	}
-	a.lis = lis
+	lis := a.lis
 	a.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	gw := gateway.New(gateway.Config{
 		Router: a.host, Store: a.store, Liveness: a.live, Logger: a.log.With("component", "gateway"),
-		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: Version, GoVersion: runtime.Version()},
+		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
 		Events:  a.cfg.Events,
 	})
 	gw.Register(a.grpc)
@@ -194,7 +200,7 @@ func (a *Agent) Start() error {
 	a.health.SetServingStatus(managerpb.Manager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	first, head := a.store.EventBounds()
 	a.log.Info("manager serving", "api_addr", lis.Addr().String(), "data_dir", a.cfg.Store.Dir,
-		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", Version)
+		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", a.cfg.Version)
 	return nil
 }
 
@@ -215,7 +221,9 @@ func (a *Agent) Shutdown() {
 		if a.health != nil {
 			a.health.Shutdown()
 		}
-		if a.grpc != nil {
+		if a.grpc == nil {
+			a.lis.Close() // never started
+		} else {
 			done := make(chan struct{})
 			go func() { a.grpc.GracefulStop(); close(done) }()
 			select {

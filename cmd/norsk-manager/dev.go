@@ -18,6 +18,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/client/format"
 	"github.com/norsk-oss/norsk-manager/cluster/agent"
+	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/process"
@@ -30,7 +31,7 @@ const devRole = "primary"
 // ends, and with --run-job creates and starts that job and prints the event
 // stream. On the way out it stops the jobs the local worker runs: --dev is
 // throw-away, unlike a real worker, whose jobs outlive it.
-func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, o *options) error {
+func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, job *managerpb.Job) error {
 	mgr, err := client.Connect(ctx, client.Settings{URL: a.APIAddr()})
 	if err != nil {
 		return err
@@ -58,6 +59,7 @@ func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, o *options) e
 	wcfg.HealthInterval = 2 * time.Second
 	wcfg.ManagerURLs = []string{a.APIAddr()}
 	wcfg.Token = token
+	wcfg.Version = buildinfo.String()
 	wcfg.StateDir = stateDir
 	wcfg.Runtime = rt
 	wcfg.Logger = log.With("component", "dev-worker")
@@ -85,11 +87,11 @@ func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, o *options) e
 	}
 	fmt.Printf("dev manager serving on %s; local worker is node %s\n", a.APIAddr(), nodeID)
 	fmt.Printf("try: norsk-ctl --manager-url %s node list\n", a.APIAddr())
-	if o.runJob == "" {
+	if job == nil {
 		<-ctx.Done()
 		return nil
 	}
-	jobID, err := createAndStart(ctx, mgr, o.runJob, string(nodeID))
+	jobID, err := createAndStart(ctx, mgr, job, string(nodeID))
 	if err != nil {
 		return err
 	}
@@ -143,23 +145,28 @@ func waitOnline(ctx context.Context, mgr *client.NorskManager, id client.NodeID)
 	}
 }
 
-// createAndStart creates the job in path (protojson) and starts it.
-func createAndStart(ctx context.Context, mgr *client.NorskManager, path, nodeID string) (string, error) {
+// readJobFile reads a protojson norsk.api.manager.Job for --run-job.
+func readJobFile(path string) (*managerpb.Job, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("--run-job: %w", err)
+		return nil, fmt.Errorf("--run-job: %w", err)
 	}
 	job := &managerpb.Job{}
 	if err := protojson.Unmarshal(b, job); err != nil {
-		return "", fmt.Errorf("--run-job %s: not a norsk.api.manager.Job in protojson: %w", path, err)
+		return nil, fmt.Errorf("--run-job %s: not a norsk.api.manager.Job in protojson: %w", path, err)
 	}
 	if job.GetJobId().GetJobId() == "" {
-		return "", fmt.Errorf("--run-job %s: the job needs a jobId to be started", path)
+		return nil, fmt.Errorf("--run-job %s: the job needs a jobId to be started", path)
 	}
-	if _, err := mgr.CreateJob(ctx, job); err != nil && status.Code(err) != codes.AlreadyExists {
-		return "", fmt.Errorf("create job from %s: %w", path, err)
-	}
+	return job, nil
+}
+
+// createAndStart creates job (unless it exists) and starts it on nodeID.
+func createAndStart(ctx context.Context, mgr *client.NorskManager, job *managerpb.Job, nodeID string) (string, error) {
 	id := job.GetJobId().GetJobId()
+	if _, err := mgr.CreateJob(ctx, job); err != nil && status.Code(err) != codes.AlreadyExists {
+		return "", fmt.Errorf("create job %s: %w", id, err)
+	}
 	if err := mgr.StartJob(ctx, client.JobID(id), devRole, client.NodeID(nodeID)); err != nil {
 		return "", fmt.Errorf("start job %s: %w", id, err)
 	}

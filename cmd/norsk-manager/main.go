@@ -19,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/cluster/agent"
+	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 func main() {
@@ -26,9 +28,21 @@ func main() {
 	defer stop()
 	if err := newCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "norsk-manager:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
+
+// usageError is a bad flag or argument: exit code 2, as for norsk-ctl.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return &usageError{err: fmt.Errorf(format, args...)} }
 
 type options struct {
 	dataDir        string
@@ -73,7 +87,14 @@ the job in the given file and prints the event stream until Ctrl-C.
 
 Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
 workers keep running them and a restarted manager adopts them.`,
-		SilenceUsage: true,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q: norsk-manager takes only flags (see --help)", args[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.runJob != "" && !cmd.Flags().Changed("log-level") {
 				o.logLevel = "warn" // keep the walkthrough's event lines readable
@@ -91,13 +112,14 @@ workers keep running them and a restarted manager adopts them.`,
 	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	return cmd
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", level)
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	switch format {
@@ -106,7 +128,7 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format: %q is not one of text, json", format)
+	return nil, usagef("--log-format: %q is not one of text, json", format)
 }
 
 func splitList(s string) []string {
@@ -125,10 +147,17 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	if o.runJob != "" && !o.dev {
-		return errors.New("--run-job needs --dev")
+		return usagef("--run-job needs --dev")
 	}
 	if o.eventRetention == 0 {
-		return errors.New("--event-retention must be at least 1")
+		return usagef("--event-retention must be at least 1")
+	}
+	var devJob *managerpb.Job
+	if o.runJob != "" {
+		// Read the job before starting anything: a bad file fails fast.
+		if devJob, err = readJobFile(o.runJob); err != nil {
+			return &usageError{err: err}
+		}
 	}
 	var cfg agent.Config
 	if o.dev {
@@ -155,6 +184,7 @@ func run(ctx context.Context, o *options) error {
 		cfg.APIAddr = o.apiAddr
 	}
 	cfg.Logger = log
+	cfg.Version = buildinfo.String()
 	cfg.MockWorkerURLs = splitList(o.mockURLs)
 	cfg.Store.EventRetention = o.eventRetention
 	cfg.Store.SyncWrites = !o.noSync
@@ -167,7 +197,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	if o.dev {
-		if err := runDev(ctx, log, a, o); err != nil {
+		if err := runDev(ctx, log, a, devJob); err != nil {
 			return err
 		}
 	}

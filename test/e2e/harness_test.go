@@ -180,6 +180,10 @@ func (p *proc) exitedNow() (int, bool) {
 
 func startWorker(t *testing.T, token, managerAddr, stateDir string, port int) *proc {
 	t.Helper()
+	// Registered before start's own cleanup, so it runs after the worker
+	// is killed: job processes outlive their worker by design, and a test
+	// must not leave them behind.
+	t.Cleanup(func() { killProcessesMentioning(stateDir) })
 	args := []string{"norsk-ctl", "--mode=worker", "--listen", addr(port), "--state-dir", stateDir, "--log-level", "debug", "--stop-grace", "3s", "--dial-back-timeout", "3s"}
 	if token != "" {
 		args = append(args, "--token", token, "--manager-url", managerAddr)
@@ -225,4 +229,27 @@ func readPID(path string) (int, bool) {
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
 	return pid, err == nil && pid > 0
+}
+
+// killProcessesMentioning SIGKILLs every process whose command line
+// contains marker (a test's own temporary directory), with its process
+// group.
+func killProcessesMentioning(marker string) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(marker)) {
+			// Services run as process-group leaders (the worker's wrapper
+			// shell): take the whole group.
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

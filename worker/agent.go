@@ -73,14 +73,17 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// Run restores the runtime's jobs, listens on Config.Listen, registers with
+// Run locks Config.StateDir (LockStateDir, held until Run returns),
+// restores the runtime's jobs, listens on Config.Listen, registers with
 // the manager (with a Token) and serves manager sessions until ctx is
 // cancelled. It returns nil after a cancellation, once every goroutine it
 // started has exited; every job keeps running (a worker stopping never
-// stops jobs). It returns an error, after the same cleanup, if the
-// listener fails, Restore fails, the stored identity is unreadable, or a
-// manager refuses the registration (a *RegistrationError, which matches
+// stops jobs). It returns an error, after the same cleanup, if another
+// worker holds the state directory (a *StateDirInUseError), the listener
+// fails, Restore fails, the stored identity is unreadable, or a manager
+// refuses the registration (a *RegistrationError, which matches
 // ErrRegistrationRejected and explains what an operator should do). Run
+// does not log the error it returns: reporting it is the caller's job. Run
 // may be called only once.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.running.CompareAndSwap(false, true) {
@@ -92,9 +95,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.opsCtx = runCtx
 	a.mu.Unlock()
 
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("worker: create state directory: %w", err)
+	lock, err := LockStateDir(a.cfg.StateDir)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		if err := lock.Release(); err != nil {
+			a.log.Warn("releasing the state directory", "error", err)
+		}
+	}()
 	if err := a.loadStoredIdentity(); err != nil {
 		return err
 	}
@@ -130,7 +139,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-runCtx.Done():
 		a.log.Info("worker stopping; jobs keep running")
 	case err = <-errCh:
-		a.log.Error("worker stopping", "error", err)
+		// The caller reports err; logging it here too would show it twice.
+		a.log.Info("worker stopping on an error; jobs keep running")
 	}
 	cancel()
 	close(a.stopCh)

@@ -40,7 +40,8 @@ type Config struct {
 	Token string
 
 	// StateDir holds the node identity (identity.json, mode 0600) and the
-	// runtime's state. Required. Created (mode 0700) if missing.
+	// runtime's state. Required. Created (mode 0700) if missing. Run locks
+	// it (LockStateDir) for as long as it runs: one agent per directory.
 	StateDir string
 
 	// HealthInterval is the period of health messages on a verified
@@ -56,7 +57,9 @@ type Config struct {
 	Tags map[string]string
 
 	// Version is the worker software version sent at registration. Default:
-	// the main module's version from the build info.
+	// the main module's version from the build info, "(devel)" for a build
+	// from a checkout; norsk-ctl sets its own version
+	// (cmd/internal/buildinfo).
 	Version string
 
 	// HelloResponseTimeout bounds how long a session waits for the

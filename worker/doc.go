@@ -25,5 +25,8 @@
 // A worker stopping never stops jobs: Agent.Run returns when its context is
 // cancelled and leaves every job running; the next worker process started
 // over the same state directory re-adopts them (Runtime.Restore) and reports
-// them in its next hello.
+// them in its next hello. Only one worker uses a state directory at a time:
+// Agent.Run (and the process runtime) hold an exclusive lock on it
+// (LockStateDir), which the operating system releases when the process
+// dies.
 package worker

@@ -23,4 +23,10 @@ var (
 	// job id, duplicate or unknown service names, a dependency cycle, a bad
 	// write_files path, a service without a command…
 	ErrInvalidJob = errors.New("worker: invalid job")
+
+	// ErrStateDirInUse is returned (inside a *StateDirInUseError naming the
+	// directory and the holder's PID) by LockStateDir, Agent.Run and
+	// process.New when another worker, in this process or another, holds
+	// the state directory's lock.
+	ErrStateDirInUse = errors.New("worker: state directory in use")
 )

@@ -44,7 +44,7 @@ func TestEventLine(t *testing.T) {
 	}{
 		{"node_running", &managerpb.EventStreamEvent{LogIndex: 3, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
 			NodeMetadata: nodeMD, RunningNodeMetadata: running, Instances: instances}}},
-			"#3     node_running            node=n1 address=10.0.0.5 jobs=primary@n1 tags=pool=a"},
+			"#3     node_running            node=n1 address=10.0.0.5 jobs=j1/primary tags=pool=a"},
 		{"job_active", &managerpb.EventStreamEvent{LogIndex: 3, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: jobWH}}},
 			"#3     job_active              job=j1 state=active last: running role=primary node=n1 ports=api: 10.0.0.5:19000->9000/tcp 19001->9001/any; web: 127.0.0.1:18080->8080/tcp 127.0.0.1:18081->5000/udp"},
 		{"initial_data_complete", &managerpb.EventStreamEvent{LogIndex: 3, Event: &managerpb.EventStreamEvent_InitialDataComplete{

@@ -27,15 +27,35 @@ func NodeAddress(r *commonpb.RunningNodeMetadata) string {
 	return "-"
 }
 
-// Instances renders running job instances as "role@node,role2@node2" in the
-// order given, or "-" if there are none.
+// Instances renders the job instances running on a node as
+// "<job id>/<role>" joined by commas ("hello-http/primary,j2/backup"), in
+// the order given, or "-" if there are none: the JOBS of a node (node
+// list, node_running and physical_node_connected events). A part of the
+// key the manager left empty stays empty ("/primary").
 func Instances(instances []*managerpb.RunningJob) string {
+	return joinInstances(instances, func(rj *managerpb.RunningJob) string {
+		return rj.GetJobKey().GetJobId().GetJobId() + "/" + rj.GetJobKey().GetRole()
+	})
+}
+
+// Placements renders where one job's instances run as "<role>@<node id>"
+// joined by commas ("primary@n1,backup@n2"), in the order given, or "-" if
+// there are none: the INSTANCES of a job (job search).
+func Placements(instances []*managerpb.RunningJob) string {
+	return joinInstances(instances, func(rj *managerpb.RunningJob) string {
+		return rj.GetJobKey().GetRole() + "@" + rj.GetNodeId().GetNodeId()
+	})
+}
+
+// joinInstances renders each instance with one and joins them with commas;
+// "-" if there are none.
+func joinInstances(instances []*managerpb.RunningJob, one func(*managerpb.RunningJob) string) string {
 	if len(instances) == 0 {
 		return "-"
 	}
 	parts := make([]string, len(instances))
 	for i, rj := range instances {
-		parts[i] = rj.GetJobKey().GetRole() + "@" + rj.GetNodeId().GetNodeId()
+		parts[i] = one(rj)
 	}
 	return strings.Join(parts, ",")
 }

@@ -52,26 +52,34 @@ func TestNodeAddress(t *testing.T) {
 }
 
 func TestInstances(t *testing.T) {
-	instance := func(role, node string) *managerpb.RunningJob {
+	instance := func(job, role, node string) *managerpb.RunningJob {
 		return &managerpb.RunningJob{
-			JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: "j1"}, Role: role},
+			JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: job}, Role: role},
 			NodeId: &commonpb.NodeId{NodeId: node},
 		}
 	}
 	cases := []struct {
-		name      string
-		instances []*managerpb.RunningJob
-		want      string
+		name           string
+		instances      []*managerpb.RunningJob
+		wantInstances  string // the jobs on a node: job/role
+		wantPlacements string // where a job runs: role@node
 	}{
-		{"none", nil, "-"},
-		{"one", []*managerpb.RunningJob{instance("primary", "n1")}, "primary@n1"},
-		{"in order given", []*managerpb.RunningJob{instance("primary", "n2"), instance("backup", "n1")}, "primary@n2,backup@n1"},
-		{"no node", []*managerpb.RunningJob{{JobKey: &commonpb.ActiveJobKey{Role: "primary"}}}, "primary@"},
+		{"none", nil, "-", "-"},
+		{"one", []*managerpb.RunningJob{instance("j1", "primary", "n1")}, "j1/primary", "primary@n1"},
+		{"in order given", []*managerpb.RunningJob{instance("j2", "primary", "n1"), instance("j1", "backup", "n1")},
+			"j2/primary,j1/backup", "primary@n1,backup@n1"},
+		{"no node", []*managerpb.RunningJob{{JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: "j1"}, Role: "primary"}}},
+			"j1/primary", "primary@"},
+		{"no job id", []*managerpb.RunningJob{{JobKey: &commonpb.ActiveJobKey{Role: "primary"}, NodeId: &commonpb.NodeId{NodeId: "n1"}}},
+			"/primary", "primary@n1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := format.Instances(tc.instances); got != tc.want {
-				t.Errorf("Instances = %q, want %q", got, tc.want)
+			if got := format.Instances(tc.instances); got != tc.wantInstances {
+				t.Errorf("Instances = %q, want %q", got, tc.wantInstances)
+			}
+			if got := format.Placements(tc.instances); got != tc.wantPlacements {
+				t.Errorf("Placements = %q, want %q", got, tc.wantPlacements)
 			}
 		})
 	}

@@ -25,8 +25,9 @@ const (
 	// demoEnvAddr carries host:port resolved for container port 8080,
 	// with the host address to bind; preferred over demoEnvPort.
 	demoEnvAddr = "NORSK_ADDR_8080"
-	// demoDefaultListen is used when neither --listen nor NORSK_PORT_8080
-	// is set (e.g. inside a container, which publishes port 8080).
+	// demoDefaultListen is used when none of --listen, NORSK_ADDR_8080
+	// and NORSK_PORT_8080 is set (e.g. inside a container, which publishes
+	// port 8080).
 	demoDefaultListen = ":8080"
 )
 
@@ -58,31 +59,36 @@ number means every interface), else ":8080".`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// No ctlEnv: the demo needs no manager, so a stray
 			// NORSK_MANAGER_URL in a job's environment cannot break it.
-			env := os.Getenv(demoEnvAddr)
-			if env == "" {
-				env = os.Getenv(demoEnvPort)
-			}
-			addr, err := demoListenAddr(listen, env)
+			addr, err := demoListenAddr(listen, os.Getenv(demoEnvAddr), os.Getenv(demoEnvPort))
 			if err != nil {
 				return ctlFail(cmd, err)
 			}
 			return ctlFail(cmd, runDemoHTTP(cmd.Context(), addr, os.Getenv(demoEnvJobID), cmd.OutOrStdout()))
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, host:port (default: $"+demoEnvPort+", else "+demoDefaultListen+")")
+	cmd.Flags().StringVar(&listen, "listen", "",
+		"address to listen on, host:port (default: $"+demoEnvAddr+", the host:port a worker resolved for container port 8080; else $"+demoEnvPort+", a port number meaning every interface; else "+demoDefaultListen+")")
 	return cmd
 }
 
-// demoListenAddr picks the listen address from --listen and the value of
-// NORSK_PORT_8080.
-func demoListenAddr(flag, envPort string) (string, error) {
-	if flag != "" {
+// demoListenAddr picks the listen address: --listen (flag), else the
+// value of NORSK_ADDR_8080 (envAddr, host:port), else that of
+// NORSK_PORT_8080 (envPort: a port number, meaning every interface, or
+// host:port), else demoDefaultListen. A bad value is an error naming its
+// flag or variable.
+func demoListenAddr(flag, envAddr, envPort string) (string, error) {
+	switch {
+	case flag != "":
 		if _, _, err := net.SplitHostPort(flag); err != nil {
 			return "", ctlUsagef("--listen: %q is not host:port (e.g. 127.0.0.1:18080 or :18080)", flag)
 		}
 		return flag, nil
-	}
-	if envPort == "" {
+	case envAddr != "":
+		if _, _, err := net.SplitHostPort(envAddr); err != nil {
+			return "", fmt.Errorf("%s=%q is not host:port", demoEnvAddr, envAddr)
+		}
+		return envAddr, nil
+	case envPort == "":
 		return demoDefaultListen, nil
 	}
 	if n, err := strconv.ParseUint(envPort, 10, 16); err == nil && n > 0 {

@@ -13,23 +13,32 @@ import (
 
 func TestDemoListenAddr(t *testing.T) {
 	cases := []struct {
-		name, flag, env, want string
-		wantErr               bool
+		name, flag, envAddr, envPort string
+		want                         string
+		wantErr                      string // in the error; "" for none
 	}{
-		{name: "flag wins", flag: "127.0.0.1:9000", env: "18080", want: "127.0.0.1:9000"},
+		{name: "flag wins", flag: "127.0.0.1:9000", envAddr: "127.0.0.1:18080", envPort: "18080", want: "127.0.0.1:9000"},
 		{name: "flag any interface", flag: ":9000", want: ":9000"},
-		{name: "env port", env: "18080", want: ":18080"},
-		{name: "env host:port", env: "127.0.0.1:18080", want: "127.0.0.1:18080"},
+		{name: "env addr", envAddr: "127.0.0.1:18080", envPort: "18080", want: "127.0.0.1:18080"},
+		{name: "env port", envPort: "18080", want: ":18080"},
+		{name: "env port host:port", envPort: "127.0.0.1:18080", want: "127.0.0.1:18080"},
 		{name: "default", want: demoDefaultListen},
-		{name: "bad flag", flag: "9000", wantErr: true},
-		{name: "bad env", env: "eighty", wantErr: true},
-		{name: "env port zero", env: "0", wantErr: true},
+		{name: "bad flag", flag: "9000", wantErr: "--listen"},
+		{name: "bad env addr", envAddr: "18080", envPort: "18080", wantErr: demoEnvAddr},
+		{name: "bad env port", envPort: "eighty", wantErr: demoEnvPort},
+		{name: "env port zero", envPort: "0", wantErr: demoEnvPort},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := demoListenAddr(tc.flag, tc.env)
-			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Fatalf("demoListenAddr(%q, %q) = %q, %v; want %q (error %v)", tc.flag, tc.env, got, err, tc.want, tc.wantErr)
+			got, err := demoListenAddr(tc.flag, tc.envAddr, tc.envPort)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("demoListenAddr(%q, %q, %q) = %q, %v; want an error naming %s", tc.flag, tc.envAddr, tc.envPort, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("demoListenAddr(%q, %q, %q) = %q, %v; want %q", tc.flag, tc.envAddr, tc.envPort, got, err, tc.want)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/client/format"
@@ -18,7 +20,7 @@ func newEventsCommand() *cobra.Command {
 	var window time.Duration
 	var resumeFrom uint64
 	var jsonLines bool
-	cmd := withExitCodes(&cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "events [--window 1h] [--resume-from N] [--json]",
 		Short: "Follow the manager's event stream until interrupted",
 		Long: `Follow the manager's event stream until interrupted (Ctrl-C), one line per
@@ -29,6 +31,12 @@ active jobs) ending in initial_data_complete, then live events. With
 --resume-from N it continues after log index N. A broken stream is resumed
 automatically, so every event is printed exactly once; a stream_reset line
 means the resume point was lost and a fresh snapshot follows.
+
+If no manager of --manager-url answers at the start, events fails at once
+(exit code 6). Once a manager has answered, it never gives up: it
+reconnects, to any manager listed, until interrupted. Following until
+Ctrl-C is its normal end, so an interrupted events exits with code 0 (not
+130) and prints the index to continue from on standard error.
 
 --json prints each event as one line of protojson instead.`,
 		Example: `  norsk-ctl events
@@ -59,6 +67,12 @@ means the resume point was lost and a fresh snapshot follows.
 			if err != nil {
 				return ctlUsagef("%v", err)
 			}
+			if err := ctlReachable(ctx, m); err != nil {
+				if ctx.Err() != nil {
+					return nil // interrupted before anything was followed
+				}
+				return err
+			}
 			err = sub.Run(ctx)
 			if last, ok := sub.LastIndex(); ok && errors.Is(err, context.Canceled) {
 				fmt.Fprintf(e.errOut, "stopped after log index %d (continue with: norsk-ctl events --resume-from %d)\n", last, last)
@@ -68,9 +82,27 @@ means the resume point was lost and a fresh snapshot follows.
 			}
 			return err
 		}),
-	})
+	}
+	cmd.Long += "\n" + ctlFollowExitCodesHelp
 	cmd.Flags().DurationVar(&window, "window", time.Hour, "pending window: jobs starting within it are reported as job_pending")
 	cmd.Flags().Uint64Var(&resumeFrom, "resume-from", 0, "continue after this log index instead of starting with a snapshot")
 	cmd.Flags().BoolVar(&jsonLines, "json", false, "print each event as one line of protojson")
 	return cmd
+}
+
+// ctlReachable asks the manager for its version (bounded by --timeout) to
+// learn whether any manager of the connection answers: the event
+// subscription itself retries forever, which is right once it has
+// followed a manager but not when the address is wrong or no manager was
+// ever up. It returns the call's error (a *client.CallError) only when no
+// manager answered (codes.Unavailable or DeadlineExceeded) or ctx ended;
+// any answer, even a refusal such as Unimplemented from a manager without
+// Version, counts as reachable.
+func ctlReachable(ctx context.Context, m *client.NorskManager) error {
+	_, err := m.Version(ctx)
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return err
+	}
+	return nil
 }

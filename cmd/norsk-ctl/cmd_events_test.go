@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/norsk-oss/norsk-manager/client/clienttest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -82,5 +83,51 @@ func TestCtl_EventsJSONResume(t *testing.T) {
 	}
 	if reqs := fake.StreamRequests(); len(reqs) != 1 || reqs[0].GetResumeFromIndex() != 1 {
 		t.Errorf("stream requests = %v", reqs)
+	}
+}
+
+// TestCtl_EventsManagerDown: events against a manager that never answered
+// fails like the other commands instead of retrying forever.
+func TestCtl_EventsManagerDown(t *testing.T) {
+	down := clienttest.UnusedAddr(t)
+	r := runCtl(t, testCtx(), "", "--manager-url", down, "--timeout", "5s", "events")
+	if r.code != ctlExitUnavailable || !strings.Contains(r.stderr, "manager unavailable at "+down) {
+		t.Fatalf("exit %d, stderr %q; want exit %d, manager unavailable", r.code, r.stderr, ctlExitUnavailable)
+	}
+	if strings.Contains(r.stderr, "reconnecting") {
+		t.Errorf("events retried a manager it never reached: %q", r.stderr)
+	}
+}
+
+// TestCtl_EventsManagerWithoutVersion: a manager that answers, even
+// without the Version call the reachability check uses, is followed.
+func TestCtl_EventsManagerWithoutVersion(t *testing.T) {
+	fake, addr := newTestFake(t)
+	fake.Fail("Version", status.Error(codes.Unimplemented, "unknown method Version"))
+	mustRun(t, addr, "node", "mock-create", "n1")
+	ctx, cancel := context.WithCancel(testCtx())
+	out, errOut := &notifyBuffer{}, &notifyBuffer{}
+	doneCh := make(chan ctlResult, 1)
+	go func() { doneCh <- runCtlTo(t, ctx, "", out, errOut, "--manager-url", addr, "events") }()
+	out.waitFor(t, "initial_data_complete")
+	cancel()
+	if r := <-doneCh; r.code != 0 {
+		t.Fatalf("events exited %d: %s", r.code, r.stderr)
+	}
+}
+
+// TestCtl_EventsHelpExitCodes: the help of events says what an interrupted
+// events exits with (0), not the 130 of the other commands.
+func TestCtl_EventsHelpExitCodes(t *testing.T) {
+	r := runCtl(t, testCtx(), "", "events", "--help")
+	if r.code != 0 {
+		t.Fatalf("events --help: %+v", r)
+	}
+	if strings.Contains(r.stdout, "130  interrupted") || !strings.Contains(r.stdout, "0    success, including the end by Ctrl-C") {
+		t.Errorf("events --help does not document exit code 0 on Ctrl-C:\n%s", r.stdout)
+	}
+	r = runCtl(t, testCtx(), "", "job", "--help")
+	if !strings.Contains(r.stdout, "130  interrupted (Ctrl-C)") {
+		t.Errorf("job --help lost exit code 130:\n%s", r.stdout)
 	}
 }

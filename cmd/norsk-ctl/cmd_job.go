@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -40,7 +42,8 @@ norsk.api.manager.Job (see examples/hello-http/job.json).`,
 }
 
 // ctlReadJobFile reads a protojson Job from path ("-": the command's standard
-// input).
+// input). Every failure, an unreadable file included, is a usage error
+// naming --file.
 func ctlReadJobFile(cmd *cobra.Command, path string) (*managerpb.Job, error) {
 	if path == "" {
 		return nil, ctlUsagef("--file is required (a protojson norsk.api.manager.Job, \"-\" for standard input)")
@@ -53,7 +56,10 @@ func ctlReadJobFile(cmd *cobra.Command, path string) (*managerpb.Job, error) {
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read job file: %w", err)
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err // the path is in the message already
+		}
+		return nil, ctlUsagef("--file (-f) %s: cannot read the job file: %v", path, err)
 	}
 	job := &managerpb.Job{}
 	if err := protojson.Unmarshal(data, job); err != nil {
@@ -313,7 +319,7 @@ func writeJobTable(w io.Writer, jobs []*managerpb.CurrentJob) error {
 		j := cj.GetJob()
 		rows = append(rows, []string{
 			j.GetJobId().GetJobId(), format.JobState(j.GetState()), format.Time(j.GetStartDateTime()),
-			format.Instances(cj.GetInstances()), format.Tags(j.GetTags()),
+			format.Placements(cj.GetInstances()), format.Tags(j.GetTags()),
 		})
 	}
 	return ctlTable(w, []string{"JOB ID", "STATE", "START", "INSTANCES", "TAGS"}, rows)

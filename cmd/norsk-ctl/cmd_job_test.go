@@ -215,7 +215,16 @@ func TestCtl_Usage(t *testing.T) {
 		{"bad flag value", []string{"events", "--window", "soon"}, `invalid argument "soon"`},
 		{"negative window", []string{"events", "--window", "-1h"}, "--window must not be negative"},
 		{"bad timeout", []string{"--timeout", "-1s", "node", "list"}, "--timeout"},
-		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate" for "norsk-ctl"`},
+		{"unknown job command", []string{"job", "bogus"}, `unknown command "bogus" for "norsk-ctl job"`},
+		{"unknown node command", []string{"node", "bogus"}, `unknown command "bogus" for "norsk-ctl node"`},
+		{"unknown slot command", []string{"slot", "bogus"}, `unknown command "bogus" for "norsk-ctl slot"`},
+		{"unknown demo command", []string{"demo", "bogus"}, `unknown command "bogus" for "norsk-ctl demo"`},
+		{"unknown completion command", []string{"completion", "bogus"}, `unknown command "bogus" for "norsk-ctl completion"`},
+		{"misspelt command", []string{"job", "creat"}, `unknown command "creat" for "norsk-ctl job" (did you mean create?)`},
+		{"unreadable file", []string{"job", "create", "-f", "/nonexistent.json"}, "--file (-f) /nonexistent.json: cannot read the job file: no such file or directory"},
+		{"unknown mode", []string{"--mode=workr"}, `--mode: unknown mode "workr"`},
+		{"worker without token", []string{"--mode=worker"}, "--manager-url needs --token"},
 		{"bad slot tag", []string{"slot", "register", "r", "--tag", "=x"}, `--tag: "=x" is not key=value`},
 		{"bad listen", []string{"demo", "http", "--listen", "nonsense"}, `--listen: "nonsense" is not host:port`},
 	}
@@ -230,6 +239,19 @@ func TestCtl_Usage(t *testing.T) {
 	r := runCtl(t, testCtx(), "", "--manager-url", "a:1,,b", "node", "list")
 	if r.code != ctlExitUsage || !strings.Contains(r.stderr, "--manager-url") {
 		t.Errorf("bad --manager-url: %+v", r)
+	}
+}
+
+// TestCtl_GroupWithoutCommand: a command group alone prints its help and
+// exits 0.
+func TestCtl_GroupWithoutCommand(t *testing.T) {
+	for _, group := range []string{"job", "node", "slot", "demo"} {
+		t.Run(group, func(t *testing.T) {
+			r := runCtl(t, testCtx(), "", group)
+			if r.code != 0 || !strings.Contains(r.stdout, "norsk-ctl "+group+" [command]") || r.stderr != "" {
+				t.Fatalf("norsk-ctl %s: %+v", group, r)
+			}
+		})
 	}
 }
 

@@ -172,15 +172,20 @@ func newSlotRegisterCommand() *cobra.Command {
 	return cmd
 }
 
+// ctlWorkerStateDir is the --state-dir of the worker command line that
+// "slot register" prints (as in the README).
+const ctlWorkerStateDir = "/var/lib/norsk-worker"
+
 // writeSlotRegistered prints a new slot and the worker command line for it.
 // The worker listens on loopback when every manager is on this host;
-// otherwise the operator fills in an address the managers can reach.
+// otherwise the operator fills in an address the managers can reach, for
+// the placeholder WORKER-IP (as in the README).
 func writeSlotRegistered(w io.Writer, name, id, token, managerURL string) error {
 	listen := "127.0.0.1:7001"
 	note := ""
 	if !ctlAllLoopback(managerURL) {
-		listen = "WORKER_IP:7001"
-		note = "\nReplace WORKER_IP by an address of the worker host that the managers can reach.\n"
+		listen = "WORKER-IP:7001"
+		note = "\nReplace WORKER-IP by an address of the worker host that the managers can reach.\n"
 	}
 	_, err := fmt.Fprintf(w, `registered cluster slot %q
 node id: %s
@@ -188,8 +193,9 @@ token:   %s
 
 Run the worker on the slot's host with:
 
-  norsk-ctl --mode=worker --token=%s --manager-url=%s --listen=%s
-%s`, name, id, token, ctlShellQuote(token), ctlShellQuote(managerURL), listen, note)
+  norsk-ctl --mode=worker --token=%s --manager-url=%s \
+    --listen=%s --state-dir=%s
+%s`, name, id, token, ctlShellQuote(token), ctlShellQuote(managerURL), listen, ctlWorkerStateDir, note)
 	return err
 }
 

@@ -24,7 +24,8 @@ token:   token-1
 
 Run the worker on the slot's host with:
 
-  norsk-ctl --mode=worker --token=token-1 --manager-url=` + addr + ` --listen=127.0.0.1:7001
+  norsk-ctl --mode=worker --token=token-1 --manager-url=` + addr + ` \
+    --listen=127.0.0.1:7001 --state-dir=/var/lib/norsk-worker
 `
 	if out != want {
 		t.Errorf("slot register printed:\n%s\nwant:\n%s", out, want)
@@ -71,7 +72,8 @@ func TestWriteSlotRegistered_RemoteManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`--token='tok'\''x'`, "--manager-url=m1:6790,m2:6790", "--listen=WORKER_IP:7001", "Replace WORKER_IP",
+		`--token='tok'\''x'`, "--manager-url=m1:6790,m2:6790", "--listen=WORKER-IP:7001", "--state-dir=/var/lib/norsk-worker",
+		"Replace WORKER-IP",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
@@ -130,7 +132,7 @@ func TestWriteNodeTable(t *testing.T) {
 	}
 	for i, re := range []string{
 		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+LAST SEEN\s+CPU\s+MEM\s+TAGS$`,
-		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+primary@aws-1\s+1m ago\s+42%\s+512MiB\s+a=1,b=2$`,
+		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+1m ago\s+42%\s+512MiB\s+a=1,b=2$`,
 		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+never\s+0%\s+0MiB\s+-$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(lines[i]) {

@@ -5,53 +5,33 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
-
-// ctlBuildVersion is this binary's version: the module version (or
-// "(devel)") plus the VCS revision when the build recorded one.
-func ctlBuildVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" {
-		v += "+" + rev + dirty
-	}
-	return v
-}
 
 // newVersionCommand builds "norsk-ctl version".
 func newVersionCommand() *cobra.Command {
 	return withExitCodes(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version of norsk-ctl and of the manager",
-		Args:  ctlArgs(),
+		Long: `Print the version of norsk-ctl (also the version a worker started with
+--mode=worker reports), then ask the manager at --manager-url for its own
+version and the Norsk API level it implements.
+
+A version reads like "0.1.0-dev+0123456789ab": the release version, then "+"
+and the Git revision the binary was built from (with "-dirty" if the tree
+had local changes) when the build recorded one. In text output the
+norsk-ctl line is printed even when the manager cannot be reached; the exit
+code then says why the manager's part is missing.`,
+		Example: `  norsk-ctl version
+  norsk-ctl version -o json`,
+		Args: ctlArgs(),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, _ []string) error {
-			clientVersion := ctlBuildVersion()
+			clientVersion := buildinfo.String()
 			if !e.jsonOut {
 				fmt.Fprintf(e.out, "norsk-ctl: %s (%s)\n", clientVersion, runtime.Version())
 			}

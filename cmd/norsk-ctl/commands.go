@@ -42,6 +42,13 @@ Exit codes:
   7    not authorised (bad or revoked token)
   130  interrupted (Ctrl-C)`
 
+// ctlFollowExitCodesHelp is ctlExitCodesHelp for a command whose normal
+// end is Ctrl-C (events): interrupting it is a success.
+var ctlFollowExitCodesHelp = strings.NewReplacer(
+	"  0    success\n", "  0    success, including the end by Ctrl-C (following until interrupted is the normal end)\n",
+	"\n  130  interrupted (Ctrl-C)", "",
+).Replace(ctlExitCodesHelp)
+
 // Names of the persistent flags of the operator subcommands.
 const (
 	ctlFlagManagerURL = "manager-url"
@@ -76,12 +83,12 @@ func addClientCommands(root *cobra.Command) {
 	if root.Args == nil {
 		root.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return ctlFail(cmd, ctlUsagef("unknown command %q", args[0]))
+				return ctlFail(cmd, ctlUnknownCommand(cmd, args[0]))
 			}
 			return nil
 		}
 	}
-	root.Long += "\n" + ctlExitCodesHelp
+	root.Long += "\n" + strings.Replace(ctlExitCodesHelp, "Exit codes:", "Exit codes of the subcommands:", 1)
 	root.AddCommand(
 		newJobCommand(),
 		newNodeCommand(),
@@ -90,6 +97,41 @@ func addClientCommands(root *cobra.Command) {
 		newVersionCommand(),
 		newDemoCommand(),
 	)
+	// Add cobra's "completion" group now rather than at Execute, so that
+	// ctlRejectUnknownSubcommands covers it too.
+	root.InitDefaultCompletionCmd()
+	ctlRejectUnknownSubcommands(root)
+}
+
+// ctlRejectUnknownSubcommands makes every command group below root (a
+// command with subcommands and no Run of its own: job, node, slot, demo,
+// completion) refuse an unknown subcommand with a usage error, as the
+// root does; cobra would print the group's help and exit 0. A group run
+// without arguments still prints its help.
+func ctlRejectUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		ctlRejectUnknownSubcommands(c)
+		if !c.HasSubCommands() || c.Runnable() {
+			continue
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return ctlFail(cmd, ctlUnknownCommand(cmd, args[0]))
+		}
+	}
+}
+
+// ctlUnknownCommand is the usage error of an unknown subcommand name of
+// cmd, with cobra's suggestions of similar names.
+func ctlUnknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return ctlUsagef("%s", msg)
 }
 
 // ctlEnv is what an operator subcommand needs when it runs.

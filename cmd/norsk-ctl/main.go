@@ -45,7 +45,11 @@ With --mode=worker it runs the worker agent: it registers with the manager
 using a cluster-slot token, serves the worker stream the manager dials back,
 and runs the jobs the manager provisions:
 
-  norsk-ctl --mode=worker --token=TOKEN --manager-url=127.0.0.1:6790 --listen=127.0.0.1:7001
+  norsk-ctl --mode=worker --token=TOKEN --manager-url=127.0.0.1:6790 --listen=127.0.0.1:7001 \
+    --state-dir=/var/lib/norsk-worker
+
+--manager-url defaults to $NORSK_MANAGER_URL when --token is given. Only one
+worker may use a --state-dir at a time: a second one exits with code 2.
 
 Without --mode, use the subcommands below to manage jobs, nodes, cluster
 slots and to follow the event stream.`,
@@ -54,16 +58,18 @@ slots and to follow the event stream.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch mode {
 			case "worker":
-				return runWorker(cmd.Context(), wopts)
+				wopts.managerURLsSet = cmd.Flags().Changed(ctlFlagManagerURL)
+				return runWorker(cmd.Context(), cmd.ErrOrStderr(), wopts)
 			case "":
 				return cmd.Help()
 			default:
-				return fmt.Errorf("--mode: unknown mode %q (the only mode is \"worker\")", mode)
+				return ctlFail(cmd, ctlUsagef("--mode: unknown mode %q (the only mode is \"worker\")", mode))
 			}
 		},
 	}
 	root.Flags().StringVar(&mode, "mode", "", `run mode: "worker" runs the worker agent`)
 	addWorkerFlags(root, wopts)
 	addClientCommands(root)
+	root.Long += "\n" + workerExitCodesHelp
 	return root
 }

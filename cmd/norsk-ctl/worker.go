@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -11,16 +12,39 @@ import (
 	"strings"
 	"time"
 
-	"github.com/norsk-oss/norsk-manager/worker"
-	"github.com/norsk-oss/norsk-manager/worker/process"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
+
+	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
+	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/process"
 )
+
+// Exit codes of --mode=worker (documented in workerExitCodesHelp). They
+// reuse the operator commands' numbers where the meaning is the same.
+const (
+	workerExitFailure      = ctlExitFailure      // any other failure
+	workerExitUsage        = ctlExitUsage        // bad flag, --state-dir in use, request rejected as invalid
+	workerExitSlotBound    = ctlExitExists       // the cluster slot is bound to another worker
+	workerExitUnauthorised = ctlExitUnauthorised // the token is unknown or revoked
+)
+
+// workerExitCodesHelp is appended to the root command's help.
+const workerExitCodesHelp = `
+Exit codes of --mode=worker:
+  0    stopped by SIGINT or SIGTERM (its jobs keep running)
+  1    any other failure (e.g. --listen address in use, unreadable --state-dir)
+  2    usage error (bad flag), --state-dir in use by another worker, or the
+       manager rejected the registration request as invalid
+  5    the cluster slot of --token is bound to another worker
+  7    the manager refused --token: unknown, or revoked (slot deregistered)`
 
 // workerOptions holds the flags of --mode=worker.
 type workerOptions struct {
 	token          string
 	managerURLs    string
+	managerURLsSet bool // --manager-url was given (else $NORSK_MANAGER_URL applies)
 	listen         string
 	advertise      string
 	stateDir       string
@@ -37,14 +61,15 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.token, "token", "",
 		"worker mode: cluster-slot registration token (from RegisterClusterNode); without it the worker is a mock-pool worker that registers nowhere and waits to be dialed")
-	f.StringVar(&o.managerURLs, "manager-url", "",
-		"worker mode: comma-separated manager gRPC addresses (host:port) to register with, tried in order")
+	f.StringVar(&o.managerURLs, ctlFlagManagerURL, "",
+		"manager address host:port, or a comma-separated list of the managers of one cluster (default $"+ctlEnvManagerURL+", else "+client.DefaultURL+"). "+
+			"Worker mode: the managers --token registers with, tried in order (default $"+ctlEnvManagerURL+"; a worker without --token registers nowhere and ignores it)")
 	f.StringVar(&o.listen, "listen", def.Listen,
 		"worker mode: host:port the worker's gRPC server listens on (the manager dials it back)")
 	f.StringVar(&o.advertise, "advertise", "",
 		"worker mode: host (or host:port) registered for dial-back (default: the --listen host)")
 	f.StringVar(&o.stateDir, "state-dir", "",
-		"worker mode: directory for the node identity and the jobs' state (default $HOME/.norsk-worker)")
+		"worker mode: directory for the node identity and the jobs' state, locked by one worker at a time (default $HOME/.norsk-worker)")
 	f.DurationVar(&o.healthInterval, "health-interval", def.HealthInterval,
 		"worker mode: interval between health messages to the manager")
 	f.DurationVar(&o.stopGrace, "stop-grace", def.StopGrace,
@@ -56,23 +81,29 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
 }
 
-// runWorker runs the worker agent until ctx is cancelled (SIGINT/SIGTERM).
-// Stopping the worker never stops its jobs: the next worker started with
-// the same --state-dir re-adopts them.
+// runWorker runs the worker agent until ctx is cancelled (SIGINT/SIGTERM),
+// reporting a failure on stderr. Stopping the worker never stops its jobs:
+// the next worker started with the same --state-dir re-adopts them.
 //
-// Exit codes follow the operator commands': 2 for a bad flag, 7 when the
-// manager refuses the token or credential, 5 when the slot is bound to
-// another worker, 1 otherwise.
-func runWorker(ctx context.Context, o *workerOptions) error {
+// The exit codes are workerExitCodesHelp's: 2 for a bad flag, a --state-dir
+// another worker holds, or a registration the manager rejects as invalid;
+// 5 when the cluster slot is bound to another worker (PermissionDenied);
+// 7 when the manager refuses the token (Unauthenticated: unknown or
+// revoked); 1 otherwise.
+func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
+	fail := func(code int, err error) error {
+		fmt.Fprintln(stderr, "norsk-ctl:", err)
+		return &exitError{code: code}
+	}
 	cfg, err := o.config()
 	if err != nil {
-		return workerExit(ctlExitUsage, err)
+		return fail(workerExitUsage, err)
 	}
 	level, err := parseLogLevel(o.logLevel)
 	if err != nil {
-		return workerExit(ctlExitUsage, err)
+		return fail(workerExitUsage, err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = logger
 
 	rtCfg := process.DefaultConfig()
@@ -82,55 +113,72 @@ func runWorker(ctx context.Context, o *workerOptions) error {
 	rtCfg.Logger = logger
 	rt, err := process.New(rtCfg)
 	if err != nil {
-		return fmt.Errorf("--state-dir %q: %w", cfg.StateDir, err)
+		if !errors.Is(err, worker.ErrStateDirInUse) {
+			err = fmt.Errorf("--state-dir %s: %w", cfg.StateDir, err)
+		}
+		return fail(workerFailure(cfg.StateDir, err))
 	}
 	defer rt.Shutdown() // leaves every job running
 	cfg.Runtime = rt
 
 	agent, err := worker.New(cfg)
 	if err != nil {
-		return err
+		return fail(workerFailure(cfg.StateDir, err))
 	}
 	logger.Info("starting worker", "version", cfg.Version, "state_dir", cfg.StateDir, "runtime", o.runtime,
 		"managers", cfg.ManagerURLs, "mock_pool", cfg.Token == "")
-	err = agent.Run(ctx)
-	var rej *worker.RegistrationError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &rej):
-		code := ctlExitUnauthorised
-		switch rej.Code {
-		case codes.InvalidArgument:
-			code = ctlExitUsage
-		case codes.AlreadyExists:
-			code = ctlExitExists
-		}
-		return workerExit(code, fmt.Errorf("cannot join the cluster: %w", err))
-	default:
-		return err
+	if err := agent.Run(ctx); err != nil {
+		return fail(workerFailure(cfg.StateDir, err))
 	}
+	return nil
 }
 
-// workerExit reports err on stderr and ends norsk-ctl with code.
-func workerExit(code int, err error) error {
-	fmt.Fprintln(os.Stderr, "norsk-ctl:", err)
-	return &exitError{code: code}
+// workerFailure turns an error of the worker into the message for the
+// operator and the exit code.
+func workerFailure(stateDir string, err error) (int, error) {
+	if inUse, ok := errors.AsType[*worker.StateDirInUseError](err); ok {
+		holder := "another process"
+		if inUse.PID > 0 {
+			holder = fmt.Sprintf("another worker (pid %d)", inUse.PID)
+		}
+		return workerExitUsage, fmt.Errorf("--state-dir %s is in use by %s: stop that worker, or give this one its own --state-dir", stateDir, holder)
+	}
+	if rej, ok := errors.AsType[*worker.RegistrationError](err); ok {
+		code := workerExitUnauthorised
+		switch rej.Code {
+		case codes.InvalidArgument:
+			code = workerExitUsage
+		case codes.PermissionDenied, codes.AlreadyExists:
+			code = workerExitSlotBound
+		}
+		return code, fmt.Errorf("cannot join the cluster: %w", err)
+	}
+	return workerExitFailure, err
 }
 
 // config turns the flags into a worker.Config (without Logger and
 // Runtime), with errors naming the flag at fault.
 func (o *workerOptions) config() (worker.Config, error) {
 	cfg := worker.DefaultConfig()
+	cfg.Version = buildinfo.String()
 	urls := splitList(o.managerURLs)
+	fromEnv := !o.managerURLsSet && len(urls) == 0 && o.token != ""
+	if fromEnv {
+		// Only a worker with a token registers: a mock-pool worker ignores
+		// a NORSK_MANAGER_URL set for the operator commands.
+		urls = splitList(os.Getenv(ctlEnvManagerURL))
+	}
 	switch {
 	case o.token != "" && len(urls) == 0:
-		return cfg, errors.New("--token needs --manager-url: the manager(s) to register with")
+		return cfg, errors.New("--token needs --manager-url (or $" + ctlEnvManagerURL + "): the manager(s) to register with")
 	case o.token == "" && len(urls) > 0:
 		return cfg, errors.New("--manager-url needs --token: a worker without a token registers nowhere (it is a mock-pool worker that waits to be dialed)")
 	}
 	for _, u := range urls {
 		if _, err := worker.ManagerTarget(u); err != nil {
+			if fromEnv {
+				return cfg, fmt.Errorf("$%s (the default of --manager-url): %w", ctlEnvManagerURL, err)
+			}
 			return cfg, fmt.Errorf("--manager-url: %w", err)
 		}
 	}

@@ -22,8 +22,11 @@ const (
 // Config configures a Runtime. Start from DefaultConfig or DevConfig.
 type Config struct {
 	// StateDir is the runtime's directory; jobs live in StateDir/jobs.
-	// Required. Created (mode 0700) if missing. Use one StateDir per
-	// worker: two runtimes over the same directory at once would fight.
+	// Required. Created (mode 0700) if missing. New locks it (the file
+	// StateDir/lock) until Shutdown: a second Runtime over the same
+	// directory is refused while the first is alive. It must differ from
+	// the worker.Config.StateDir of the agent, which locks its own
+	// directory the same way (cmd/ uses <worker state dir>/process).
 	StateDir string
 
 	// Environ is the base environment of every service, usually the

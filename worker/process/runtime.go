@@ -25,7 +25,8 @@ type Runtime struct {
 	log     *slog.Logger
 	jobsDir string
 	events  chan worker.Event
-	waker   *waker // wakes exit watchers at shutdown
+	waker   *waker               // wakes exit watchers at shutdown
+	lock    *worker.StateDirLock // held on StateDir from New to Shutdown
 
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{} // closed by Shutdown; only ever closed
@@ -42,11 +43,28 @@ type Runtime struct {
 
 var _ worker.Runtime = (*Runtime)(nil)
 
-// New validates cfg and returns a Runtime. It creates StateDir/jobs.
+// New validates cfg and returns a Runtime. It locks StateDir
+// (worker.LockStateDir) until Shutdown, so that two runtimes never adopt
+// the same jobs: while another Runtime, in this process or another, holds
+// it, New returns a *worker.StateDirInUseError. It creates StateDir/jobs.
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	lock, err := worker.LockStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newLocked(cfg, lock)
+	if err != nil {
+		_ = lock.Release() // the error that matters is err
+		return nil, err
+	}
+	return r, nil
+}
+
+// newLocked is New once StateDir is locked.
+func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 	if cfg.Environ == nil {
 		cfg.Environ = []string{defaultPath}
 	}
@@ -58,6 +76,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg:        cfg,
 		log:        log.With("component", "process-runtime"),
 		jobsDir:    filepath.Join(cfg.StateDir, "jobs"),
+		lock:       lock,
 		events:     make(chan worker.Event, cfg.EventBuffer),
 		shutdownCh: make(chan struct{}),
 	}
@@ -78,10 +97,10 @@ func New(cfg Config) (*Runtime, error) {
 func (r *Runtime) Events() <-chan worker.Event { return r.events }
 
 // Shutdown stops the runtime's goroutines and returns when they have
-// exited. Every service keeps running and every record stays, so a new
-// Runtime over the same StateDir re-adopts the jobs; a stop in progress is
-// finished by that Runtime. Idempotent. Methods called afterwards return
-// worker.ErrRuntimeClosed.
+// exited, then releases StateDir. Every service keeps running and every
+// record stays, so a new Runtime over the same StateDir re-adopts the jobs;
+// a stop in progress is finished by that Runtime. Idempotent. Methods
+// called afterwards return worker.ErrRuntimeClosed.
 func (r *Runtime) Shutdown() {
 	r.shutdownOnce.Do(func() {
 		r.mu.Lock()
@@ -90,6 +109,9 @@ func (r *Runtime) Shutdown() {
 		r.waker.wake()
 		r.wg.Wait()
 		r.waker.close()
+		if err := r.lock.Release(); err != nil {
+			r.log.Warn("releasing the state directory", "error", err)
+		}
 	})
 }
 

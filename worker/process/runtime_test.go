@@ -551,24 +551,33 @@ func TestRuntime_ChattyServiceLogStaysBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = r.Stop(context.Background(), key, time.Second) }()
-	var largest int64
+	var largest, last int64
+	shrank := 0
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
+		var size int64
 		_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-			if err == nil && strings.HasSuffix(p, ".stdout.log") && fi.Size() > largest {
-				largest = fi.Size()
+			if err == nil && strings.HasSuffix(p, ".stdout.log") {
+				size = fi.Size()
 			}
 			return nil
 		})
+		if size < last {
+			shrank++
+		}
+		last, largest = size, max(largest, size)
 		time.Sleep(10 * time.Millisecond) // sampling the file size, not synchronising
 	}
 	if largest == 0 {
 		t.Fatal("the service wrote nothing")
 	}
-	// The bound is the cap plus what the writer manages between two fast
-	// polls (1 ms); 64× the cap still proves the file does not grow without
-	// limit (unbounded, it reaches gigabytes within 2 s).
-	if largest > 64*capBytes {
+	// Unbounded, the file only grows (to gigabytes within 2 s). Bounded,
+	// it is cut back again and again; how far it gets between two cuts
+	// depends on how busy the machine is, so the size bound is loose.
+	if shrank == 0 {
+		t.Fatalf("the stdout log never shrank (largest %d bytes, cap %d)", largest, capBytes)
+	}
+	if largest > 1<<30 {
 		t.Fatalf("stdout log reached %d bytes with a cap of %d", largest, capBytes)
 	}
 }

@@ -6,8 +6,8 @@
 // lib/manager_grpc_pb.js) is reproduced here unchanged, and the Manager
 // service keeps its 13 RPCs with the same names and streaming shapes.
 //
-// Everything marked "Added" comes from the seed documents (the newer
-// NorskManager SDK: cluster slots, mock nodes, ListNodes, JobById, Version and
+// Everything marked "Added" comes from the newer NorskManager SDK (later
+// than 1.0.384: cluster slots, mock nodes, ListNodes, JobById, Version and
 // the newer Job fields) or from this project (the event-stream resume index).
 // Additions only use new message names, new enum values or field numbers above
 // the 1.0.384 ones, so published 1.0.384 clients keep working.
@@ -602,7 +602,7 @@ type Job struct {
 	Architecture           string                      `protobuf:"bytes,13,opt,name=architecture,proto3" json:"architecture,omitempty"`
 	Subnet                 string                      `protobuf:"bytes,14,opt,name=subnet,proto3" json:"subnet,omitempty"`
 	AvailabilityDomain     string                      `protobuf:"bytes,15,opt,name=availabilityDomain,proto3" json:"availabilityDomain,omitempty"`
-	// Added (seed documents). Stored and round-tripped verbatim.
+	// Added (newer NorskManager SDK). Stored and round-tripped verbatim.
 	Cloud Cloud `protobuf:"varint,16,opt,name=cloud,proto3,enum=norsk.api.manager.Cloud" json:"cloud,omitempty"`
 	// Added. Present iff AutoManager places this job.
 	AutoPlacement *AutoPlacement `protobuf:"bytes,17,opt,name=auto_placement,json=autoPlacement,proto3,oneof" json:"auto_placement,omitempty"`

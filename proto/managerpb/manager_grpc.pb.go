@@ -6,8 +6,8 @@
 // lib/manager_grpc_pb.js) is reproduced here unchanged, and the Manager
 // service keeps its 13 RPCs with the same names and streaming shapes.
 //
-// Everything marked "Added" comes from the seed documents (the newer
-// NorskManager SDK: cluster slots, mock nodes, ListNodes, JobById, Version and
+// Everything marked "Added" comes from the newer NorskManager SDK (later
+// than 1.0.384: cluster slots, mock nodes, ListNodes, JobById, Version and
 // the newer Job fields) or from this project (the event-stream resume index).
 // Additions only use new message names, new enum values or field numbers above
 // the 1.0.384 ones, so published 1.0.384 clients keep working.
@@ -75,7 +75,7 @@ type ManagerClient interface {
 	StopJob(ctx context.Context, in *StopJobRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	CompleteJob(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	EventStream(ctx context.Context, in *EventStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EventStreamEvent], error)
-	// Added (seed documents).
+	// Added (newer NorskManager SDK).
 	Version(ctx context.Context, in *emptypb.Empty, opts ...grpc.CallOption) (*VersionInfo, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	JobById(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*JobByIdResponse, error)
@@ -348,7 +348,7 @@ type ManagerServer interface {
 	StopJob(context.Context, *StopJobRequest) (*emptypb.Empty, error)
 	CompleteJob(context.Context, *commonpb.JobId) (*emptypb.Empty, error)
 	EventStream(*EventStreamRequest, grpc.ServerStreamingServer[EventStreamEvent]) error
-	// Added (seed documents).
+	// Added (newer NorskManager SDK).
 	Version(context.Context, *emptypb.Empty) (*VersionInfo, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	JobById(context.Context, *commonpb.JobId) (*JobByIdResponse, error)

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -61,4 +62,23 @@ func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Se
 		return res, Fail(errorpb.Code_UNAVAILABLE, "%s: could not persist the change: %v", key, err)
 	}
 	return res, nil
+}
+
+// LoadRecord reads key's record through the journal into rec. found is
+// false for an entity that does not exist; seq is then that of its
+// tombstone (0 if it never existed), which a re-creation must expect. An
+// error (I/O, undecodable bytes) is for the grain to crash on: its
+// supervisor restarts it and it loads again.
+func LoadRecord(j persistence.Journal, key persistence.EntityKey, rec proto.Message) (found bool, seq persistence.Seq, err error) {
+	b, seq, err := j.Load(context.Background(), key)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return false, seq, nil
+	case err != nil:
+		return false, 0, fmt.Errorf("load %s: %w", key, err)
+	}
+	if err := proto.Unmarshal(b, rec); err != nil {
+		return false, 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, seq, nil
 }

@@ -1,8 +1,6 @@
 package job
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -114,20 +112,16 @@ func (g *grain) Receive(ctx actor.Context) {
 // load reads the record from the journal. A read failure panics: the
 // supervisor restarts the grain, which loads again.
 func (g *grain) load() {
-	b, seq, err := g.cfg.Journal.Load(context.Background(), persistence.JobKey(g.id))
-	g.seq = seq
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		g.rec = nil
-		return
-	case err != nil:
-		panic(fmt.Sprintf("job %s: load: %v", g.id, err))
-	}
 	rec := &internalpb.JobRecord{}
-	if err := proto.Unmarshal(b, rec); err != nil {
-		panic(fmt.Sprintf("job %s: decode record: %v", g.id, err))
+	found, seq, err := actors.LoadRecord(g.cfg.Journal, persistence.JobKey(g.id), rec)
+	if err != nil {
+		panic(fmt.Sprintf("job %s: %v", g.id, err))
 	}
-	g.rec = rec
+	g.seq = seq
+	g.rec = nil
+	if found {
+		g.rec = rec
+	}
 }
 
 func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {

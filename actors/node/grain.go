@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -157,21 +155,17 @@ func (g *grain) Receive(ctx actor.Context) {
 }
 
 func (g *grain) load() {
-	b, seq, err := g.cfg.Journal.Load(context.Background(), persistence.NodeKey(g.id))
-	g.seq = seq
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		g.rec = nil
-		return
-	case err != nil:
-		panic(fmt.Sprintf("node %s: load: %v", g.id, err))
-	}
 	rec := &internalpb.NodeRecord{}
-	if err := proto.Unmarshal(b, rec); err != nil {
-		panic(fmt.Sprintf("node %s: decode record: %v", g.id, err))
+	found, seq, err := actors.LoadRecord(g.cfg.Journal, persistence.NodeKey(g.id), rec)
+	if err != nil {
+		panic(fmt.Sprintf("node %s: %v", g.id, err))
 	}
-	g.rec = rec
-	g.sessionEpoch = max(g.sessionEpoch, rec.GetSessionEpoch())
+	g.seq = seq
+	g.rec = nil
+	if found {
+		g.rec = rec
+		g.sessionEpoch = max(g.sessionEpoch, rec.GetSessionEpoch())
+	}
 }
 
 func (g *grain) stopTimers() {

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -58,18 +56,16 @@ func (p *pool) Receive(ctx actor.Context) {
 }
 
 func (p *pool) load() {
-	p.rec = &internalpb.MockPoolRecord{}
-	b, seq, err := p.cfg.Journal.Load(context.Background(), persistence.MockPoolKey)
+	rec := &internalpb.MockPoolRecord{}
+	found, seq, err := actors.LoadRecord(p.cfg.Journal, persistence.MockPoolKey, rec)
+	if err != nil {
+		panic(fmt.Sprintf("mock pool: %v", err))
+	}
 	p.seq = seq
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return
-	case err != nil:
-		panic(fmt.Sprintf("mock pool: load: %v", err))
+	if !found {
+		rec = &internalpb.MockPoolRecord{}
 	}
-	if err := proto.Unmarshal(b, p.rec); err != nil {
-		panic(fmt.Sprintf("mock pool: decode: %v", err))
-	}
+	p.rec = rec
 }
 
 func (p *pool) pop(reqID string) *internalpb.Reply {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"path/filepath"
 	"time"
 
@@ -135,12 +136,13 @@ type badgerLoad struct {
 
 func newBadgerLoad(e *env, n int, val []byte) (*badgerLoad, error) {
 	dir := e.dir(fmt.Sprintf("badger-%d", n))
+	def := persistence.DefaultConfig(dir) // the manager's own settings
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(!e.noSync).
 		WithDetectConflicts(false).
 		WithNumVersionsToKeep(1).
-		WithMemTableSize(16 << 20).
-		WithBlockCacheSize(32 << 20).
+		WithMemTableSize(def.MemTableSize).
+		WithBlockCacheSize(def.BlockCacheSize).
 		WithLogger(nil)
 	db, err := badger.Open(opts)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -197,10 +198,11 @@ func printRecovery(e *env, pops []popStats, sizes []int, results map[int][]probe
 			float64(p.to-p.from)/p.took.Seconds(), p.retries, p.diskMiB)
 	}
 	fmt.Fprintln(w)
+	def := persistence.DefaultConfig("")
 	fmt.Fprintf(w, "Each manager start is measured in a fresh bench process (agent.New + Start in-process, default config: fsync on, "+
-		"16 MiB memtable, 32 MiB block cache), %d start(s) per size, page cache warm. Times are from the call to agent.New; "+
+		"%d MiB memtable, %d MiB block cache), %d start(s) per size, page cache warm. Times are from the call to agent.New; "+
 		"JobSearch is tag customer eq (1 job in %d). Heap after runtime.GC() twice, following both answers. "+
-		"Each cell: min / median / max over the starts.\n\n", e.probes, numCustomers)
+		"Each cell: min / median / max over the starts.\n\n", def.MemTableSize>>20, def.BlockCacheSize>>20, e.probes, numCustomers)
 	fmt.Fprintln(w, "| jobs | New returns ms | Start returns ms | first JobById ms | first JobSearch ms (hits) | HeapAlloc MiB | HeapInuse MiB | RSS MiB | heap per job B | RSS per job B |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	base := medianOf(results[0], func(r probeResult) float64 { return float64(r.HeapAlloc) })

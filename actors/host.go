@@ -24,6 +24,9 @@ type Kind struct {
 	// Strategy supervises the stateful actor. Nil: restart it with
 	// exponential backoff (DefaultGrainStrategy).
 	Strategy actor.SupervisorStrategy
+	// OnActivate, if set, is called each time a grain of the kind is
+	// activated (metrics). It must not block.
+	OnActivate func()
 }
 
 // Passivate asks a grain's supervisor to stop the grain because it is idle.
@@ -186,6 +189,9 @@ func (a *activator) activate(ctx actor.Context, identity string) *actor.PID {
 		return &grainSupervisor{childProps: childProps}
 	}, actor.WithSupervisor(a.kind.Strategy))
 	pid := ctx.SpawnPrefix(props, identity)
+	if a.kind.OnActivate != nil {
+		a.kind.OnActivate()
+	}
 	ctx.Watch(pid)
 	a.grains[identity] = pid
 	a.byPID[pid.GetId()] = identity

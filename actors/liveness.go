@@ -59,3 +59,27 @@ func (l *Liveness) Get(node string) NodeLiveness {
 	defer l.mu.RUnlock()
 	return l.nodes[node]
 }
+
+// Connected returns how many nodes have a worker session up.
+func (l *Liveness) Connected() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n := 0
+	for _, v := range l.nodes {
+		if v.Connected {
+			n++
+		}
+	}
+	return n
+}
+
+// Snapshot returns a copy of every node's liveness.
+func (l *Liveness) Snapshot() map[string]NodeLiveness {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make(map[string]NodeLiveness, len(l.nodes))
+	for k, v := range l.nodes {
+		out[k] = v
+	}
+	return out
+}

@@ -117,3 +117,10 @@ func (m *NorskManager) ClusterMemberRegister(ctx context.Context, req *managerpb
 	}
 	return unary(ctx, m, "ClusterMemberRegister", req, m.api.ClusterMemberRegister)
 }
+
+// ClusterMembers returns the managers of the HA cluster with their Raft
+// state, as the manager answering sees them (a single manager answers with
+// itself). Retried on another manager on Unavailable (a read).
+func (m *NorskManager) ClusterMembers(ctx context.Context) (*managerpb.ClusterMembersResponse, error) {
+	return unary(ctx, m, "ClusterMembers", &managerpb.ClusterMembersRequest{}, m.api.ClusterMembers)
+}

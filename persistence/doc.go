@@ -14,4 +14,10 @@
 // batch carries its log index; the FSM records the applied index in the
 // same transaction and skips batches at or below it, so replaying a log is
 // harmless.
+//
+// The HA manager replaces LocalLog with hashicorp/raft: RaftStore
+// (raftstore.go) is raft's LogStore and StableStore over a badger DB of its
+// own, RaftFSM (raftfsm.go) applies committed logs through the same FSM
+// code path, and snapshot.go streams and restores the store's content for
+// raft snapshots.
 package persistence

@@ -33,6 +33,9 @@ type FSM struct {
 		applied uint64
 		evHead  uint64
 		evFirst uint64
+		// restoring is true while RestoreSnapshot replaces the store's
+		// content, and after an interrupted restore (meta/restoring).
+		restoring bool
 		// headCh is closed (and replaced) whenever evHead grows.
 		headCh chan struct{}
 	}
@@ -49,25 +52,13 @@ type commandResult struct {
 }
 
 func newFSM(db *badger.DB, retention uint64) (*FSM, error) {
+	m, err := readMeta(db)
+	if err != nil {
+		return nil, err
+	}
 	f := &FSM{db: db, retention: retention}
 	f.mu.headCh = make(chan struct{})
-	err := db.View(func(txn *badger.Txn) error {
-		var err error
-		if f.mu.applied, err = getU64(txn, keyApplied); err != nil {
-			return err
-		}
-		if f.mu.evHead, err = getU64(txn, keyEvHead); err != nil {
-			return err
-		}
-		f.mu.evFirst, err = getU64(txn, keyEvFirst)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read store meta: %w", err)
-	}
-	if f.mu.evFirst == 0 {
-		f.mu.evFirst = 1
-	}
+	f.mu.applied, f.mu.evHead, f.mu.evFirst, f.mu.restoring = m.applied, m.evHead, m.evFirst, m.restoring
 	return f, nil
 }
 
@@ -98,29 +89,60 @@ func (f *FSM) headChanged() (Index, <-chan struct{}) {
 // index idx, and returns one result per command. A batch at or below the
 // applied index is skipped (nil results, nil error): replaying a log is
 // harmless. A command that fails its expected-sequence check gets a
-// *ConflictError, and one whose index keys exceed the store's key limit an
-// ErrTooLarge error; either writes nothing and the other commands still
-// apply. An
-// error return (I/O, encoding) means nothing of the batch was applied.
+// *ConflictError, one whose index keys exceed the store's key limit an
+// ErrTooLarge error, and a malformed one (bad entity key, a record that
+// does not decode as its kind) an ErrCorrupt error; each writes nothing and
+// the other commands still apply. An error return (I/O, encoding, corrupt
+// stored data, badger.ErrTxnTooBig) means nothing of the batch was applied.
 func (f *FSM) ApplyBatch(idx uint64, cmds []*internalpb.AppendCommand) ([]commandResult, error) {
+	results, err := f.applyEntries([]logEntry{{index: idx, cmds: cmds}}, idx)
+	if err != nil || len(results) == 0 {
+		return nil, err
+	}
+	return results[0], nil
+}
+
+// logEntry is the commands of one log entry and the entry's log index.
+type logEntry struct {
+	index uint64
+	cmds  []*internalpb.AppendCommand
+}
+
+// applyEntries applies entries (in increasing index order) in ONE badger
+// transaction and records last (≥ every entry's index) as the applied
+// index. It returns one result slice per entry, nil for an entry at or
+// below the applied index, which is skipped. If last is at or below the
+// applied index nothing is written. The error cases are those of
+// ApplyBatch; on error nothing was written. ApplyBatch and the Raft FSM
+// both apply through here.
+func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, error) {
 	f.mu.Lock()
-	applied, head, first := f.mu.applied, f.mu.evHead, f.mu.evFirst
+	applied, head, first, restoring := f.mu.applied, f.mu.evHead, f.mu.evFirst, f.mu.restoring
 	f.mu.Unlock()
-	if idx <= applied {
-		return nil, nil
+	if restoring {
+		return nil, fmt.Errorf("apply log %d: the store holds an interrupted snapshot restore: %w", last, ErrCorrupt)
+	}
+	if last <= applied {
+		return make([][]commandResult, len(entries)), nil
 	}
 	ab := &applyBatch{fsm: f, head: head, first: first}
-	results := make([]commandResult, len(cmds))
+	results := make([][]commandResult, len(entries))
 	txn := f.db.NewTransaction(true)
 	defer txn.Discard()
-	for i, cmd := range cmds {
-		res, err := ab.applyCommand(txn, cmd)
-		if err != nil && !errors.Is(err, ErrSeqConflict) && !errors.Is(err, ErrTooLarge) {
-			return nil, fmt.Errorf("apply %s: %w", cmd.GetEntityKey(), err)
+	for i, e := range entries {
+		if e.index <= applied {
+			continue
 		}
-		results[i] = commandResult{res: res, err: err}
+		results[i] = make([]commandResult, len(e.cmds))
+		for j, cmd := range e.cmds {
+			res, err := ab.applyCommand(txn, cmd)
+			if err != nil && !isCommandFailure(err) {
+				return nil, fmt.Errorf("apply %s at log %d: %w", cmd.GetEntityKey(), e.index, err)
+			}
+			results[i][j] = commandResult{res: res, err: err}
+		}
 	}
-	if err := setU64(txn, keyApplied, idx); err != nil {
+	if err := setU64(txn, keyApplied, last); err != nil {
 		return nil, err
 	}
 	if ab.head != head {
@@ -132,17 +154,104 @@ func (f *FSM) ApplyBatch(idx uint64, cmds []*internalpb.AppendCommand) ([]comman
 		}
 	}
 	if err := txn.Commit(); err != nil {
-		return nil, fmt.Errorf("commit batch %d: %w", idx, err)
+		return nil, fmt.Errorf("commit log %d: %w", last, err)
 	}
 	f.mu.Lock()
-	f.mu.applied = idx
+	f.mu.applied = last
 	if ab.head != head {
 		f.mu.evHead, f.mu.evFirst = ab.head, ab.first
-		close(f.mu.headCh)
-		f.mu.headCh = make(chan struct{})
+		f.notifyHeadLocked()
 	}
 	f.mu.Unlock()
 	return results, nil
+}
+
+// notifyHeadLocked wakes the event-head waiters. Caller holds f.mu.
+func (f *FSM) notifyHeadLocked() {
+	close(f.mu.headCh)
+	f.mu.headCh = make(chan struct{})
+}
+
+// reload re-reads the cached meta values (applied index, event bounds,
+// restore marker) from the store, after RestoreSnapshot replaced its
+// content, and wakes the event-head waiters. Must not run concurrently
+// with applyEntries.
+func (f *FSM) reload() error {
+	m, err := readMeta(f.db)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.applied, f.mu.evHead, f.mu.evFirst, f.mu.restoring = m.applied, m.evHead, m.evFirst, m.restoring
+	f.notifyHeadLocked()
+	return nil
+}
+
+// setRestoring records (in the cache) that a restore is replacing the
+// store's content, so that no apply runs on a half-written store.
+func (f *FSM) setRestoring() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.restoring = true
+}
+
+// restoreInterrupted reports whether the store holds an unfinished restore.
+func (f *FSM) restoreInterrupted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.restoring
+}
+
+// storeMeta is the FSM's cached meta as stored.
+type storeMeta struct {
+	applied, evHead, evFirst uint64
+	restoring                bool
+}
+
+func readMeta(db *badger.DB) (storeMeta, error) {
+	var m storeMeta
+	err := db.View(func(txn *badger.Txn) error {
+		var err error
+		if m.applied, err = getU64(txn, keyApplied); err != nil {
+			return err
+		}
+		if m.evHead, err = getU64(txn, keyEvHead); err != nil {
+			return err
+		}
+		if m.evFirst, err = getU64(txn, keyEvFirst); err != nil {
+			return err
+		}
+		_, err = txn.Get(keyRestoring)
+		switch {
+		case err == nil:
+			m.restoring = true
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return storeMeta{}, fmt.Errorf("read store meta: %w", err)
+	}
+	if m.evFirst == 0 {
+		m.evFirst = 1
+	}
+	return m, nil
+}
+
+// invalidCommandError marks a failure caused by the command itself (not by
+// the store): it fails that command alone, identically on every replica.
+type invalidCommandError struct{ err error }
+
+func (e *invalidCommandError) Error() string { return e.err.Error() }
+func (e *invalidCommandError) Unwrap() error { return e.err }
+
+// isCommandFailure reports whether err fails one command only (a value in
+// its result) rather than the whole batch.
+func isCommandFailure(err error) bool {
+	var ic *invalidCommandError
+	return errors.Is(err, ErrSeqConflict) || errors.Is(err, ErrTooLarge) || errors.As(err, &ic)
 }
 
 // applyBatch carries the event-log cursor through one batch.
@@ -155,7 +264,7 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 	key := EntityKey(cmd.GetEntityKey())
 	kind := key.Kind()
 	if kind == "" || key.ID() == "" {
-		return AppendResult{}, fmt.Errorf("malformed entity key %q: %w", key, ErrCorrupt)
+		return AppendResult{}, &invalidCommandError{fmt.Errorf("malformed entity key %q: %w", key, ErrCorrupt)}
 	}
 	cur, err := loadEntity(txn, key)
 	if err != nil {
@@ -176,7 +285,7 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 	var next record
 	if !cmd.GetDelete() {
 		if next, err = decodeRecord(kind, cmd.GetRecord()); err != nil {
-			return AppendResult{}, err
+			return AppendResult{}, &invalidCommandError{fmt.Errorf("%s: %w", key, err)}
 		}
 		// Check before writing anything: a failure after the first write
 		// would fail the whole batch.
@@ -208,7 +317,8 @@ func (ab *applyBatch) appendEvents(txn *badger.Txn, cmd *internalpb.AppendComman
 	for _, ev := range cmd.GetEvents() {
 		ab.head++
 		ev.LogIndex = ab.head
-		b, err := proto.Marshal(&internalpb.StoredEvent{Event: ev, At: cmd.GetAt()})
+		// Deterministic: every replica stores the same bytes (map order).
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&internalpb.StoredEvent{Event: ev, At: cmd.GetAt()})
 		if err != nil {
 			return 0, fmt.Errorf("encode event: %w", err)
 		}

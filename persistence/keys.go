@@ -14,6 +14,7 @@ import (
 //	meta/applied                     → u64 log index of the last applied batch
 //	meta/ev_head                     → u64 newest event-log index (0: none yet)
 //	meta/ev_first                    → u64 oldest retained event-log index
+//	meta/restoring                   → u64 applied index of a snapshot being restored
 //	ent/<entity key>                 → u64 seq ‖ record bytes
 //	ev/<u64 index>                   → StoredEvent
 //	ix/job/tag/<lp name><lp value><id>    → ""   tag index (name, value)
@@ -24,6 +25,16 @@ import (
 //	ix/node/token/<sha256 token>          → node id (live slots)
 //	ix/node/revoked/<sha256 token>        → node id (deregistered slots)
 //	ix/node/cred/<sha256 credential>      → node id
+//
+// meta/restoring exists only while RestoreSnapshot replaces the store's
+// content; found at Open it means a restore was interrupted and the content
+// is incomplete (Store.RestoreInterrupted). It is never part of a snapshot.
+//
+// The Raft log and stable store (RaftStore) is a separate badger DB with
+// its own keys:
+//
+//	log/<u64 index>                  → a raft.Log (encodeRaftLog)
+//	stable/<key>                     → raw bytes (raft's StableStore)
 //
 // <lp x> is x preceded by its length as a uvarint, so that prefixes of
 // arbitrary strings never collide. <time> is a start time as timeKey
@@ -50,7 +61,28 @@ var (
 	keyApplied = []byte("meta/applied")
 	keyEvHead  = []byte("meta/ev_head")
 	keyEvFirst = []byte("meta/ev_first")
+	// keyRestoring marks an unfinished snapshot restore.
+	keyRestoring = []byte("meta/restoring")
 )
+
+// Raft store prefixes (a separate badger DB, see RaftStore).
+const (
+	prefixRaftLog    = "log/"
+	prefixRaftStable = "stable/"
+)
+
+// raftLogKey is the key of the Raft log entry at index: byte order is index
+// order.
+func raftLogKey(index uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(prefixRaftLog), index)
+}
+
+// raftLogIndex returns the index of a raftLogKey.
+func raftLogIndex(key []byte) uint64 {
+	return binary.BigEndian.Uint64(key[len(prefixRaftLog):])
+}
+
+func raftStableKey(key []byte) []byte { return append([]byte(prefixRaftStable), key...) }
 
 // EntityKey names one entity of the journal: "<kind>/<id>", for example
 // "job/abc" or "node/n1". The kind never contains '/'.

@@ -134,6 +134,7 @@ func Open(cfg Config) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
+		removeRestoreSpools(cfg.Dir, logger)
 		opts = badger.DefaultOptions(dir)
 	}
 	opts = opts.WithSyncWrites(cfg.SyncWrites).
@@ -210,6 +211,17 @@ func prepareDataDir(dir string, logger *slog.Logger) (string, error) {
 	}
 	logger.Info("initialised new data dir", "dir", dir)
 	return storeDir, nil
+}
+
+// removeRestoreSpools removes the temporary files of snapshot restores
+// that a crash left in dir.
+func removeRestoreSpools(dir string, logger *slog.Logger) {
+	spools, _ := filepath.Glob(filepath.Join(dir, "snapshot-restore-*.tmp"))
+	for _, p := range spools {
+		if err := os.Remove(p); err != nil {
+			logger.Warn("remove stale snapshot spool", "path", p, "error", err)
+		}
+	}
 }
 
 // writeFileSync writes b to path atomically and durably.

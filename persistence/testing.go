@@ -28,3 +28,15 @@ func TestStoreWithConfig(t testing.TB, cfg Config) (*Store, *LocalLog) {
 	})
 	return s, l
 }
+
+// TestRaftStore opens a RaftStore in a fresh temporary directory, closed
+// when the test ends. Writes are not fsynced.
+func TestRaftStore(t testing.TB) *RaftStore {
+	t.Helper()
+	s, err := OpenRaftStore(RaftStoreConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("open test raft store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

@@ -28,7 +28,7 @@ go build -o "$bin/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go
 go build -o "$bin/protoc-gen-go-grpc" google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 module="github.com/norsk-oss/norsk-manager"
-files=(shared/common.proto shared/error.proto manager.proto worker.proto internal/internal.proto)
+files=(shared/common.proto shared/error.proto manager.proto worker.proto internal/internal.proto internal/cluster.proto)
 PATH="$bin:$PATH" protoc -I proto \
   --go_out=. --go_opt=module="$module" \
   --go-grpc_out=. --go-grpc_opt=module="$module" \

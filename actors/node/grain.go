@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -52,6 +53,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// DialOptions are added to every dial of a worker.
 	DialOptions []grpc.DialOption
+	// Barrier, if set (an HA cluster), is called before reading which
+	// instances job records place on the node, so the read reflects every
+	// acknowledged write.
+	Barrier func(ctx context.Context) error
 }
 
 func (c *Config) defaults() {
@@ -297,6 +302,14 @@ func (g *grain) evConnected(rec *internalpb.NodeRecord, instances []*managerpb.R
 // instancesOnNode lists the instances job records place on this node.
 func (g *grain) instancesOnNode() []persistence.InstanceRef {
 	var refs []persistence.InstanceRef
+	if g.cfg.Barrier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.AppendTimeout)
+		err := g.cfg.Barrier(ctx)
+		cancel()
+		if err != nil {
+			g.log.Warn("read instances on node without catching up", "error", err)
+		}
+	}
 	err := g.cfg.Store.View(func(r *persistence.Reader) error {
 		var err error
 		refs, err = r.InstancesOnNode(g.id)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors"
@@ -119,7 +120,8 @@ func waitEventsOrTimeout(ctx context.Context, store *persistence.Store, d time.D
 // re-dials its worker and adopts the jobs in the hello), and ends the
 // instances job records place on nodes that no longer exist. Run it once
 // the grains can take commands (manager start; in the HA manager, after
-// every membership change).
+// every membership change). It returns when every wake was answered (or
+// failed, logged) or ctx ends.
 func Revive(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	log := cfg.Logger.With("loop", "reviver")
@@ -147,9 +149,30 @@ func Revive(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// Wake concurrently, each with its own deadline: in a cluster, a wake
+	// routed to an owner that just died waits out the lookup's timeout,
+	// and must not hold up the others (Wake is idempotent, so a later
+	// Revive after the membership settles may overlap it harmlessly).
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
 	for _, id := range wake {
-		cfg.Router.Send(actors.KindNode, id, &internalpb.NodeCommand{NodeId: id, Cmd: &internalpb.NodeCommand_Wake{Wake: &internalpb.Wake{}}})
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			r, err := cfg.Router.Request(wctx, actors.KindNode, id, &internalpb.NodeCommand{NodeId: id, Cmd: &internalpb.NodeCommand_Wake{Wake: &internalpb.Wake{}}})
+			if err == nil {
+				err = actors.AsError(r)
+			}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("wake node grain", "node_id", id, "error", err)
+			}
+		}()
 	}
+	wg.Wait()
 	for node, jobs := range orphans {
 		for _, id := range jobs {
 			cfg.Router.Send(actors.KindJob, id, &internalpb.JobCommand{JobId: id, Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{

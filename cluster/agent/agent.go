@@ -62,7 +62,12 @@ type Config struct {
 	// Version is the manager's build version, answered by Manager.Version.
 	// Default "0.1.0-dev".
 	Version string
-	Logger  *slog.Logger
+	// Cluster configures the HA cluster; zero value: a single manager.
+	Cluster ClusterConfig
+	// MetricsAddr serves Prometheus metrics on http://MetricsAddr/metrics
+	// (host:port; empty: no metrics endpoint).
+	MetricsAddr string
+	Logger      *slog.Logger
 }
 
 // DefaultConfig returns production defaults for a data dir.
@@ -92,22 +97,34 @@ type Agent struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *persistence.Store
-	jlog   *persistence.LocalLog
 	system *actor.ActorSystem
-	host   *actors.Host
 	live   *actors.Liveness
 	grpc   *grpc.Server
 	health *health.Server
 	lis    net.Listener
+	// metricsLis is the metrics listener (nil: no metrics endpoint).
+	metricsLis net.Listener
+	metrics    *metrics
+	gateway    *gateway.Server
+
+	// journal and router are the write path and the grain router: a
+	// LocalLog and the local Host for a single manager, Raft and the
+	// protoactor cluster in an HA cluster (cl).
+	journal persistence.Journal
+	router  actors.Router
+	jlog    *persistence.LocalLog // single manager only
+	host    *actors.Host          // single manager only
+	cl      *clustered            // HA cluster only
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
 }
 
-// New listens on APIAddr, opens the store and builds the agent; Start
-// serves. Errors name the failing part (an address in use, a corrupt or
-// missing data dir). Shutdown releases everything.
+// New listens on APIAddr, opens the store and builds the agent (and, for
+// an HA cluster, joins the membership and starts Raft); Start serves.
+// Errors name the failing part (an address in use, a corrupt or missing
+// data dir). Shutdown releases everything.
 func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -121,6 +138,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0-dev"
 	}
+	if err := cfg.Cluster.validate(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	// Listen first: a busy port must fail before a new data dir is made.
 	lis, err := net.Listen("tcp", cfg.APIAddr)
@@ -133,50 +153,90 @@ func New(cfg Config) (*Agent, error) {
 		lis.Close()
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, store: store, jlog: persistence.NewLocalLog(store), live: actors.NewLiveness(), lis: lis}
+	a := &Agent{cfg: cfg, log: log, store: store, live: actors.NewLiveness(), lis: lis, metrics: newMetrics()}
+	if cfg.MetricsAddr != "" {
+		if a.metricsLis, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			store.Close()
+			lis.Close()
+			return nil, fmt.Errorf("listen on metrics address %s: %w", cfg.MetricsAddr, err)
+		}
+	}
 	a.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(levelFilter{h: log.With("component", "protoactor").Handler(), min: slog.LevelWarn})
 	}))
-	jc := cfg.Job
-	jc.Journal, jc.Logger = a.jlog, log.With("component", "job")
-	nc := cfg.Node
-	nc.Journal, nc.Store, nc.Liveness, nc.Logger = a.jlog, store, a.live, log.With("component", "node")
-	// The router is the host itself; kinds need it before it exists.
+	// The kinds need the router before it exists.
 	router := &lateRouter{}
-	jc.Router, nc.Router = router, router
-	a.host, err = actors.NewHost(a.system, actors.HostConfig{Logger: log.With("component", "grains")},
-		job.Kind(jc), node.Kind(nc),
-		node.PoolKind(node.PoolConfig{Journal: a.jlog, URLs: cfg.MockWorkerURLs, Logger: log.With("component", "mock-pool")}))
+	if cfg.Cluster.Enabled() {
+		if err := a.initCluster(router); err != nil {
+			a.closeStore()
+			lis.Close()
+			return nil, err
+		}
+		return a, nil
+	}
+	a.jlog = persistence.NewLocalLog(store)
+	a.journal = timedJournal{Journal: a.jlog, hist: a.metrics.applySecs}
+	a.host, err = actors.NewHost(a.system, actors.HostConfig{Logger: log.With("component", "grains")}, a.kinds(router, nil)...)
 	if err != nil {
 		a.closeStore()
 		lis.Close()
 		return nil, err
 	}
 	router.Router = a.host
+	a.router = a.host
 	return a, nil
+}
+
+// kinds returns the grain kinds over a.journal and router; barrier (nil for
+// a single manager) makes node grains read instances from an up-to-date
+// replica.
+func (a *Agent) kinds(router actors.Router, barrier func(context.Context) error) []actors.Kind {
+	jc := a.cfg.Job
+	jc.Journal, jc.Router, jc.Logger = a.journal, router, a.log.With("component", "job")
+	nc := a.cfg.Node
+	nc.Journal, nc.Store, nc.Router, nc.Liveness, nc.Logger = a.journal, a.store, router, a.live, a.log.With("component", "node")
+	nc.Barrier = barrier
+	kinds := []actors.Kind{job.Kind(jc), node.Kind(nc),
+		node.PoolKind(node.PoolConfig{Journal: a.journal, URLs: a.cfg.MockWorkerURLs, Logger: a.log.With("component", "mock-pool")})}
+	for i := range kinds {
+		c := a.metrics.activations.WithLabelValues(kinds[i].Name)
+		kinds[i].OnActivate = c.Inc
+	}
+	return kinds
 }
 
 // lateRouter lets grain kinds hold the router before the host exists.
 type lateRouter struct{ actors.Router }
 
 // Start serves the API on the listener New opened, then wakes the grains
-// that own worker sessions and starts the background loops. It returns once
-// the API accepts connections.
+// that own worker sessions and starts the background loops (in a cluster:
+// bootstrap, leadership duties and health tracking). It returns once the
+// API accepts connections.
 func (a *Agent) Start() error {
 	lis := a.lis
 	a.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
-	gw := gateway.New(gateway.Config{
-		Router: a.host, Store: a.store, Liveness: a.live, Logger: a.log.With("component", "gateway"),
+	gcfg := gateway.Config{
+		Router: a.router, Store: a.store, Liveness: a.live, Logger: a.log.With("component", "gateway"),
 		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
 		Events:  a.cfg.Events,
-	})
-	gw.Register(a.grpc)
+	}
+	if a.cl != nil {
+		gcfg.Barrier = a.cl.rep.Barrier
+		gcfg.Members = a.clusterMembers
+		gcfg.LiveView = a.liveView
+	}
+	a.gateway = gateway.New(gcfg)
+	a.gateway.Register(a.grpc)
+	a.registerAgentGauges()
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.health)
 	reflection.Register(a.grpc)
+	if a.cl != nil {
+		a.cl.registerServices(a.grpc)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
@@ -187,21 +247,42 @@ func (a *Agent) Start() error {
 			a.log.Error("gRPC server stopped", "error", err)
 		}
 	}()
-	rc := reconcile.Config{Store: a.store, Router: a.host, Logger: a.log}
-	if err := reconcile.Revive(ctx, rc); err != nil {
-		a.log.Error("revive grains", "error", err)
+	if a.metricsLis != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.serveMetrics(ctx, a.metricsLis)
+		}()
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		_ = reconcile.RunActivator(ctx, rc)
-	}()
-	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	a.health.SetServingStatus(managerpb.Manager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if a.cl != nil {
+		a.startCluster(ctx)
+	} else {
+		rc := reconcile.Config{Store: a.store, Router: a.router, Logger: a.log}
+		if err := reconcile.Revive(ctx, rc); err != nil {
+			a.log.Error("revive grains", "error", err)
+		}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			_ = reconcile.RunActivator(ctx, rc)
+		}()
+		a.setServing(true)
+	}
 	first, head := a.store.EventBounds()
-	a.log.Info("manager serving", "api_addr", lis.Addr().String(), "data_dir", a.cfg.Store.Dir,
+	a.log.Info("manager serving", "api_addr", lis.Addr().String(), "data_dir", a.cfg.Store.Dir, "cluster", a.cl != nil,
 		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", a.cfg.Version)
 	return nil
+}
+
+// setServing sets the health of the manager (grpc.health.v1): SERVING, or
+// NOT_SERVING while a cluster member has no leader.
+func (a *Agent) setServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	a.health.SetServingStatus("", st)
+	a.health.SetServingStatus(managerpb.Manager_ServiceDesc.ServiceName, st)
 }
 
 // APIAddr returns the address the API listens on (after Start).
@@ -210,8 +291,11 @@ func (a *Agent) APIAddr() string { return a.lis.Addr().String() }
 // Store returns the agent's store (tests, benchmarks).
 func (a *Agent) Store() *persistence.Store { return a.store }
 
-// Host returns the agent's grain host (tests).
+// Host returns the agent's grain host (tests; nil in a cluster).
 func (a *Agent) Host() *actors.Host { return a.host }
+
+// Router returns the agent's grain router (tests).
+func (a *Agent) Router() actors.Router { return a.router }
 
 // Shutdown stops serving and closes everything; worker sessions are closed
 // but no job is stopped — workers keep running them and a restarted manager
@@ -223,6 +307,9 @@ func (a *Agent) Shutdown() {
 		}
 		if a.grpc == nil {
 			a.lis.Close() // never started
+			if a.metricsLis != nil {
+				a.metricsLis.Close()
+			}
 		} else {
 			done := make(chan struct{})
 			go func() { a.grpc.GracefulStop(); close(done) }()
@@ -237,7 +324,12 @@ func (a *Agent) Shutdown() {
 			a.cancel()
 		}
 		a.wg.Wait()
-		a.host.Stop()
+		if a.host != nil {
+			a.host.Stop()
+		}
+		if a.cl != nil {
+			a.cl.shutdown()
+		}
 		a.system.Shutdown()
 		a.closeStore()
 		a.log.Info("manager stopped")
@@ -245,7 +337,9 @@ func (a *Agent) Shutdown() {
 }
 
 func (a *Agent) closeStore() {
-	a.jlog.Close()
+	if a.jlog != nil {
+		a.jlog.Close()
+	}
 	if err := a.store.Close(); err != nil {
 		a.log.Error("close store", "error", err)
 	}

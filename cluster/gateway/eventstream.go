@@ -165,6 +165,12 @@ type subscriber struct {
 }
 
 func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamRequest) error {
+	// In a cluster, catch up with the leader first: the snapshot must show
+	// every acknowledged write, and a client resuming from another
+	// manager's index must not be told its index is beyond our head.
+	if err := sub.srv.barrier(ctx); err != nil {
+		return err
+	}
 	resumed := false
 	if req.ResumeFromIndex != nil {
 		n := persistence.Index(req.GetResumeFromIndex())

@@ -44,13 +44,14 @@ func nodeInstances(r *persistence.Reader, node string) ([]*managerpb.RunningJob,
 // registered by a worker included, in state REGISTERED), in node-id order.
 func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
 	resp := &managerpb.ListNodesResponse{}
-	err := s.cfg.Store.View(func(r *persistence.Reader) error {
+	lives := s.liveView(ctx)
+	err := s.view(ctx, func(r *persistence.Reader) error {
 		return r.Nodes(func(n *internalpb.NodeRecord) error {
 			inst, err := nodeInstances(r, n.GetNodeId())
 			if err != nil {
 				return err
 			}
-			live := s.cfg.Liveness.Get(n.GetNodeId())
+			live := lives[n.GetNodeId()]
 			info := &managerpb.NodeInfo{
 				Metadata:        n.GetMetadata(),
 				RunningMetadata: n.GetRunningMetadata(),
@@ -77,12 +78,13 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 // ListClusterNodes returns every cluster slot, bound or not, with its token.
 func (s *Server) ListClusterNodes(ctx context.Context, _ *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
 	resp := &managerpb.ListClusterNodesResponse{}
-	err := s.cfg.Store.View(func(r *persistence.Reader) error {
+	lives := s.liveView(ctx)
+	err := s.view(ctx, func(r *persistence.Reader) error {
 		return r.Nodes(func(n *internalpb.NodeRecord) error {
 			if n.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
 				return nil
 			}
-			live := s.cfg.Liveness.Get(n.GetNodeId())
+			live := lives[n.GetNodeId()]
 			cn := &managerpb.ClusterNode{
 				Name:         n.GetSlotName(),
 				NodeId:       &commonpb.NodeId{NodeId: n.GetNodeId()},
@@ -149,7 +151,7 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 		return nil, err
 	}
 	var id string
-	err := s.cfg.Store.View(func(r *persistence.Reader) error {
+	err := s.view(ctx, func(r *persistence.Reader) error {
 		if in.GetToken() != "" {
 			nid, revoked, err := r.NodeIDByToken(in.GetToken())
 			switch {
@@ -195,7 +197,7 @@ func (s *Server) CreateMockNode(ctx context.Context, in *managerpb.CreateMockNod
 	if err := checkTags("tags", in.GetTags()); err != nil {
 		return nil, err
 	}
-	err = s.cfg.Store.View(func(r *persistence.Reader) error {
+	err = s.view(ctx, func(r *persistence.Reader) error {
 		_, _, err := r.Node(id)
 		if err == nil {
 			return status.Errorf(codes.AlreadyExists, "node %q already exists", id)
@@ -251,4 +253,18 @@ func (s *Server) CreateAwsNode(context.Context, *managerpb.CreateAwsNodeRequest)
 func (s *Server) CreateOciNode(context.Context, *managerpb.CreateOciNodeRequest) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.FailedPrecondition,
 		"the OCI provider is not configured on this manager (no OCI config file, tenancy or compartment configuration); use cluster slots or the mock pool")
+}
+
+// ClusterMembers answers the managers of the cluster (a single manager:
+// itself, as the leader of a cluster of one).
+func (s *Server) ClusterMembers(ctx context.Context, _ *managerpb.ClusterMembersRequest) (*managerpb.ClusterMembersResponse, error) {
+	if s.cfg.Members != nil {
+		resp, err := s.cfg.Members(ctx)
+		return resp, toStatus(err)
+	}
+	return &managerpb.ClusterMembersResponse{Members: []*managerpb.ClusterMember{{
+		Name: "local", RaftState: "leader", GossipState: "alive", Voter: true,
+		AppliedIndex: s.cfg.Store.FSM().AppliedIndex(), CommitIndex: s.cfg.Store.FSM().AppliedIndex(),
+		Version: s.cfg.Version.GetManagerVersion(),
+	}}, Leader: "local"}, nil
 }

@@ -38,6 +38,19 @@ type Config struct {
 	DialCheckTimeout time.Duration
 	// Events configures EventStream.
 	Events EventStreamConfig
+	// Barrier, if set, is called before every read of the store (JobById,
+	// JobSearch, listings, token lookups, event-stream snapshots and
+	// resumes): in an HA cluster it waits until the local replica has
+	// applied every write acknowledged before the call. Its error (no
+	// leader) is answered as Unavailable.
+	Barrier func(ctx context.Context) error
+	// LiveView, if set, returns the liveness of every node's worker
+	// session across the cluster (each manager knows only the sessions of
+	// the node grains it hosts); nil uses Liveness alone.
+	LiveView func(ctx context.Context) map[string]actors.NodeLiveness
+	// Members answers ClusterMembers; nil means a single manager (it
+	// answers with itself).
+	Members func(ctx context.Context) (*managerpb.ClusterMembersResponse, error)
 }
 
 // Server implements managerpb.ManagerServer.
@@ -69,8 +82,41 @@ func New(cfg Config) *Server {
 	return &Server{cfg: cfg, log: cfg.Logger}
 }
 
+// Subscribers returns how many event streams are being served.
+func (s *Server) Subscribers() int64 { return s.subscribers.Load() }
+
 // Register registers the Manager service on gs.
 func (s *Server) Register(gs *grpc.Server) { managerpb.RegisterManagerServer(gs, s) }
+
+// view reads the store after the Barrier (if any).
+func (s *Server) view(ctx context.Context, fn func(r *persistence.Reader) error) error {
+	if err := s.barrier(ctx); err != nil {
+		return err
+	}
+	return s.cfg.Store.View(fn)
+}
+
+// liveView returns the liveness of every node.
+func (s *Server) liveView(ctx context.Context) map[string]actors.NodeLiveness {
+	if s.cfg.LiveView != nil {
+		return s.cfg.LiveView(ctx)
+	}
+	return s.cfg.Liveness.Snapshot()
+}
+
+// barrier runs Config.Barrier, as an Unavailable status on failure.
+func (s *Server) barrier(ctx context.Context) error {
+	if s.cfg.Barrier == nil {
+		return nil
+	}
+	if err := s.cfg.Barrier(ctx); err != nil {
+		if ctx.Err() != nil {
+			return toStatus(ctx.Err())
+		}
+		return status.Errorf(codes.Unavailable, "this manager cannot read the cluster's state now (no leader or no quorum); retry or use another manager: %v", err)
+	}
+	return nil
+}
 
 // newRequestID returns a random id for a grain command.
 func newRequestID() string { return newUUID() }
@@ -219,7 +265,7 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 		return nil, err
 	}
 	var rec *internalpb.JobRecord
-	err = s.cfg.Store.View(func(r *persistence.Reader) error {
+	err = s.view(ctx, func(r *persistence.Reader) error {
 		var err error
 		rec, _, err = r.Job(id)
 		return err
@@ -239,7 +285,7 @@ func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Man
 	if err != nil {
 		return toStatus(err)
 	}
-	return toStatus(s.cfg.Store.View(func(r *persistence.Reader) error {
+	return toStatus(s.view(stream.Context(), func(r *persistence.Reader) error {
 		return r.SearchJobs(q, func(rec *internalpb.JobRecord) error {
 			return stream.Send(&managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)})
 		})

@@ -93,6 +93,7 @@ func addClientCommands(root *cobra.Command) {
 		newJobCommand(),
 		newNodeCommand(),
 		newSlotCommand(),
+		newClusterCommand(),
 		newEventsCommand(),
 		newVersionCommand(),
 		newDemoCommand(),

@@ -7,14 +7,17 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,6 +57,19 @@ type options struct {
 	mockURLs       string
 	eventRetention uint64
 	noSync         bool
+
+	// HA cluster
+	name              string
+	gossipAddr        string
+	clusterAddr       string
+	raftAddr          string
+	advertise         string
+	join              string
+	bootstrapExpect   int
+	gossipKey         string
+	deadServerTimeout time.Duration
+	clusterTimings    string
+	metricsAddr       string
 }
 
 func defaultDataDir() string {
@@ -112,6 +128,20 @@ workers keep running them and a restarted manager adopts them.`,
 	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
+
+	// HA cluster (docs/design/ha.md): a manager is part of a cluster when
+	// --join or --bootstrap-expect is given.
+	f.StringVar(&o.name, "name", "", "cluster: this manager's unique name (default: the host name)")
+	f.StringVar(&o.gossipAddr, "gossip-addr", "0.0.0.0:7946", "cluster: memberlist gossip bind address (host:port)")
+	f.StringVar(&o.clusterAddr, "cluster-addr", "0.0.0.0:7947", "cluster: grain (actor remote) bind address (host:port)")
+	f.StringVar(&o.raftAddr, "raft-addr", "0.0.0.0:7948", "cluster: Raft bind address (host:port)")
+	f.StringVar(&o.advertise, "advertise", "", "cluster: host other managers use to reach this one (required when binding 0.0.0.0)")
+	f.StringVar(&o.join, "join", "", "cluster: comma-separated gossip addresses of other managers, retried until one answers")
+	f.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "cluster: form a new cluster once this many managers (this one included) see each other; give the same value to each")
+	f.StringVar(&o.gossipKey, "gossip-key", os.Getenv("NORSK_GOSSIP_KEY"), "cluster: base64 key (16, 24 or 32 bytes) encrypting gossip; the same on every manager (default $NORSK_GOSSIP_KEY)")
+	f.DurationVar(&o.deadServerTimeout, "dead-server-timeout", 5*time.Minute, "cluster: remove a manager that stays dead (not left) this long from the Raft voters")
+	f.StringVar(&o.clusterTimings, "cluster-timings", "lan", `cluster: failure-detection timings: "lan" (managers in one data centre) or "local" (one host or a fast test network: quicker failover)`)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	return cmd
 }
@@ -188,6 +218,10 @@ func run(ctx context.Context, o *options) error {
 	cfg.MockWorkerURLs = splitList(o.mockURLs)
 	cfg.Store.EventRetention = o.eventRetention
 	cfg.Store.SyncWrites = !o.noSync
+	if cfg.Cluster, err = o.clusterConfig(); err != nil {
+		return err
+	}
+	cfg.MetricsAddr = o.metricsAddr
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
@@ -204,4 +238,56 @@ func run(ctx context.Context, o *options) error {
 	<-ctx.Done()
 	log.Info("shutting down (jobs keep running on their workers)")
 	return nil
+}
+
+// clusterConfig turns the cluster flags into an agent.ClusterConfig (the
+// zero value when neither --join nor --bootstrap-expect is given).
+func (o *options) clusterConfig() (agent.ClusterConfig, error) {
+	join := splitList(o.join)
+	if len(join) == 0 && o.bootstrapExpect == 0 {
+		return agent.ClusterConfig{}, nil
+	}
+	if o.dev {
+		return agent.ClusterConfig{}, usagef("--dev runs a single manager: drop --join/--bootstrap-expect")
+	}
+	if o.bootstrapExpect < 0 {
+		return agent.ClusterConfig{}, usagef("--bootstrap-expect %d: must be 1 or more", o.bootstrapExpect)
+	}
+	name := o.name
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return agent.ClusterConfig{}, usagef("--name: no host name to default to: %v", err)
+		}
+		name = h
+	}
+	var key []byte
+	if o.gossipKey != "" {
+		k, err := base64.StdEncoding.DecodeString(o.gossipKey)
+		if err != nil {
+			return agent.ClusterConfig{}, usagef("--gossip-key: not base64: %v", err)
+		}
+		key = k
+	}
+	cc := agent.ClusterConfig{
+		Name: name, GossipAddr: o.gossipAddr, ClusterAddr: o.clusterAddr, RaftAddr: o.raftAddr, Advertise: o.advertise,
+		Join: join, BootstrapExpect: o.bootstrapExpect, GossipKey: key, DeadServerTimeout: o.deadServerTimeout,
+	}
+	switch o.clusterTimings {
+	case "lan":
+	case "local":
+		cc.LocalTimings = true
+	default:
+		return cc, usagef("--cluster-timings %q: want lan or local", o.clusterTimings)
+	}
+	for flag, addr := range map[string]string{"--gossip-addr": o.gossipAddr, "--cluster-addr": o.clusterAddr, "--raft-addr": o.raftAddr} {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return cc, usagef("%s %q: want host:port", flag, addr)
+		}
+		if ip := net.ParseIP(host); o.advertise == "" && (host == "" || ip != nil && ip.IsUnspecified()) {
+			return cc, usagef("%s %s binds every interface: give --advertise (the address other managers reach this one at)", flag, addr)
+		}
+	}
+	return cc, nil
 }

@@ -5245,6 +5245,242 @@ func (x *CreateMockNodeRequest) GetTags() map[string]string {
 	return nil
 }
 
+// Added (HA). One manager of the cluster, as the answering manager sees it.
+type ClusterMember struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ApiAddr    string                 `protobuf:"bytes,2,opt,name=api_addr,json=apiAddr,proto3" json:"api_addr,omitempty"`
+	RaftAddr   string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GossipAddr string                 `protobuf:"bytes,4,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// "leader", "follower", "candidate", or "unknown" when its status could
+	// not be read (see error).
+	RaftState string `protobuf:"bytes,5,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	Term      uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	// When the member last heard from the leader (unset on the leader).
+	LastContact  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	CommitIndex  uint64                 `protobuf:"varint,9,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	// Gossip view: "alive", "suspect", "dead" or "left".
+	GossipState string `protobuf:"bytes,10,opt,name=gossip_state,json=gossipState,proto3" json:"gossip_state,omitempty"`
+	// Whether the member is a Raft voter.
+	Voter   bool   `protobuf:"varint,11,opt,name=voter,proto3" json:"voter,omitempty"`
+	Version string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	// Why the member's status could not be read, if it could not.
+	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMember) Reset() {
+	*x = ClusterMember{}
+	mi := &file_manager_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMember) ProtoMessage() {}
+
+func (x *ClusterMember) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
+func (*ClusterMember) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ClusterMember) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetApiAddr() string {
+	if x != nil {
+		return x.ApiAddr
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ClusterMember) GetLastContact() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
+}
+
+func (x *ClusterMember) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ClusterMember) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *ClusterMember) GetGossipState() string {
+	if x != nil {
+		return x.GossipState
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *ClusterMember) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ClusterMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMembersRequest) Reset() {
+	*x = ClusterMembersRequest{}
+	mi := &file_manager_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersRequest) ProtoMessage() {}
+
+func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
+func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{67}
+}
+
+type ClusterMembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*ClusterMember       `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// Name of the Raft leader ("" if there is none).
+	Leader        string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMembersResponse) Reset() {
+	*x = ClusterMembersResponse{}
+	mi := &file_manager_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersResponse) ProtoMessage() {}
+
+func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
+func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ClusterMembersResponse) GetMembers() []*ClusterMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ClusterMembersResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -5255,7 +5491,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[72]
+	mi := &file_manager_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5267,7 +5503,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[72]
+	mi := &file_manager_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5691,7 +5927,28 @@ const file_manager_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\v22.norsk.api.manager.CreateMockNodeRequest.TagsEntryR\x04tags\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*I\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x03\n" +
+	"\rClusterMember\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
+	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x1f\n" +
+	"\vgossip_addr\x18\x04 \x01(\tR\n" +
+	"gossipAddr\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x05 \x01(\tR\traftState\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12=\n" +
+	"\flast_contact\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vlastContact\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12!\n" +
+	"\fcommit_index\x18\t \x01(\x04R\vcommitIndex\x12!\n" +
+	"\fgossip_state\x18\n" +
+	" \x01(\tR\vgossipState\x12\x14\n" +
+	"\x05voter\x18\v \x01(\bR\x05voter\x12\x18\n" +
+	"\aversion\x18\f \x01(\tR\aversion\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error\"\x17\n" +
+	"\x15ClusterMembersRequest\"l\n" +
+	"\x16ClusterMembersResponse\x12:\n" +
+	"\amembers\x18\x01 \x03(\v2 .norsk.api.manager.ClusterMemberR\amembers\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -5725,7 +5982,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x17NODE_LIFECYCLE_STARTING\x10\x01\x12\x1a\n" +
 	"\x16NODE_LIFECYCLE_STARTED\x10\x02\x12\x1b\n" +
 	"\x17NODE_LIFECYCLE_STOPPING\x10\x03\x12\x1a\n" +
-	"\x16NODE_LIFECYCLE_STOPPED\x10\x042\xc1\r\n" +
+	"\x16NODE_LIFECYCLE_STOPPED\x10\x042\xa8\x0e\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -5747,7 +6004,8 @@ const file_manager_proto_rawDesc = "" +
 	"\x10ListClusterNodes\x12*.norsk.api.manager.ListClusterNodesRequest\x1a+.norsk.api.manager.ListClusterNodesResponse\x12I\n" +
 	"\x15DeregisterClusterNode\x12\x18.norsk.api.common.NodeId\x1a\x16.google.protobuf.Empty\x12z\n" +
 	"\x15ClusterMemberRegister\x12/.norsk.api.manager.ClusterMemberRegisterRequest\x1a0.norsk.api.manager.ClusterMemberRegisterResponse\x12R\n" +
-	"\x0eCreateMockNode\x12(.norsk.api.manager.CreateMockNodeRequest\x1a\x16.google.protobuf.EmptyB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\x0eCreateMockNode\x12(.norsk.api.manager.CreateMockNodeRequest\x1a\x16.google.protobuf.Empty\x12e\n" +
+	"\x0eClusterMembers\x12(.norsk.api.manager.ClusterMembersRequest\x1a).norsk.api.manager.ClusterMembersResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -5762,7 +6020,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -5839,75 +6097,78 @@ var file_manager_proto_goTypes = []any{
 	(*ClusterMemberRegisterRequest)(nil),  // 72: norsk.api.manager.ClusterMemberRegisterRequest
 	(*ClusterMemberRegisterResponse)(nil), // 73: norsk.api.manager.ClusterMemberRegisterResponse
 	(*CreateMockNodeRequest)(nil),         // 74: norsk.api.manager.CreateMockNodeRequest
-	nil,                                   // 75: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 76: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 77: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 78: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 79: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 80: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 81: norsk.api.manager.DateFilter.Within
-	nil,                                   // 82: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 83: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 84: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	(*commonpb.Version)(nil),              // 85: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 86: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 87: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 88: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 89: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 90: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 91: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 92: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 93: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 94: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 95: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 96: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 97: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 98: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 99: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 100: norsk.api.common.Log
-	(commonpb.Architecture)(0),            // 101: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 102: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 103: google.protobuf.Empty
+	(*ClusterMember)(nil),                 // 75: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 76: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 77: norsk.api.manager.ClusterMembersResponse
+	nil,                                   // 78: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 79: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 80: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 81: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 82: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 83: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 84: norsk.api.manager.DateFilter.Within
+	nil,                                   // 85: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 86: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 87: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	(*commonpb.Version)(nil),              // 88: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 89: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 90: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 91: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 92: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 93: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 94: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 95: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 96: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 97: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 98: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 99: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 100: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 101: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 102: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 103: norsk.api.common.Log
+	(commonpb.Architecture)(0),            // 104: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 105: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 106: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	85,  // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	86,  // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	75,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	87,  // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	88,  // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	88,  // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	89,  // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	78,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	90,  // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	91,  // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	89,  // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	92,  // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	6,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	12,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	90,  // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	76,  // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	93,  // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	79,  // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	11,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	91,  // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	94,  // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	14,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	92,  // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	93,  // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	94,  // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	95,  // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	96,  // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	97,  // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	13,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	87,  // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	87,  // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	90,  // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	90,  // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	10,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	87,  // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	95,  // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	87,  // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	95,  // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	77,  // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	87,  // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	95,  // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	90,  // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	98,  // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	90,  // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	98,  // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	80,  // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	90,  // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	98,  // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	7,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	87,  // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	95,  // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	87,  // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	90,  // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	98,  // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	90,  // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	16,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	17,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	18,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -5917,46 +6178,46 @@ var file_manager_proto_depIdxs = []int32{
 	22,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	10,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	23,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	78,  // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	97,  // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	98,  // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	81,  // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	100, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	101, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	24,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	24,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	24,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	86,  // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	89,  // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	24,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	10,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	26,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	95,  // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	95,  // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	98,  // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	98,  // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	98,  // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	101, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	8,   // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	98,  // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	95,  // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	101, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	98,  // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	26,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	25,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	26,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	98,  // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	79,  // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	101, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	82,  // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	39,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	98,  // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	80,  // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	101, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	83,  // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	86,  // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	98,  // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	86,  // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	98,  // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	87,  // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	87,  // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	87,  // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	87,  // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	87,  // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	81,  // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	89,  // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	101, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	89,  // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	101, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	90,  // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	90,  // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	90,  // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	90,  // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	90,  // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	84,  // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	46,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	47,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	48,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -5980,86 +6241,90 @@ var file_manager_proto_depIdxs = []int32{
 	36,  // 107: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	38,  // 108: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	55,  // 109: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	99,  // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	102, // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	57,  // 111: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	49,  // 112: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	9,   // 113: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	100, // 114: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	85,  // 115: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	95,  // 116: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	96,  // 117: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	103, // 114: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	88,  // 115: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	98,  // 116: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	99,  // 117: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 118: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 119: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	26,  // 120: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	87,  // 121: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	90,  // 121: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	8,   // 122: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
 	62,  // 123: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	24,  // 124: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	26,  // 125: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	82,  // 126: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	98,  // 127: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	101, // 128: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	98,  // 129: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	85,  // 126: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	101, // 127: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	104, // 128: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	101, // 129: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	68,  // 130: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	87,  // 131: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	87,  // 132: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	83,  // 133: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	90,  // 131: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	90,  // 132: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	86,  // 133: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 134: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	69,  // 135: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	68,  // 136: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	98,  // 137: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	98,  // 138: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	84,  // 139: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	102, // 140: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	87,  // 141: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	87,  // 142: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	103, // 143: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	10,  // 144: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	10,  // 145: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	86,  // 146: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	59,  // 147: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	41,  // 148: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	42,  // 149: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	43,  // 150: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	98,  // 151: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	44,  // 152: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	45,  // 153: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	86,  // 154: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	50,  // 155: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	103, // 156: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	63,  // 157: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	86,  // 158: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	66,  // 159: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	70,  // 160: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	98,  // 161: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	72,  // 162: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	74,  // 163: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	60,  // 164: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	15,  // 165: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	15,  // 166: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	103, // 167: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	32,  // 168: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	103, // 169: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	103, // 170: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	103, // 171: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	103, // 172: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	103, // 173: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	103, // 174: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	103, // 175: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	58,  // 176: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	61,  // 177: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	64,  // 178: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	65,  // 179: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	67,  // 180: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	71,  // 181: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	103, // 182: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	73,  // 183: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	103, // 184: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	164, // [164:185] is the sub-list for method output_type
-	143, // [143:164] is the sub-list for method input_type
-	143, // [143:143] is the sub-list for extension type_name
-	143, // [143:143] is the sub-list for extension extendee
-	0,   // [0:143] is the sub-list for field type_name
+	101, // 137: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	101, // 138: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	87,  // 139: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	90,  // 140: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	75,  // 141: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	105, // 142: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	90,  // 143: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	90,  // 144: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	106, // 145: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	10,  // 146: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	10,  // 147: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	89,  // 148: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	59,  // 149: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	41,  // 150: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	42,  // 151: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	43,  // 152: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	101, // 153: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	44,  // 154: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	45,  // 155: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	89,  // 156: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	50,  // 157: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	106, // 158: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	63,  // 159: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	89,  // 160: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	66,  // 161: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	70,  // 162: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	101, // 163: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	72,  // 164: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	74,  // 165: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	76,  // 166: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	60,  // 167: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	15,  // 168: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	15,  // 169: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	106, // 170: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	32,  // 171: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	106, // 172: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	106, // 173: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	106, // 174: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	106, // 175: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	106, // 176: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	106, // 177: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	106, // 178: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	58,  // 179: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	61,  // 180: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	64,  // 181: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	65,  // 182: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	67,  // 183: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	71,  // 184: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	106, // 185: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	73,  // 186: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	106, // 187: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	77,  // 188: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	167, // [167:189] is the sub-list for method output_type
+	145, // [145:167] is the sub-list for method input_type
+	145, // [145:145] is the sub-list for extension type_name
+	145, // [145:145] is the sub-list for extension extendee
+	0,   // [0:145] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -6142,7 +6407,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   76,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

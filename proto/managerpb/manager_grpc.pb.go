@@ -56,6 +56,7 @@ const (
 	Manager_DeregisterClusterNode_FullMethodName = "/norsk.api.manager.Manager/DeregisterClusterNode"
 	Manager_ClusterMemberRegister_FullMethodName = "/norsk.api.manager.Manager/ClusterMemberRegister"
 	Manager_CreateMockNode_FullMethodName        = "/norsk.api.manager.Manager/CreateMockNode"
+	Manager_ClusterMembers_FullMethodName        = "/norsk.api.manager.Manager/ClusterMembers"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -84,6 +85,9 @@ type ManagerClient interface {
 	DeregisterClusterNode(ctx context.Context, in *commonpb.NodeId, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	ClusterMemberRegister(ctx context.Context, in *ClusterMemberRegisterRequest, opts ...grpc.CallOption) (*ClusterMemberRegisterResponse, error)
 	CreateMockNode(ctx context.Context, in *CreateMockNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Added (HA): the managers of the cluster with their Raft state. A single
+	// manager answers with itself alone.
+	ClusterMembers(ctx context.Context, in *ClusterMembersRequest, opts ...grpc.CallOption) (*ClusterMembersResponse, error)
 }
 
 type managerClient struct {
@@ -331,6 +335,16 @@ func (c *managerClient) CreateMockNode(ctx context.Context, in *CreateMockNodeRe
 	return out, nil
 }
 
+func (c *managerClient) ClusterMembers(ctx context.Context, in *ClusterMembersRequest, opts ...grpc.CallOption) (*ClusterMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterMembersResponse)
+	err := c.cc.Invoke(ctx, Manager_ClusterMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -357,6 +371,9 @@ type ManagerServer interface {
 	DeregisterClusterNode(context.Context, *commonpb.NodeId) (*emptypb.Empty, error)
 	ClusterMemberRegister(context.Context, *ClusterMemberRegisterRequest) (*ClusterMemberRegisterResponse, error)
 	CreateMockNode(context.Context, *CreateMockNodeRequest) (*emptypb.Empty, error)
+	// Added (HA): the managers of the cluster with their Raft state. A single
+	// manager answers with itself alone.
+	ClusterMembers(context.Context, *ClusterMembersRequest) (*ClusterMembersResponse, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -429,6 +446,9 @@ func (UnimplementedManagerServer) ClusterMemberRegister(context.Context, *Cluste
 }
 func (UnimplementedManagerServer) CreateMockNode(context.Context, *CreateMockNodeRequest) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMockNode not implemented")
+}
+func (UnimplementedManagerServer) ClusterMembers(context.Context, *ClusterMembersRequest) (*ClusterMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClusterMembers not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -808,6 +828,24 @@ func _Manager_CreateMockNode_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_ClusterMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClusterMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).ClusterMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_ClusterMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).ClusterMembers(ctx, req.(*ClusterMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -886,6 +924,10 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateMockNode",
 			Handler:    _Manager_CreateMockNode_Handler,
+		},
+		{
+			MethodName: "ClusterMembers",
+			Handler:    _Manager_ClusterMembers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

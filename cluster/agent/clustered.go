@@ -1,0 +1,483 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/reconcile"
+	ncluster "github.com/norsk-oss/norsk-manager/cluster"
+	"github.com/norsk-oss/norsk-manager/cluster/grains"
+	"github.com/norsk-oss/norsk-manager/cluster/membership"
+	"github.com/norsk-oss/norsk-manager/cluster/replication"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// ClusterConfig configures the HA cluster of a manager (docs/design/ha.md).
+// A manager is part of a cluster when Join or BootstrapExpect is set.
+type ClusterConfig struct {
+	// Name is this manager's unique name in the cluster (Raft server id,
+	// gossip name). Required in a cluster.
+	Name string
+	// GossipAddr is the memberlist bind address (host:port).
+	GossipAddr string
+	// ClusterAddr is the protoactor remote (grain traffic) bind address.
+	ClusterAddr string
+	// RaftAddr is the Raft transport bind address.
+	RaftAddr string
+	// Advertise is the host other managers use to reach this one (default:
+	// the host of each bind address).
+	Advertise string
+	// Join lists gossip addresses of other managers, retried until one
+	// answers.
+	Join []string
+	// BootstrapExpect forms a new cluster once this many managers (this one
+	// included) see each other. 0: join an existing cluster only.
+	BootstrapExpect int
+	// GossipKey encrypts gossip (16, 24 or 32 bytes); nil: plaintext.
+	GossipKey []byte
+	// DeadServerTimeout: a manager dead (not left) this long is removed
+	// from the Raft voters. Default 5 minutes.
+	DeadServerTimeout time.Duration
+	// LocalTimings uses loopback/LAN-test timings for gossip and Raft
+	// (faster failure detection; tests and --dev clusters).
+	LocalTimings bool
+}
+
+// Enabled reports whether the manager is part of a cluster.
+func (c ClusterConfig) Enabled() bool { return len(c.Join) > 0 || c.BootstrapExpect > 0 }
+
+func (c ClusterConfig) validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	switch {
+	case c.Name == "":
+		return errors.New("cluster: --name is required in a cluster")
+	case c.GossipAddr == "" || c.ClusterAddr == "" || c.RaftAddr == "":
+		return errors.New("cluster: --gossip-addr, --cluster-addr and --raft-addr are required in a cluster")
+	case c.BootstrapExpect < 0:
+		return fmt.Errorf("cluster: --bootstrap-expect %d must be 0 or more", c.BootstrapExpect)
+	}
+	for flag, addr := range map[string]string{"--gossip-addr": c.GossipAddr, "--cluster-addr": c.ClusterAddr, "--raft-addr": c.RaftAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("cluster: %s %q: want host:port: %w", flag, addr, err)
+		}
+	}
+	if k := len(c.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
+		return fmt.Errorf("cluster: --gossip-key is %d bytes; it must be 16, 24 or 32", k)
+	}
+	return nil
+}
+
+// advertised returns addr with its host replaced by Advertise (if set).
+func (c ClusterConfig) advertised(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if c.Advertise != "" {
+		host = c.Advertise
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// clustered is the HA part of an agent.
+type clustered struct {
+	a         *Agent
+	raftStore *persistence.RaftStore
+	members   *membership.Membership
+	rep       *replication.Replicator
+	provider  *membership.Provider
+	actors    *cluster.Cluster
+	router    *grains.Router
+
+	mu      sync.Mutex
+	clients map[string]*grpc.ClientConn // API address → connection; guarded by mu
+}
+
+// initCluster builds membership, Raft and the protoactor cluster.
+func (a *Agent) initCluster(router *lateRouter) error {
+	cc := a.cfg.Cluster
+	c := &clustered{a: a, clients: map[string]*grpc.ClientConn{}}
+	var err error
+	c.raftStore, err = persistence.OpenRaftStore(persistence.RaftStoreConfig{
+		Dir: filepath.Join(a.cfg.Store.Dir, "raft"), SyncWrites: a.cfg.Store.SyncWrites, Logger: a.log.With("component", "raft-store")})
+	if err != nil {
+		return err
+	}
+	mcfg := membership.DefaultConfig()
+	if cc.LocalTimings {
+		mcfg = membership.LocalConfig()
+		// One host or a fast test network: detect a dead manager in about
+		// a second and a half rather than several.
+		mcfg.ProbeInterval, mcfg.ProbeTimeout, mcfg.SuspicionMult = 500*time.Millisecond, 200*time.Millisecond, 2
+	}
+	mcfg.Name, mcfg.BindAddr, mcfg.Join, mcfg.GossipKey = cc.Name, cc.GossipAddr, cc.Join, cc.GossipKey
+	if cc.Advertise != "" {
+		mcfg.Advertise = cc.advertised(cc.GossipAddr)
+	}
+	mcfg.Meta = membership.Meta{Name: cc.Name, APIAddr: cc.advertised(a.lis.Addr().String()), RaftAddr: cc.advertised(cc.RaftAddr), Version: a.cfg.Version}
+	mcfg.Logger = a.log.With("component", "gossip")
+	if c.members, err = membership.New(mcfg); err != nil {
+		c.raftStore.Close()
+		return err
+	}
+	rcfg := replication.Config{
+		Name: cc.Name, BindAddr: cc.RaftAddr, Advertise: cc.advertised(cc.RaftAddr), Dir: filepath.Join(a.cfg.Store.Dir, "raft"),
+		Store: a.store, LogStore: c.raftStore, Forward: c.forward, Logger: a.log.With("component", "replication"),
+	}
+	if cc.LocalTimings {
+		rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
+	}
+	if c.rep, err = replication.New(rcfg); err != nil {
+		c.members.Shutdown()
+		c.raftStore.Close()
+		return err
+	}
+	a.journal = timedJournal{Journal: c.rep.Journal(), hist: a.metrics.applySecs}
+	kinds := a.kinds(router, c.rep.Barrier)
+	ckinds := make([]*cluster.Kind, len(kinds))
+	for i, k := range kinds {
+		ckinds[i] = actors.ClusterKind(k)
+	}
+	host, port, err := splitPort(cc.ClusterAddr)
+	if err != nil {
+		c.abort()
+		return err
+	}
+	rem := remote.Configure(host, port, remote.WithAdvertisedHost(cc.advertised(cc.ClusterAddr)))
+	c.provider = membership.NewProvider(c.members)
+	ccfg := cluster.Configure("norsk-manager", c.provider, disthash.New(), rem, cluster.WithKinds(ckinds...), cluster.WithRequestTimeout(10*time.Second))
+	c.actors = cluster.New(a.system, ccfg)
+	if err := startMember(c.actors); err != nil {
+		c.abort()
+		return err
+	}
+	c.router = grains.NewRouter(c.actors, grains.Config{Logger: a.log.With("component", "router")})
+	router.Router = c.router
+	a.router = c.router
+	a.cl = c
+	return nil
+}
+
+// startMember runs protoactor's StartMember, which panics on errors.
+func startMember(c *cluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: start actor cluster member: %v", r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+func splitPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	return host, port, err
+}
+
+// abort releases what initCluster built before failing.
+func (c *clustered) abort() {
+	if c.rep != nil {
+		_ = c.rep.Shutdown()
+	}
+	if c.members != nil {
+		_ = c.members.Shutdown()
+	}
+	if c.raftStore != nil {
+		_ = c.raftStore.Close()
+	}
+}
+
+// registerServices adds the internal Cluster service to the API server.
+func (c *clustered) registerServices(gs *grpc.Server) {
+	internalpb.RegisterClusterServer(gs, &replication.Service{R: c.rep, StatusFunc: c.status, LivenessFunc: c.localLiveness})
+}
+
+// startCluster runs bootstrap, leadership duties and health tracking.
+func (a *Agent) startCluster(ctx context.Context) {
+	c := a.cl
+	cc := a.cfg.Cluster
+	if cc.BootstrapExpect > 0 && !c.rep.HasState() {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			c.bootstrap(ctx, cc.BootstrapExpect)
+		}()
+	}
+	rc := reconcile.Config{Store: a.store, Router: a.router, Logger: a.log}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		ncluster.RunLeadership(ctx, ncluster.LeaderConfig{
+			Replicator: c.rep, Membership: c.members, DeadServerTimeout: cc.DeadServerTimeout, Logger: a.log.With("component", "leader"),
+			Singletons: func(ctx context.Context) { _ = reconcile.RunActivator(ctx, rc) },
+			OnMembershipChange: func(ctx context.Context) {
+				// Place grains on the new topology before waking them: a
+				// request to a departed owner waits out protoactor's 5 s
+				// activation timeout.
+				c.provider.Refresh()
+				if err := reconcile.Revive(ctx, rc); err != nil {
+					a.log.Warn("revive grains", "error", err)
+				}
+			},
+		})
+	}()
+	a.setServing(false)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		c.trackHealth(ctx)
+	}()
+}
+
+// bootstrap waits until expect managers see each other and forms the
+// cluster with them (the same set on each: the first expect by name).
+func (c *clustered) bootstrap(ctx context.Context, expect int) {
+	log := c.a.log.With("component", "bootstrap")
+	log.Info("waiting for managers to bootstrap the cluster", "expect", expect)
+	if err := c.members.WaitForMembers(ctx, expect); err != nil {
+		return
+	}
+	ms := c.members.Members()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	servers := map[string]string{}
+	for _, m := range ms {
+		if m.Meta.RaftAddr != "" && len(servers) < expect {
+			servers[m.Name] = m.Meta.RaftAddr
+		}
+	}
+	if _, ok := servers[c.a.cfg.Cluster.Name]; !ok {
+		log.Info("not among the first managers by name; waiting to be added by the leader")
+		return
+	}
+	if err := c.rep.Bootstrap(servers); err != nil {
+		log.Error("bootstrap the cluster", "error", err)
+		return
+	}
+	log.Info("cluster bootstrapped", "servers", len(servers))
+}
+
+// trackHealth keeps the health service in step with leadership: SERVING
+// while a leader is known.
+func (c *clustered) trackHealth(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	serving := false
+	for {
+		ok := c.rep.Leader() != ""
+		if ok != serving {
+			serving = ok
+			c.a.setServing(ok)
+			c.a.log.Info("cluster leadership", "leader", c.rep.Leader(), "serving", ok)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// forward returns the internal Cluster client of the named manager.
+func (c *clustered) forward(ctx context.Context, name string) (internalpb.ClusterClient, error) {
+	for _, m := range c.members.Members() {
+		if m.Name == name && m.Meta.APIAddr != "" {
+			conn, err := c.conn(m.Meta.APIAddr)
+			if err != nil {
+				return nil, err
+			}
+			return internalpb.NewClusterClient(conn), nil
+		}
+	}
+	return nil, fmt.Errorf("cluster: manager %q is not in the membership", name)
+}
+
+func (c *clustered) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.clients[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	c.clients[addr] = cc
+	return cc, nil
+}
+
+// status answers Cluster/Status: this manager's own view.
+func (c *clustered) status(context.Context) (*internalpb.ManagerStatus, error) {
+	r := c.rep.Raft()
+	cc := c.a.cfg.Cluster
+	st := &internalpb.ManagerStatus{
+		Name: cc.Name, ApiAddr: cc.advertised(c.a.lis.Addr().String()), RaftAddr: cc.advertised(cc.RaftAddr), GossipAddr: cc.advertised(cc.GossipAddr),
+		RaftState: lower(r.State().String()), Term: r.CurrentTerm(), AppliedIndex: c.rep.AppliedIndex(), CommitIndex: r.CommitIndex(),
+		LastLogIndex: r.LastIndex(), Leader: c.rep.Leader(), Version: c.a.cfg.Version,
+	}
+	if lc := r.LastContact(); !lc.IsZero() && !c.rep.IsLeader() {
+		st.LastContact = timestamppb.New(lc)
+	}
+	if f := r.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if string(s.ID) == cc.Name {
+				st.Voter = s.Suffrage.String() == "Voter"
+			}
+		}
+	}
+	return st, nil
+}
+
+// localLiveness answers Cluster/Liveness: the sessions of the node grains
+// this manager hosts.
+func (c *clustered) localLiveness(context.Context) *internalpb.LivenessReply {
+	reply := &internalpb.LivenessReply{}
+	for id, l := range c.a.live.Snapshot() {
+		nl := &internalpb.NodeLive{NodeId: id, Connected: l.Connected, CpuBusy: l.CPUBusy, MemoryUsedMib: l.MemoryUsedMiB}
+		if !l.LastSeen.IsZero() {
+			nl.LastSeen = timestamppb.New(l.LastSeen)
+		}
+		reply.Nodes = append(reply.Nodes, nl)
+	}
+	return reply
+}
+
+// liveView merges the liveness of every manager's node grains: a node is
+// connected if any manager has its session up; last seen is the latest.
+// Managers that do not answer within a second are left out.
+func (a *Agent) liveView(ctx context.Context) map[string]actors.NodeLiveness {
+	c := a.cl
+	out := a.live.Snapshot()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range c.members.Members() {
+		if m.Name == a.cfg.Cluster.Name {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			cl, err := c.forward(lctx, m.Name)
+			if err != nil {
+				return
+			}
+			reply, err := cl.Liveness(lctx, &internalpb.LivenessRequest{})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, n := range reply.GetNodes() {
+				cur := out[n.GetNodeId()]
+				seen := n.GetLastSeen().AsTime()
+				if n.GetLastSeen() == nil {
+					seen = time.Time{}
+				}
+				if n.GetConnected() || seen.After(cur.LastSeen) {
+					out[n.GetNodeId()] = actors.NodeLiveness{Connected: n.GetConnected() || cur.Connected,
+						LastSeen: latest(seen, cur.LastSeen), CPUBusy: n.GetCpuBusy(), MemoryUsedMiB: n.GetMemoryUsedMib()}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// clusterMembers answers Manager/ClusterMembers: every member's own status,
+// collected over the internal service, with the gossip view.
+func (a *Agent) clusterMembers(ctx context.Context) (*managerpb.ClusterMembersResponse, error) {
+	c := a.cl
+	resp := &managerpb.ClusterMembersResponse{Leader: c.rep.Leader()}
+	ms := c.members.Members()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	out := make([]*managerpb.ClusterMember, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		out[i] = &managerpb.ClusterMember{Name: m.Name, ApiAddr: m.Meta.APIAddr, RaftAddr: m.Meta.RaftAddr, GossipAddr: m.Addr,
+			GossipState: lower(m.State.String()), Version: m.Meta.Version, RaftState: "unknown"}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			var st *internalpb.ManagerStatus
+			var err error
+			if m.Name == a.cfg.Cluster.Name {
+				st, err = c.status(sctx)
+			} else {
+				var cl internalpb.ClusterClient
+				if cl, err = c.forward(sctx, m.Name); err == nil {
+					st, err = cl.Status(sctx, &internalpb.StatusRequest{})
+				}
+			}
+			if err != nil {
+				out[i].Error = "unreachable: " + status.Code(err).String()
+				return
+			}
+			out[i].RaftState, out[i].Term, out[i].LastContact = st.GetRaftState(), st.GetTerm(), st.GetLastContact()
+			out[i].AppliedIndex, out[i].CommitIndex, out[i].Voter = st.GetAppliedIndex(), st.GetCommitIndex(), st.GetVoter()
+		}()
+	}
+	wg.Wait()
+	resp.Members = out
+	return resp, nil
+}
+
+// shutdown leaves the cluster: the actor cluster member, Raft, gossip.
+func (c *clustered) shutdown() {
+	c.router.Stop()
+	c.actors.Shutdown(false)
+	_ = c.provider.Shutdown(false)
+	_ = c.rep.Shutdown()
+	_ = c.members.Leave(2 * time.Second)
+	_ = c.members.Shutdown()
+	c.mu.Lock()
+	for _, cc := range c.clients {
+		cc.Close()
+	}
+	c.mu.Unlock()
+	_ = c.raftStore.Close()
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			b[i] = ch + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,166 @@
+// Package grains routes grain commands across the managers of an HA
+// cluster: Router implements actors.Router over protoactor's cluster
+// (disthash placement over the memberlist membership), so grains run on
+// whichever manager owns their identity and callers need not know which.
+package grains
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// Config configures a Router.
+type Config struct {
+	// RequestTimeout bounds Request when its context has no earlier
+	// deadline, and each delivery of Send. Default 10 s.
+	RequestTimeout time.Duration
+	// SendTimeout bounds the retries of one Send. Default 60 s.
+	SendTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Router implements actors.Router over a protoactor cluster. Cluster
+// requests are at-least-once (the lookup retries after timeouts and dead
+// letters), which is safe because every grain command carries a request id.
+type Router struct {
+	c   *cluster.Cluster
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Stop: ends pending Sends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	queues map[string]*sendQueue // kind/identity → pending one-way commands; guarded by mu
+}
+
+var _ actors.Router = (*Router)(nil)
+
+// sendQueue holds one grain's pending one-way commands, delivered in order
+// by one goroutine.
+type sendQueue struct{ items []proto.Message }
+
+// NewRouter returns a router over c (a started cluster member).
+func NewRouter(c *cluster.Cluster, cfg Config) *Router {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Router{c: c, cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, queues: map[string]*sendQueue{}}
+}
+
+// Request implements actors.Router: it retries while the grain is being
+// moved or re-activated (timeouts and dead letters) until ctx's deadline
+// (or RequestTimeout).
+func (r *Router) Request(ctx context.Context, kind, identity string, cmd proto.Message) (*internalpb.Reply, error) {
+	deadline := time.Now().Add(r.cfg.RequestTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, actors.ErrGrainTimeout
+		}
+		res, err := r.c.Request(identity, kind, cmd, cluster.WithTimeout(left))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		reply, rerr := actors.FutureReply(res, err)
+		if rerr == nil {
+			return reply, nil
+		}
+		if _, dead := res.(*actor.DeadLetterResponse); dead || errors.Is(rerr, actors.ErrGrainTimeout) || res == nil {
+			// The grain moved or stopped under us: look it up again.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		return nil, rerr
+	}
+}
+
+// RequestFuture implements actors.Router: the request runs on its own
+// goroutine and completes the returned future.
+func (r *Router) RequestFuture(kind, identity string, cmd proto.Message, timeout time.Duration) *actor.Future {
+	system := r.c.ActorSystem
+	f := actor.NewFuture(system, timeout)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.ctx, timeout)
+		defer cancel()
+		reply, err := r.Request(ctx, kind, identity, cmd)
+		if err != nil {
+			system.Root.Send(f.PID(), &actor.DeadLetterResponse{})
+			return
+		}
+		system.Root.Send(f.PID(), reply)
+	}()
+	return f
+}
+
+// Send implements actors.Router: commands to one grain are delivered in
+// the order they were sent, each retried until it is answered or
+// SendTimeout passes (then logged and dropped: what they carry is
+// re-derived from the next worker hello).
+func (r *Router) Send(kind, identity string, cmd proto.Message) {
+	key := kind + "/" + identity
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q, ok := r.queues[key]; ok {
+		q.items = append(q.items, cmd)
+		return
+	}
+	q := &sendQueue{items: []proto.Message{cmd}}
+	r.queues[key] = q
+	r.wg.Add(1)
+	go r.drain(key, kind, identity, q)
+}
+
+func (r *Router) drain(key, kind, identity string, q *sendQueue) {
+	defer r.wg.Done()
+	for {
+		r.mu.Lock()
+		if len(q.items) == 0 {
+			delete(r.queues, key)
+			r.mu.Unlock()
+			return
+		}
+		cmd := q.items[0]
+		q.items = q.items[1:]
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
+		_, err := r.Request(ctx, kind, identity, cmd)
+		cancel()
+		if err != nil && r.ctx.Err() == nil {
+			r.log.Warn("one-way grain command dropped", "kind", kind, "identity", identity, "error", err)
+		}
+	}
+}
+
+// Stop abandons pending sends and waits for the router's goroutines.
+func (r *Router) Stop() {
+	r.cancel()
+	r.wg.Wait()
+}

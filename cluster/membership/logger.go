@@ -1,0 +1,51 @@
+package membership
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+	"strings"
+)
+
+// newStdLogger returns a *log.Logger for memberlist that forwards every line
+// to logger, mapping memberlist's "[DEBUG]", "[INFO]", "[WARN]" and "[ERR]"
+// prefixes to slog levels (unprefixed lines are Info). Per-stream and
+// push/pull chatter is DEBUG in memberlist, so an Info handler sees only
+// joins, failures and conflicts.
+func newStdLogger(logger *slog.Logger) *log.Logger {
+	return log.New(slogWriter{logger: logger}, "", 0)
+}
+
+type slogWriter struct{ logger *slog.Logger }
+
+var levelPrefixes = []struct {
+	prefix string
+	level  slog.Level
+}{
+	{"[DEBUG]", slog.LevelDebug},
+	{"[INFO]", slog.LevelInfo},
+	{"[WARN]", slog.LevelWarn},
+	{"[ERR]", slog.LevelError},
+	{"[ERROR]", slog.LevelError},
+}
+
+// Write logs one memberlist line. It never fails.
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for _, lp := range levelPrefixes {
+		if rest, ok := strings.CutPrefix(line, lp.prefix); ok {
+			level, line = lp.level, strings.TrimSpace(rest)
+			break
+		}
+	}
+	line = strings.TrimPrefix(line, "memberlist: ")
+	w.logger.Log(context.Background(), level, line)
+	return len(p), nil
+}
+
+// discardLogger is used when Config.Logger is nil.
+func discardLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}

@@ -1,0 +1,264 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/norsk-oss/norsk-manager/persistence"
+)
+
+// ErrNoLeader is returned when the cluster has no leader (no quorum, or an
+// election in progress) for longer than the caller waited.
+var ErrNoLeader = errors.New("replication: no leader")
+
+// Config configures a Replicator.
+type Config struct {
+	// Name is this manager's Raft server id (its --name).
+	Name string
+	// BindAddr is the Raft transport's listen address (host:port).
+	BindAddr string
+	// Advertise is the Raft address other managers dial (host:port);
+	// default BindAddr.
+	Advertise string
+	// Dir holds the Raft snapshots (file snapshot store).
+	Dir string
+	// Store is the manager's store; its FSM is the Raft FSM.
+	Store *persistence.Store
+	// LogStore is the Raft log and stable store.
+	LogStore *persistence.RaftStore
+	// Forward resolves a manager name to an internal Cluster client, for
+	// appends and read indexes sent to the leader.
+	Forward ForwardFunc
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune
+	// failure detection (raft.Config). Defaults 500 ms, 500 ms, 250 ms.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// ApplyTimeout bounds how long a raft.Apply waits to be enqueued.
+	// Default 10 s.
+	ApplyTimeout time.Duration
+	// SnapshotThreshold and TrailingLogs tune compaction (raft.Config).
+	// Defaults 8192 and 10240.
+	SnapshotThreshold, TrailingLogs uint64
+	Logger                          *slog.Logger
+}
+
+// Replicator owns the Raft node of one manager.
+type Replicator struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	fsm   *persistence.RaftFSM
+	trans *raft.NetworkTransport
+
+	// leaderReady is set once this manager, as leader, has applied every
+	// entry committed before its term (Barrier after election): only then
+	// is its commit index a valid read index. Guarded by mu.
+	mu          sync.Mutex
+	leaderReady bool
+	leaderTerm  uint64
+
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New starts the Raft node (it does not bootstrap: see Bootstrap).
+func New(cfg Config) (*Replicator, error) {
+	switch {
+	case cfg.Name == "":
+		return nil, errors.New("replication: Name is required")
+	case cfg.BindAddr == "":
+		return nil, errors.New("replication: BindAddr is required")
+	case cfg.Store == nil || cfg.LogStore == nil:
+		return nil, errors.New("replication: Store and LogStore are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.HeartbeatTimeout, 500*time.Millisecond)
+	def(&cfg.ElectionTimeout, 500*time.Millisecond)
+	def(&cfg.LeaderLeaseTimeout, 250*time.Millisecond)
+	def(&cfg.ApplyTimeout, 10*time.Second)
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 8192
+	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = 10240
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.BindAddr
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
+	if err != nil {
+		return nil, fmt.Errorf("replication: advertise address %q: %w", cfg.Advertise, err)
+	}
+	hl := hclogAdapter(cfg.Logger.With("component", "raft"))
+	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, hl)
+	if err != nil {
+		return nil, fmt.Errorf("replication: raft transport on %s: %w", cfg.BindAddr, err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		trans.Close()
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hl)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("replication: snapshot store: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Name)
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold, rc.TrailingLogs = cfg.SnapshotThreshold, cfg.TrailingLogs
+	rc.Logger = hl
+	fsm := persistence.NewRaftFSM(cfg.Store)
+	// The FSM is persistent and skips entries it already applied: no
+	// snapshot restore at start, unless the store is behind raft's latest
+	// snapshot (an interrupted or refused restore).
+	needed, err := fsm.NeedsSnapshotRestore(snaps)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("replication: check the raft snapshot against the store: %w", err)
+	}
+	rc.NoSnapshotRestoreOnStart = !needed
+	r, err := raft.NewRaft(rc, fsm, cfg.LogStore, cfg.LogStore, snaps, trans)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("replication: start raft: %w", err)
+	}
+	rep := &Replicator{cfg: cfg, log: cfg.Logger, raft: r, fsm: fsm, trans: trans, stopCh: make(chan struct{})}
+	rep.wg.Add(1)
+	go rep.watchLeadership()
+	return rep, nil
+}
+
+// Name returns this manager's Raft server id.
+func (r *Replicator) Name() string { return r.cfg.Name }
+
+// Raft returns the Raft node (for the leader loop and status).
+func (r *Replicator) Raft() *raft.Raft { return r.raft }
+
+// HasState reports whether this node already belongs to a cluster (it has
+// Raft state from an earlier run or was bootstrapped).
+func (r *Replicator) HasState() bool {
+	return r.raft.LastIndex() > 0
+}
+
+// Bootstrap forms a new cluster of servers (name → Raft address), this
+// manager included. Every manager started with the same --bootstrap-expect
+// calls it with the same set; it is a no-op on a node with state.
+func (r *Replicator) Bootstrap(servers map[string]string) error {
+	if r.HasState() {
+		return nil
+	}
+	var conf raft.Configuration
+	for name, addr := range servers {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(name), Address: raft.ServerAddress(addr)})
+	}
+	err := r.raft.BootstrapCluster(conf).Error()
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return nil
+	}
+	return err
+}
+
+// IsLeader reports whether this manager is the Raft leader.
+func (r *Replicator) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// Leader returns the leader's server id ("" if none is known).
+func (r *Replicator) Leader() string {
+	_, id := r.raft.LeaderWithID()
+	return string(id)
+}
+
+// AppliedIndex returns the index of the last entry applied to the FSM.
+func (r *Replicator) AppliedIndex() uint64 { return r.cfg.Store.FSM().AppliedIndex() }
+
+// watchLeadership tracks whether, as leader, this node's commit index is
+// usable as a read index: after winning an election it runs a Barrier.
+func (r *Replicator) watchLeadership() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.stopCh:
+			return
+		case leader := <-r.raft.LeaderCh():
+			r.mu.Lock()
+			r.leaderReady = false
+			r.mu.Unlock()
+			if !leader {
+				continue
+			}
+			term := r.raft.CurrentTerm()
+			if err := r.raft.Barrier(30 * time.Second).Error(); err != nil {
+				r.log.Warn("leader barrier failed", "error", err)
+				continue
+			}
+			r.mu.Lock()
+			r.leaderReady, r.leaderTerm = r.IsLeader(), term
+			r.mu.Unlock()
+			r.log.Info("leader ready", "term", term, "applied_index", r.AppliedIndex())
+		}
+	}
+}
+
+// WaitForLeader blocks until a leader is known or ctx ends (ErrNoLeader).
+func (r *Replicator) WaitForLeader(ctx context.Context) error {
+	for r.Leader() == "" {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Shutdown stops the Raft node. Idempotent.
+func (r *Replicator) Shutdown() error {
+	var err error
+	r.once.Do(func() {
+		close(r.stopCh)
+		err = r.raft.Shutdown().Error()
+		r.wg.Wait()
+		r.trans.Close()
+	})
+	return err
+}
+
+// hclogAdapter routes hashicorp/raft's hclog output to slog: warnings and
+// errors at their level, the rest at debug (raft is chatty at info).
+func hclogAdapter(l *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: hclogWriter{l: l}})
+}
+
+// hclogWriter receives one hclog entry per Write.
+type hclogWriter struct{ l *slog.Logger }
+
+func (w hclogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		w.l.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.l.Warn(line)
+	default:
+		w.l.Debug(line)
+	}
+	return len(p), nil
+}

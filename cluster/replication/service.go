@@ -1,0 +1,79 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// Service implements the internal Cluster service's Append and ReadIndex
+// for the managers that forward to this one; Status is left to the agent.
+type Service struct {
+	internalpb.UnimplementedClusterServer
+	R *Replicator
+	// StatusFunc answers Cluster/Status (the agent knows the addresses).
+	StatusFunc func(context.Context) (*internalpb.ManagerStatus, error)
+	// LivenessFunc answers Cluster/Liveness.
+	LivenessFunc func(context.Context) *internalpb.LivenessReply
+}
+
+// Liveness answers the worker sessions of this manager's node grains.
+func (s *Service) Liveness(ctx context.Context, _ *internalpb.LivenessRequest) (*internalpb.LivenessReply, error) {
+	if s.LivenessFunc == nil {
+		return nil, status.Error(codes.Unimplemented, "liveness not available")
+	}
+	return s.LivenessFunc(ctx), nil
+}
+
+// Append applies a forwarded append if this manager is the leader
+// (FAILED_PRECONDITION naming the leader otherwise).
+func (s *Service) Append(ctx context.Context, cmd *internalpb.AppendCommand) (*internalpb.AppendReply, error) {
+	if !s.R.IsLeader() {
+		return nil, status.Errorf(codes.FailedPrecondition, "not the leader (leader: %q)", s.R.Leader())
+	}
+	res, idx, err := s.R.applyLocal(cmd)
+	reply := &internalpb.AppendReply{Seq: uint64(res.Seq), LastEvent: uint64(res.LastEvent), Duplicate: res.Duplicate, RaftIndex: idx}
+	var ce *persistence.ConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce):
+		reply.Code, reply.Message = errorpb.Code_ABORTED, err.Error()
+		reply.ExpectedSeq, reply.ActualSeq = uint64(ce.Expected), uint64(ce.Actual)
+	case errors.Is(err, persistence.ErrTooLarge):
+		reply.Code, reply.Message = errorpb.Code_RESOURCE_EXHAUSTED, err.Error()
+	default:
+		if idx == 0 {
+			return nil, status.Errorf(codes.FailedPrecondition, "append not accepted: %v", err)
+		}
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return reply, nil
+}
+
+// ReadIndex answers the leader's confirmed commit index.
+func (s *Service) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRequest) (*internalpb.ReadIndexReply, error) {
+	idx, err := s.R.LocalReadIndex()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "read index: %v (leader: %q)", err, s.R.Leader())
+	}
+	return &internalpb.ReadIndexReply{CommitIndex: idx}, nil
+}
+
+// Status answers this manager's own status.
+func (s *Service) Status(ctx context.Context, _ *internalpb.StatusRequest) (*internalpb.ManagerStatus, error) {
+	if s.StatusFunc == nil {
+		return nil, status.Error(codes.Unimplemented, "status not available")
+	}
+	st, err := s.StatusFunc(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Internal, fmt.Sprint(err))
+	}
+	return st, nil
+}

@@ -342,3 +342,103 @@ func TestJob_LargeJobHistoryStaysWithinLimits(t *testing.T) {
 	h := rec.GetJob().GetHistoryEntry()
 	require.NotNil(t, h[len(h)-1].GetJobUpdated(), "the newest entry is kept")
 }
+
+// TestJob_TwoActivationsCannotBothCommit forces what a topology change can
+// cause in a cluster: two activations of the same job grain (here on two
+// actor systems over one journal) that both loaded the same record. Every
+// update they race must either be acknowledged and kept, or refused with
+// ABORTED and leave nothing behind: never two writers on one sequence.
+func TestJob_TwoActivationsCannotBothCommit(t *testing.T) {
+	_, log := persistence.TestStore(t)
+	hosts := make([]*actors.Host, 2)
+	for i := range hosts {
+		system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		router := &late{}
+		nodes := &fakeNodes{online: map[string]bool{}}
+		h, err := actors.NewHost(system, actors.HostConfig{RequestTimeout: 5 * time.Second},
+			job.Kind(job.Config{Journal: log, Router: router}), nodes.kind())
+		require.NoError(t, err)
+		router.Router = h
+		hosts[i] = h
+		t.Cleanup(func() { h.Stop(); system.Shutdown() })
+	}
+	do := func(h *actors.Host, cmd *internalpb.JobCommand) *internalpb.Reply {
+		cmd.JobId = "j"
+		r, err := h.Request(context.Background(), actors.KindJob, "j", cmd)
+		require.NoError(t, err)
+		return r
+	}
+	get := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Get{Get: &internalpb.GetJob{}}}
+	require.Equal(t, errorpb.Code_OK, do(hosts[0], create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})).GetCode())
+	// Both activations are live and have loaded the record at the same seq.
+	for _, h := range hosts {
+		require.Equal(t, errorpb.Code_OK, do(h, proto.Clone(get).(*internalpb.JobCommand)).GetCode())
+	}
+	// update sends an update carrying the current_hash that h's activation
+	// believes in, as a client that just read the job through it would:
+	// the grain's own precondition passes, only the journal can refuse.
+	update := func(h *actors.Host, desc string) *internalpb.Reply {
+		cur := do(h, proto.Clone(get).(*internalpb.JobCommand)).GetJob().GetJob().GetJob()
+		return do(h, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{
+			Job: &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Description: desc, CurrentHash: cur.GetCurrentHash()}}}})
+	}
+
+	// The first write through the second activation after the first one
+	// committed must be refused: its view is stale.
+	require.Equal(t, errorpb.Code_OK, update(hosts[0], "a0").GetCode())
+	r := update(hosts[1], "b0")
+	require.Equal(t, errorpb.Code_ABORTED, r.GetCode(), "a stale activation must not commit: %s", r.GetMessage())
+	require.Equal(t, "a0", do(hosts[1], proto.Clone(get).(*internalpb.JobCommand)).GetJob().GetJob().GetJob().GetDescription(),
+		"the refused activation reloaded the winner's record")
+
+	// Then both race: every acknowledged update is in the history exactly
+	// once, every refused one is absent.
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	refused := map[string]bool{}
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			for n := range 50 {
+				desc := fmt.Sprintf("h%d-%d", i, n)
+				r := update(h, desc)
+				mu.Lock()
+				switch r.GetCode() {
+				case errorpb.Code_OK:
+					acked[desc] = true
+				case errorpb.Code_ABORTED, errorpb.Code_FAILED_PRECONDITION:
+					// ABORTED: the journal refused a stale activation;
+					// FAILED_PRECONDITION: the other one committed between
+					// this read and this update.
+					refused[desc] = true
+				default:
+					t.Errorf("update %s: unexpected %s: %s", desc, r.GetCode(), r.GetMessage())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Read what was committed from the journal itself: an activation that
+	// lost the last race still holds its older view in memory.
+	rec := &internalpb.JobRecord{}
+	found, _, err := actors.LoadRecord(log, persistence.JobKey("j"), rec)
+	require.NoError(t, err)
+	require.True(t, found)
+	// Each update entry keeps the job as it was before; with the current
+	// job they name every version that was committed.
+	seen := map[string]int{rec.GetJob().GetJob().GetDescription(): 1}
+	for _, h := range rec.GetJob().GetHistoryEntry() {
+		if u := h.GetJobUpdated(); u != nil {
+			seen[u.GetPreviousJob().GetDescription()]++
+		}
+	}
+	for desc := range acked {
+		require.Equal(t, 1, seen[desc], "acknowledged update %s must be committed exactly once", desc)
+	}
+	for desc := range refused {
+		require.Zero(t, seen[desc], "refused update %s must leave nothing behind", desc)
+	}
+	require.Len(t, seen, len(acked)+2, "only the created version, a0 and the acknowledged updates were committed")
+	t.Logf("%d acknowledged, %d refused", len(acked), len(refused))
+}

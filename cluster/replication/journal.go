@@ -183,7 +183,7 @@ func (r *Replicator) Barrier(ctx context.Context) error {
 // readIndex returns the leader's commit index, confirmed by a quorum.
 func (r *Replicator) readIndex(ctx context.Context) (uint64, error) {
 	if r.IsLeader() {
-		return r.LocalReadIndex()
+		return r.LocalReadIndex(ctx)
 	}
 	leader := r.Leader()
 	if leader == "" {
@@ -206,8 +206,9 @@ func (r *Replicator) readIndex(ctx context.Context) (uint64, error) {
 // the leader has applied everything committed before its term; a quorum
 // confirms it still leads. (Not raft's commit index: noop and barrier
 // entries never reach the FSM, so a follower could wait for it forever.)
-// An error if this manager is not a ready leader.
-func (r *Replicator) LocalReadIndex() (uint64, error) {
+// An error if this manager is not a ready leader, is shutting down, or ctx
+// ends before a quorum confirmed the leadership.
+func (r *Replicator) LocalReadIndex(ctx context.Context) (uint64, error) {
 	r.mu.Lock()
 	ready, term := r.leaderReady, r.leaderTerm
 	r.mu.Unlock()
@@ -215,10 +216,27 @@ func (r *Replicator) LocalReadIndex() (uint64, error) {
 		return 0, &notLeaderError{msg: "not a ready leader"}
 	}
 	idx := r.AppliedIndex()
-	if err := r.raft.VerifyLeader().Error(); err != nil {
+	if err := r.verifyLeader(ctx); err != nil {
 		return 0, &notLeaderError{msg: err.Error()}
 	}
 	return idx, nil
+}
+
+// verifyLeader confirms with a quorum that this node still leads. raft's
+// VerifyLeader future can stay unanswered forever when raft shuts down
+// with the request queued, so the wait is bounded by ctx and Shutdown.
+func (r *Replicator) verifyLeader(ctx context.Context) error {
+	f := r.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.stopCh:
+		return raft.ErrRaftShutdown
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

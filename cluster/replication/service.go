@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -48,10 +49,14 @@ func (s *Service) Append(ctx context.Context, cmd *internalpb.AppendCommand) (*i
 		reply.ExpectedSeq, reply.ActualSeq = uint64(ce.Expected), uint64(ce.Actual)
 	case errors.Is(err, persistence.ErrTooLarge):
 		reply.Code, reply.Message = errorpb.Code_RESOURCE_EXHAUSTED, err.Error()
+	case errors.Is(err, raft.ErrNotLeader):
+		// Raft refused the entry before accepting it: nothing was
+		// appended, so the forwarder may safely send it to the new leader.
+		return nil, status.Errorf(codes.FailedPrecondition, "append not accepted: %v (leader: %q)", err, s.R.Leader())
 	default:
-		if idx == 0 {
-			return nil, status.Errorf(codes.FailedPrecondition, "append not accepted: %v", err)
-		}
+		// Leadership lost after the entry was accepted, a timeout: it may
+		// still commit. Never FAILED_PRECONDITION here, which would make
+		// the forwarder resend it as if nothing had happened.
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	return reply, nil
@@ -59,7 +64,7 @@ func (s *Service) Append(ctx context.Context, cmd *internalpb.AppendCommand) (*i
 
 // ReadIndex answers the leader's confirmed commit index.
 func (s *Service) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRequest) (*internalpb.ReadIndexReply, error) {
-	idx, err := s.R.LocalReadIndex()
+	idx, err := s.R.LocalReadIndex(ctx)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "read index: %v (leader: %q)", err, s.R.Leader())
 	}

@@ -242,6 +242,21 @@ func (a *Agent) startCluster(ctx context.Context) {
 				if err := reconcile.Revive(ctx, rc); err != nil {
 					a.log.Warn("revive grains", "error", err)
 				}
+				// Once more after the topology settled: when a manager
+				// joins, the grains it now owns are stopped on their old
+				// owners only when those publish the new topology, after
+				// the wake above reached the old activations; nothing else
+				// would wake them on the new owner until their workers
+				// register again.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(reviveSettle):
+				}
+				c.provider.Refresh()
+				if err := reconcile.Revive(ctx, rc); err != nil {
+					a.log.Warn("revive grains after the topology settled", "error", err)
+				}
 			},
 		})
 	}()
@@ -252,6 +267,12 @@ func (a *Agent) startCluster(ctx context.Context) {
 		c.trackHealth(ctx)
 	}()
 }
+
+// reviveSettle is how long after a membership change the leader revives
+// the grains a second time: every manager has published the new topology
+// to protoactor by then (membership.PublishInterval) and stopped the
+// activations it no longer owns.
+const reviveSettle = 3 * membership.PublishInterval
 
 // bootstrap waits until expect managers see each other and forms the
 // cluster with them (the same set on each: the first expect by name).
@@ -454,6 +475,21 @@ func (a *Agent) clusterMembers(ctx context.Context) (*managerpb.ClusterMembersRe
 	wg.Wait()
 	resp.Members = out
 	return resp, nil
+}
+
+// handOff transfers Raft leadership to another voter if this manager
+// leads (a graceful stop). Best effort: a failure only means the others
+// elect a leader after their election timeout.
+func (c *clustered) handOff() {
+	if !c.rep.IsLeader() {
+		return
+	}
+	start := time.Now()
+	if err := c.rep.Raft().LeadershipTransfer().Error(); err != nil {
+		c.a.log.Warn("leadership transfer before stopping failed; the others will elect a leader", "error", err)
+		return
+	}
+	c.a.log.Info("leadership transferred before stopping", "to", c.rep.Leader(), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // shutdown leaves the cluster: the actor cluster member, Raft, gossip.

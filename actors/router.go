@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -18,6 +19,8 @@ const (
 	KindJob  = "job"
 	KindNode = "node"
 	KindPool = "pool"
+	// KindBundle is the bundle grain (actors/bundle).
+	KindBundle = "bundle"
 )
 
 // Router delivers a command to the grain (kind, identity), activating it if
@@ -75,6 +78,19 @@ func AsError(r *internalpb.Reply) error {
 		return nil
 	}
 	return &ReplyError{Code: r.GetCode(), Message: r.GetMessage(), Reason: r.GetReason()}
+}
+
+// Expired reports whether a command's deadline (JobCommand.deadline,
+// NodeCommand.deadline, BundleCommand.deadline) has passed: its caller no longer waits for the
+// reply, so the grain must not carry it out. A nil deadline never expires.
+func Expired(deadline *timestamppb.Timestamp) bool {
+	return deadline != nil && time.Now().After(deadline.AsTime())
+}
+
+// Late is the reply to a command a grain dequeued after its deadline (it
+// did nothing).
+func Late(kind, identity string) *internalpb.Reply {
+	return Fail(errorpb.Code_DEADLINE_EXCEEDED, "%s %s: the request was dequeued after its deadline and not carried out", kind, identity)
 }
 
 // FutureReply interprets the result of a RequestFuture: the reply, or an

@@ -125,6 +125,10 @@ func (g *grain) load() {
 }
 
 func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
+	if actors.Expired(m.GetDeadline()) {
+		ctx.Respond(actors.Late(actors.KindJob, g.id))
+		return
+	}
 	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
 		ctx.Respond(g.replayReply(m))
 		return

@@ -185,6 +185,12 @@ func (g *grain) stopTimers() {
 }
 
 func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
+	if actors.Expired(m.GetDeadline()) {
+		if ctx.Sender() != nil {
+			ctx.Respond(actors.Late(actors.KindNode, g.id))
+		}
+		return
+	}
 	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
 		ctx.Respond(g.replayReply(m))
 		return

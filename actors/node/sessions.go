@@ -242,6 +242,16 @@ func (g *grain) onSessionDown(ctx actor.Context, m *sessionDown) {
 	}
 	wasConnected := g.connected
 	g.closeSession(ctx)
+	if status.Code(m.err) == codes.Aborted {
+		// The worker took a newer session, which only another activation
+		// of this grain can have opened (one on the manager that owns it
+		// now, or a stray one left by a topology change): leave the
+		// session to it rather than dial again and take it back, which
+		// would make the two supersede each other forever. If that
+		// manager goes away, the reviver wakes this grain's owner.
+		g.log.Info("worker session superseded by another activation; not re-dialling", "epoch", m.epoch)
+		return
+	}
 	if wasConnected {
 		level := slog.LevelWarn
 		if status.Code(m.err) == codes.Unavailable {

@@ -44,6 +44,12 @@ type Config struct {
 	// applied every write acknowledged before the call. Its error (no
 	// leader) is answered as Unavailable.
 	Barrier func(ctx context.Context) error
+	// BarrierTimeout bounds how long a read waits for Barrier (a leader
+	// to be elected, the local replica to catch up) before it answers
+	// Unavailable, so that a client of several managers retries on
+	// another one instead of waiting out its whole deadline on a manager
+	// cut off from the leader. Default 5 s.
+	BarrierTimeout time.Duration
 	// LiveView, if set, returns the liveness of every node's worker
 	// session across the cluster (each manager knows only the sessions of
 	// the node grains it hosts); nil uses Liveness alone.
@@ -71,6 +77,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.BarrierTimeout <= 0 {
+		cfg.BarrierTimeout = 5 * time.Second
 	}
 	if cfg.DialCheckTimeout == 0 {
 		cfg.DialCheckTimeout = 3 * time.Second
@@ -104,12 +113,16 @@ func (s *Server) liveView(ctx context.Context) map[string]actors.NodeLiveness {
 	return s.cfg.Liveness.Snapshot()
 }
 
-// barrier runs Config.Barrier, as an Unavailable status on failure.
+// barrier runs Config.Barrier for at most BarrierTimeout, as an
+// Unavailable status on failure; the caller's own cancellation or deadline
+// keeps its code.
 func (s *Server) barrier(ctx context.Context) error {
 	if s.cfg.Barrier == nil {
 		return nil
 	}
-	if err := s.cfg.Barrier(ctx); err != nil {
+	bctx, cancel := context.WithTimeout(ctx, s.cfg.BarrierTimeout)
+	defer cancel()
+	if err := s.cfg.Barrier(bctx); err != nil {
 		if ctx.Err() != nil {
 			return toStatus(ctx.Err())
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -68,12 +69,52 @@ func NewRouter(c *cluster.Cluster, cfg Config) *Router {
 
 // Request implements actors.Router: it retries while the grain is being
 // moved or re-activated (timeouts and dead letters) until ctx's deadline
-// (or RequestTimeout).
+// (or RequestTimeout). A JobCommand, NodeCommand or BundleCommand carries
+// that deadline (in a copy of cmd): a grain that dequeues it later does
+// nothing, so that a request that failed here never takes effect
+// afterwards.
 func (r *Router) Request(ctx context.Context, kind, identity string, cmd proto.Message) (*internalpb.Reply, error) {
+	deadline := r.deadline(ctx)
+	return r.request(ctx, deadline, kind, identity, withDeadline(cmd, deadline))
+}
+
+// deadline is ctx's deadline, at most RequestTimeout from now.
+func (r *Router) deadline(ctx context.Context) time.Time {
 	deadline := time.Now().Add(r.cfg.RequestTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
+	return deadline
+}
+
+// withDeadline returns a copy of a job, node or bundle command carrying
+// deadline, unless it has one already; other messages unchanged.
+func withDeadline(cmd proto.Message, deadline time.Time) proto.Message {
+	switch c := cmd.(type) {
+	case *internalpb.JobCommand:
+		if c.GetDeadline() == nil {
+			c = proto.Clone(c).(*internalpb.JobCommand)
+			c.Deadline = timestamppb.New(deadline)
+			return c
+		}
+	case *internalpb.NodeCommand:
+		if c.GetDeadline() == nil {
+			c = proto.Clone(c).(*internalpb.NodeCommand)
+			c.Deadline = timestamppb.New(deadline)
+			return c
+		}
+	case *internalpb.BundleCommand:
+		if c.GetDeadline() == nil {
+			c = proto.Clone(c).(*internalpb.BundleCommand)
+			c.Deadline = timestamppb.New(deadline)
+			return c
+		}
+	}
+	return cmd
+}
+
+// request delivers cmd as it is, retrying until deadline.
+func (r *Router) request(ctx context.Context, deadline time.Time, kind, identity string, cmd proto.Message) (*internalpb.Reply, error) {
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -128,6 +169,9 @@ func (r *Router) Send(kind, identity string, cmd proto.Message) {
 	key := kind + "/" + identity
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ctx.Err() != nil {
+		return // stopped: grains stopping at shutdown send nothing
+	}
 	if q, ok := r.queues[key]; ok {
 		q.items = append(q.items, cmd)
 		return
@@ -150,8 +194,10 @@ func (r *Router) drain(key, kind, identity string, q *sendQueue) {
 		cmd := q.items[0]
 		q.items = q.items[1:]
 		r.mu.Unlock()
+		// One-way commands carry no deadline: what they report stays true
+		// however late their grain handles them.
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
-		_, err := r.Request(ctx, kind, identity, cmd)
+		_, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
 		cancel()
 		if err != nil && r.ctx.Err() == nil {
 			r.log.Warn("one-way grain command dropped", "kind", kind, "identity", identity, "error", err)
@@ -161,6 +207,8 @@ func (r *Router) drain(key, kind, identity string, q *sendQueue) {
 
 // Stop abandons pending sends and waits for the router's goroutines.
 func (r *Router) Stop() {
-	r.cancel()
+	r.mu.Lock()
+	r.cancel() // under mu: a concurrent Send either sees it or is waited for
+	r.mu.Unlock()
 	r.wg.Wait()
 }

@@ -132,7 +132,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -552,9 +552,215 @@ func (x *MockPoolRecord) GetRecentRequests() []string {
 	return nil
 }
 
+// State of one bundle grain (docs/design/bundles.md). The bundle is stored
+// as accepted; the derived jobs are the desired set, each with the
+// generation its desired state was last changed at and the generation the
+// job grain last confirmed. The grain works until every job is synced and
+// no removal is left (pending_work false), resuming after any restart.
+type BundleRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bundle as accepted (bundle_id set, state maintained).
+	Bundle *managerpb.Bundle `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// Incremented by every accepted change (create = 1).
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The entity's sequence when this incarnation was created (the tombstone
+	// of an earlier bundle with the same id, 0 for the first): part of the
+	// request ids of the grain's job commands, so that a re-created bundle's
+	// commands never look like the old one's.
+	Incarnation uint64 `protobuf:"varint,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// Derived jobs wanted now: replica 0 of every job spec in order, then
+	// replica 1 of each if the bundle has a resilience policy.
+	Jobs []*BundleJobState `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Derived jobs no longer wanted (removed by an update, or the whole
+	// bundle is DELETING): each is completed, then deleted, then dropped.
+	Removals []*BundleJobState `protobuf:"bytes,5,rep,name=removals,proto3" json:"removals,omitempty"`
+	// Some derived job is not synced, a removal is left, or the bundle is
+	// DELETING: the reviver wakes the grain (index ix/bundle/pending).
+	PendingWork    bool     `protobuf:"varint,6,opt,name=pending_work,json=pendingWork,proto3" json:"pending_work,omitempty"`
+	RecentRequests []string `protobuf:"bytes,7,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BundleRecord) Reset() {
+	*x = BundleRecord{}
+	mi := &file_internal_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleRecord) ProtoMessage() {}
+
+func (x *BundleRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
+func (*BundleRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BundleRecord) GetBundle() *managerpb.Bundle {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *BundleRecord) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *BundleRecord) GetJobs() []*BundleJobState {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetRemovals() []*BundleJobState {
+	if x != nil {
+		return x.Removals
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetPendingWork() bool {
+	if x != nil {
+		return x.PendingWork
+	}
+	return false
+}
+
+func (x *BundleRecord) GetRecentRequests() []string {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
+// One derived job of a bundle.
+type BundleJobState struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	JobId        string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ReplicaIndex uint32                 `protobuf:"varint,2,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
+	JobName      string                 `protobuf:"bytes,3,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	// The job carries the dormant tag.
+	Dormant bool `protobuf:"varint,4,opt,name=dormant,proto3" json:"dormant,omitempty"`
+	// Bundle generation at which this job's desired state last changed.
+	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Generation the job grain last confirmed (equal to generation: synced).
+	SyncedGeneration uint64 `protobuf:"varint,6,opt,name=synced_generation,json=syncedGeneration,proto3" json:"synced_generation,omitempty"`
+	// Why the last attempt failed ("" if it did not), for operators.
+	LastError     string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleJobState) Reset() {
+	*x = BundleJobState{}
+	mi := &file_internal_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleJobState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleJobState) ProtoMessage() {}
+
+func (x *BundleJobState) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
+func (*BundleJobState) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BundleJobState) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *BundleJobState) GetReplicaIndex() uint32 {
+	if x != nil {
+		return x.ReplicaIndex
+	}
+	return 0
+}
+
+func (x *BundleJobState) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+func (x *BundleJobState) GetDormant() bool {
+	if x != nil {
+		return x.Dormant
+	}
+	return false
+}
+
+func (x *BundleJobState) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *BundleJobState) GetSyncedGeneration() uint64 {
+	if x != nil {
+		return x.SyncedGeneration
+	}
+	return 0
+}
+
+func (x *BundleJobState) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 type AppendCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Entity key: "job/<id>", "node/<id>" or "pool/mock".
+	// Entity key: "job/<id>", "node/<id>", "bundle/<id>" or "pool/mock".
 	EntityKey string `protobuf:"bytes,1,opt,name=entity_key,json=entityKey,proto3" json:"entity_key,omitempty"`
 	// The entity's sequence number the grain last saw (0: must not exist).
 	ExpectedSeq uint64 `protobuf:"varint,2,opt,name=expected_seq,json=expectedSeq,proto3" json:"expected_seq,omitempty"`
@@ -574,7 +780,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +792,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +805,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+	return file_internal_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -661,7 +867,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +879,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +892,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{5}
+	return file_internal_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -708,7 +914,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +926,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +939,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{6}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -765,6 +971,8 @@ type Reply struct {
 	//	*Reply_RegisterClusterNode
 	//	*Reply_ClusterMemberRegister
 	//	*Reply_MockUrl
+	//	*Reply_Bundle
+	//	*Reply_CreateBundle
 	Payload       isReply_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -772,7 +980,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +992,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1005,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -882,6 +1090,24 @@ func (x *Reply) GetMockUrl() string {
 	return ""
 }
 
+func (x *Reply) GetBundle() *BundleRecord {
+	if x != nil {
+		if x, ok := x.Payload.(*Reply_Bundle); ok {
+			return x.Bundle
+		}
+	}
+	return nil
+}
+
+func (x *Reply) GetCreateBundle() *managerpb.CreateBundleResponse {
+	if x != nil {
+		if x, ok := x.Payload.(*Reply_CreateBundle); ok {
+			return x.CreateBundle
+		}
+	}
+	return nil
+}
+
 type isReply_Payload interface {
 	isReply_Payload()
 }
@@ -911,6 +1137,14 @@ type Reply_MockUrl struct {
 	MockUrl string `protobuf:"bytes,15,opt,name=mock_url,json=mockUrl,proto3,oneof"`
 }
 
+type Reply_Bundle struct {
+	Bundle *BundleRecord `protobuf:"bytes,16,opt,name=bundle,proto3,oneof"`
+}
+
+type Reply_CreateBundle struct {
+	CreateBundle *managerpb.CreateBundleResponse `protobuf:"bytes,17,opt,name=create_bundle,json=createBundle,proto3,oneof"`
+}
+
 func (*Reply_JobHash) isReply_Payload() {}
 
 func (*Reply_Job) isReply_Payload() {}
@@ -923,10 +1157,21 @@ func (*Reply_ClusterMemberRegister) isReply_Payload() {}
 
 func (*Reply_MockUrl) isReply_Payload() {}
 
+func (*Reply_Bundle) isReply_Payload() {}
+
+func (*Reply_CreateBundle) isReply_Payload() {}
+
 type JobCommand struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	JobId     string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// When the caller gives up waiting for the reply (set by the cluster
+	// router on requests). A grain that dequeues the command later answers
+	// DEADLINE_EXCEEDED and does nothing: a command held up while its grain
+	// could not load (no quorum) or in a connection to a partitioned manager
+	// must not take effect after its caller was told it failed. Unset: no
+	// deadline (one-way commands).
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*JobCommand_Create
@@ -946,7 +1191,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1203,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1216,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -986,6 +1231,13 @@ func (x *JobCommand) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *JobCommand) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
 }
 
 func (x *JobCommand) GetCmd() isJobCommand_Cmd {
@@ -1158,7 +1410,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1422,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1435,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -1202,7 +1454,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1466,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1479,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -1245,7 +1497,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1509,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1522,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 type StartJob struct {
@@ -1283,7 +1535,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1547,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1560,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartJob) GetRole() string {
@@ -1335,7 +1587,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1599,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1612,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopJob) GetRole() string {
@@ -1385,7 +1637,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1649,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1662,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 type GetJob struct {
@@ -1421,7 +1673,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1685,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1698,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -1458,7 +1710,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1722,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1735,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -1502,7 +1754,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1766,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1779,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -1590,7 +1842,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1854,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1867,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -1636,6 +1888,13 @@ type NodeCommand struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	NodeId    string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// When the caller gives up waiting for the reply (set by the cluster
+	// router on requests). A grain that dequeues the command later answers
+	// DEADLINE_EXCEEDED and does nothing: a command held up while its grain
+	// could not load (no quorum) or in a connection to a partitioned manager
+	// must not take effect after its caller was told it failed. Unset: no
+	// deadline (one-way commands).
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*NodeCommand_RegisterSlot
@@ -1655,7 +1914,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1926,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1939,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -1695,6 +1954,13 @@ func (x *NodeCommand) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *NodeCommand) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
 }
 
 func (x *NodeCommand) GetCmd() isNodeCommand_Cmd {
@@ -1869,7 +2135,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +2147,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +2160,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -1932,7 +2198,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2210,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2223,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -2010,7 +2276,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2288,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2301,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 type TerminateNode struct {
@@ -2046,7 +2312,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2324,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2337,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 type CreateMockNode struct {
@@ -2084,7 +2350,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2362,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2375,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -2135,7 +2401,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2413,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2426,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -2180,7 +2446,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2458,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2471,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -2230,7 +2496,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2508,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2521,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -2267,7 +2533,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2545,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2558,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 type UpdatePhysicalNode struct {
@@ -2304,7 +2570,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2582,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2595,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -2353,7 +2619,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2631,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2644,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -2423,7 +2689,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2701,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2714,404 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+}
+
+// Commands of a bundle grain (identity: the bundle id).
+type BundleCommand struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	BundleId  string                 `protobuf:"bytes,2,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	// As JobCommand.deadline: set by the cluster router on requests; a grain
+	// that dequeues the command later answers DEADLINE_EXCEEDED and does
+	// nothing.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Types that are valid to be assigned to Cmd:
+	//
+	//	*BundleCommand_Create
+	//	*BundleCommand_Update
+	//	*BundleCommand_Delete
+	//	*BundleCommand_SetDormant
+	//	*BundleCommand_Get
+	//	*BundleCommand_Wake
+	Cmd           isBundleCommand_Cmd `protobuf_oneof:"cmd"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleCommand) Reset() {
+	*x = BundleCommand{}
+	mi := &file_internal_internal_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleCommand) ProtoMessage() {}
+
+func (x *BundleCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
+func (*BundleCommand) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *BundleCommand) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *BundleCommand) GetBundleId() string {
+	if x != nil {
+		return x.BundleId
+	}
+	return ""
+}
+
+func (x *BundleCommand) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetCmd() isBundleCommand_Cmd {
+	if x != nil {
+		return x.Cmd
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetCreate() *CreateBundle {
+	if x != nil {
+		if x, ok := x.Cmd.(*BundleCommand_Create); ok {
+			return x.Create
+		}
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetUpdate() *UpdateBundle {
+	if x != nil {
+		if x, ok := x.Cmd.(*BundleCommand_Update); ok {
+			return x.Update
+		}
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetDelete() *DeleteBundle {
+	if x != nil {
+		if x, ok := x.Cmd.(*BundleCommand_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetSetDormant() *SetBundleJobDormant {
+	if x != nil {
+		if x, ok := x.Cmd.(*BundleCommand_SetDormant); ok {
+			return x.SetDormant
+		}
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetGet() *GetBundle {
+	if x != nil {
+		if x, ok := x.Cmd.(*BundleCommand_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetWake() *Wake {
+	if x != nil {
+		if x, ok := x.Cmd.(*BundleCommand_Wake); ok {
+			return x.Wake
+		}
+	}
+	return nil
+}
+
+type isBundleCommand_Cmd interface {
+	isBundleCommand_Cmd()
+}
+
+type BundleCommand_Create struct {
+	Create *CreateBundle `protobuf:"bytes,10,opt,name=create,proto3,oneof"`
+}
+
+type BundleCommand_Update struct {
+	Update *UpdateBundle `protobuf:"bytes,11,opt,name=update,proto3,oneof"`
+}
+
+type BundleCommand_Delete struct {
+	Delete *DeleteBundle `protobuf:"bytes,12,opt,name=delete,proto3,oneof"`
+}
+
+type BundleCommand_SetDormant struct {
+	SetDormant *SetBundleJobDormant `protobuf:"bytes,13,opt,name=set_dormant,json=setDormant,proto3,oneof"`
+}
+
+type BundleCommand_Get struct {
+	Get *GetBundle `protobuf:"bytes,14,opt,name=get,proto3,oneof"`
+}
+
+type BundleCommand_Wake struct {
+	// Sent by the reviver: activate and resume unfinished work.
+	Wake *Wake `protobuf:"bytes,15,opt,name=wake,proto3,oneof"`
+}
+
+func (*BundleCommand_Create) isBundleCommand_Cmd() {}
+
+func (*BundleCommand_Update) isBundleCommand_Cmd() {}
+
+func (*BundleCommand_Delete) isBundleCommand_Cmd() {}
+
+func (*BundleCommand_SetDormant) isBundleCommand_Cmd() {}
+
+func (*BundleCommand_Get) isBundleCommand_Cmd() {}
+
+func (*BundleCommand_Wake) isBundleCommand_Cmd() {}
+
+// The bundle arrives validated, with its id set.
+type CreateBundle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bundle        *managerpb.Bundle      `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBundle) Reset() {
+	*x = CreateBundle{}
+	mi := &file_internal_internal_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBundle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBundle) ProtoMessage() {}
+
+func (x *CreateBundle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
+func (*CreateBundle) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CreateBundle) GetBundle() *managerpb.Bundle {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+type UpdateBundle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bundle        *managerpb.Bundle      `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBundle) Reset() {
+	*x = UpdateBundle{}
+	mi := &file_internal_internal_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBundle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBundle) ProtoMessage() {}
+
+func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
+func (*UpdateBundle) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+type DeleteBundle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBundle) Reset() {
+	*x = DeleteBundle{}
+	mi := &file_internal_internal_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBundle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBundle) ProtoMessage() {}
+
+func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
+func (*DeleteBundle) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+}
+
+// StartBundleJob (dormant false) and StopBundleJob (dormant true).
+type SetBundleJobDormant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReplicaIndex  uint32                 `protobuf:"varint,1,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
+	JobName       string                 `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	Dormant       bool                   `protobuf:"varint,3,opt,name=dormant,proto3" json:"dormant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBundleJobDormant) Reset() {
+	*x = SetBundleJobDormant{}
+	mi := &file_internal_internal_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBundleJobDormant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBundleJobDormant) ProtoMessage() {}
+
+func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
+func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
+	if x != nil {
+		return x.ReplicaIndex
+	}
+	return 0
+}
+
+func (x *SetBundleJobDormant) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+func (x *SetBundleJobDormant) GetDormant() bool {
+	if x != nil {
+		return x.Dormant
+	}
+	return false
+}
+
+type GetBundle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBundle) Reset() {
+	*x = GetBundle{}
+	mi := &file_internal_internal_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBundle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBundle) ProtoMessage() {}
+
+func (x *GetBundle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
+func (*GetBundle) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 var File_internal_internal_proto protoreflect.FileDescriptor
@@ -2501,7 +3164,28 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\f_stop_reason\"M\n" +
 	"\x0eMockPoolRecord\x12\x12\n" +
 	"\x04next\x18\x01 \x01(\rR\x04next\x12'\n" +
-	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"\x89\x02\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"\xc5\x02\n" +
+	"\fBundleRecord\x121\n" +
+	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\x04R\vincarnation\x125\n" +
+	"\x04jobs\x18\x04 \x03(\v2!.norsk.internal.v1.BundleJobStateR\x04jobs\x12=\n" +
+	"\bremovals\x18\x05 \x03(\v2!.norsk.internal.v1.BundleJobStateR\bremovals\x12!\n" +
+	"\fpending_work\x18\x06 \x01(\bR\vpendingWork\x12'\n" +
+	"\x0frecent_requests\x18\a \x03(\tR\x0erecentRequests\"\xed\x01\n" +
+	"\x0eBundleJobState\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12#\n" +
+	"\rreplica_index\x18\x02 \x01(\rR\freplicaIndex\x12\x19\n" +
+	"\bjob_name\x18\x03 \x01(\tR\ajobName\x12\x18\n" +
+	"\adormant\x18\x04 \x01(\bR\adormant\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x04R\n" +
+	"generation\x12+\n" +
+	"\x11synced_generation\x18\x06 \x01(\x04R\x10syncedGeneration\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\"\x89\x02\n" +
 	"\rAppendCommand\x12\x1d\n" +
 	"\n" +
 	"entity_key\x18\x01 \x01(\tR\tentityKey\x12!\n" +
@@ -2516,7 +3200,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bcommands\x18\x01 \x03(\v2 .norsk.internal.v1.AppendCommandR\bcommands\"t\n" +
 	"\vStoredEvent\x129\n" +
 	"\x05event\x18\x01 \x01(\v2#.norsk.api.manager.EventStreamEventR\x05event\x12*\n" +
-	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xfe\x03\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x89\x05\n" +
 	"\x05Reply\x12)\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x15.norsk.api.error.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
@@ -2527,13 +3211,16 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x04node\x18\f \x01(\v2\x1d.norsk.internal.v1.NodeRecordH\x00R\x04node\x12d\n" +
 	"\x15register_cluster_node\x18\r \x01(\v2..norsk.api.manager.RegisterClusterNodeResponseH\x00R\x13registerClusterNode\x12j\n" +
 	"\x17cluster_member_register\x18\x0e \x01(\v20.norsk.api.manager.ClusterMemberRegisterResponseH\x00R\x15clusterMemberRegister\x12\x1b\n" +
-	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrlB\t\n" +
-	"\apayload\"\x8d\x05\n" +
+	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
+	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
+	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
+	"\apayload\"\xc5\x05\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x126\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x1c.norsk.internal.v1.CreateJobH\x00R\x06create\x126\n" +
 	"\x06update\x18\v \x01(\v2\x1c.norsk.internal.v1.UpdateJobH\x00R\x06update\x126\n" +
@@ -2579,11 +3266,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xe6\x05\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\x9e\x06\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12F\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12F\n" +
 	"\rregister_slot\x18\n" +
 	" \x01(\v2\x1f.norsk.internal.v1.RegisterSlotH\x00R\fregisterSlot\x12L\n" +
 	"\x0fmember_register\x18\v \x01(\v2!.norsk.internal.v1.MemberRegisterH\x00R\x0ememberRegister\x12C\n" +
@@ -2639,7 +3327,31 @@ const file_internal_internal_proto_rawDesc = "" +
 	" \x01(\v2\x1d.norsk.internal.v1.PopMockUrlH\x00R\x03popB\x05\n" +
 	"\x03cmd\"\f\n" +
 	"\n" +
-	"PopMockUrl*X\n" +
+	"PopMockUrl\"\xe7\x03\n" +
+	"\rBundleCommand\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tbundle_id\x18\x02 \x01(\tR\bbundleId\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x129\n" +
+	"\x06create\x18\n" +
+	" \x01(\v2\x1f.norsk.internal.v1.CreateBundleH\x00R\x06create\x129\n" +
+	"\x06update\x18\v \x01(\v2\x1f.norsk.internal.v1.UpdateBundleH\x00R\x06update\x129\n" +
+	"\x06delete\x18\f \x01(\v2\x1f.norsk.internal.v1.DeleteBundleH\x00R\x06delete\x12I\n" +
+	"\vset_dormant\x18\r \x01(\v2&.norsk.internal.v1.SetBundleJobDormantH\x00R\n" +
+	"setDormant\x120\n" +
+	"\x03get\x18\x0e \x01(\v2\x1c.norsk.internal.v1.GetBundleH\x00R\x03get\x12-\n" +
+	"\x04wake\x18\x0f \x01(\v2\x17.norsk.internal.v1.WakeH\x00R\x04wakeB\x05\n" +
+	"\x03cmd\"A\n" +
+	"\fCreateBundle\x121\n" +
+	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\"A\n" +
+	"\fUpdateBundle\x121\n" +
+	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\"\x0e\n" +
+	"\fDeleteBundle\"o\n" +
+	"\x13SetBundleJobDormant\x12#\n" +
+	"\rreplica_index\x18\x01 \x01(\rR\freplicaIndex\x12\x19\n" +
+	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x18\n" +
+	"\adormant\x18\x03 \x01(\bR\adormant\"\v\n" +
+	"\tGetBundle*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -2658,130 +3370,156 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_internal_internal_proto_goTypes = []any{
-	(InstanceStatus)(0),                  // 0: norsk.internal.v1.InstanceStatus
-	(InstanceReport_Kind)(0),             // 1: norsk.internal.v1.InstanceReport.Kind
-	(*Instance)(nil),                     // 2: norsk.internal.v1.Instance
-	(*JobRecord)(nil),                    // 3: norsk.internal.v1.JobRecord
-	(*NodeRecord)(nil),                   // 4: norsk.internal.v1.NodeRecord
-	(*MockPoolRecord)(nil),               // 5: norsk.internal.v1.MockPoolRecord
-	(*AppendCommand)(nil),                // 6: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                  // 7: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                  // 8: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                        // 9: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                   // 10: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                    // 11: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                    // 12: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                    // 13: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                     // 14: norsk.internal.v1.StartJob
-	(*StopJob)(nil),                      // 15: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                  // 16: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                       // 17: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                  // 18: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),               // 19: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                     // 20: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                  // 21: norsk.internal.v1.NodeCommand
-	(*RegisterSlot)(nil),                 // 22: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),               // 23: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),               // 24: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                // 25: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),               // 26: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                    // 27: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                 // 28: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                      // 29: norsk.internal.v1.GetNode
-	(*Wake)(nil),                         // 30: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),           // 31: norsk.internal.v1.UpdatePhysicalNode
-	(*PoolCommand)(nil),                  // 32: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                   // 33: norsk.internal.v1.PopMockUrl
-	nil,                                  // 34: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                  // 35: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                  // 36: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                  // 37: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),        // 38: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),        // 39: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil), // 40: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),     // 41: norsk.api.manager.JobWithHistory
-	(managerpb.NodeProvider)(0),          // 42: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),         // 43: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),   // 44: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),    // 45: norsk.api.manager.ClusterHardware
-	(*managerpb.EventStreamEvent)(nil),   // 46: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                    // 47: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),            // 48: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 49: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 50: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.Job)(nil),                           // 51: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 52: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 53: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 54: norsk.api.common.ResolvedPortMappings
+	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
+	(InstanceReport_Kind)(0),                      // 1: norsk.internal.v1.InstanceReport.Kind
+	(*Instance)(nil),                              // 2: norsk.internal.v1.Instance
+	(*JobRecord)(nil),                             // 3: norsk.internal.v1.JobRecord
+	(*NodeRecord)(nil),                            // 4: norsk.internal.v1.NodeRecord
+	(*MockPoolRecord)(nil),                        // 5: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                          // 6: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                        // 7: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                         // 8: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                           // 9: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                           // 10: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                 // 11: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                            // 12: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                             // 13: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                             // 14: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                             // 15: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                              // 16: norsk.internal.v1.StartJob
+	(*StopJob)(nil),                               // 17: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                           // 18: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                // 19: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                           // 20: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                        // 21: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                              // 22: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                           // 23: norsk.internal.v1.NodeCommand
+	(*RegisterSlot)(nil),                          // 24: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                        // 25: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                        // 26: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                         // 27: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                        // 28: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                             // 29: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                          // 30: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                               // 31: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                  // 32: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                    // 33: norsk.internal.v1.UpdatePhysicalNode
+	(*PoolCommand)(nil),                           // 34: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                            // 35: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                         // 36: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                          // 37: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                          // 38: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                          // 39: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                   // 40: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                             // 41: norsk.internal.v1.GetBundle
+	nil,                                           // 42: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                           // 43: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                           // 44: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                           // 45: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                 // 46: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                 // 47: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),          // 48: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),              // 49: norsk.api.manager.JobWithHistory
+	(managerpb.NodeProvider)(0),                   // 50: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                  // 51: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),            // 52: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),             // 53: norsk.api.manager.ClusterHardware
+	(*managerpb.Bundle)(nil),                      // 54: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),            // 55: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                             // 56: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                     // 57: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil), // 58: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 59: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 60: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 61: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 62: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 63: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 64: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	34, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	38, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	39, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	40, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	41, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	42, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	46, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	47, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	48, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	49, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	2,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	42, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	43, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	39, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	40, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	44, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	38, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	45, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	38, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	46, // 15: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	38, // 16: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	6,  // 17: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	46, // 18: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	38, // 19: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	47, // 20: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	48, // 21: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	3,  // 22: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	4,  // 23: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	49, // 24: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	50, // 25: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	11, // 26: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	12, // 27: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	13, // 28: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	14, // 29: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	15, // 30: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	16, // 31: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	17, // 32: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	18, // 33: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	19, // 34: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	20, // 35: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	51, // 36: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	51, // 37: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	1,  // 38: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	35, // 39: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	39, // 40: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	40, // 41: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	52, // 42: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	22, // 43: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	23, // 44: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	24, // 45: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	25, // 46: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	26, // 47: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	27, // 48: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	28, // 49: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	29, // 50: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	30, // 51: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	31, // 52: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	36, // 53: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	45, // 54: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	37, // 55: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	53, // 56: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	33, // 57: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	54, // 58: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	54, // 59: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	50, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	51, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	47, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	48, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	52, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	46, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	53, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	46, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	54, // 15: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	7,  // 16: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	7,  // 17: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	55, // 18: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	46, // 19: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	8,  // 20: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	55, // 21: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	46, // 22: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	56, // 23: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	57, // 24: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	3,  // 25: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	4,  // 26: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	58, // 27: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	59, // 28: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	6,  // 29: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	60, // 30: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	46, // 31: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	13, // 32: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	14, // 33: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	15, // 34: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	16, // 35: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	17, // 36: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	18, // 37: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	19, // 38: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	20, // 39: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	21, // 40: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	22, // 41: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	61, // 42: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	61, // 43: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	1,  // 44: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	43, // 45: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	47, // 46: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	48, // 47: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	62, // 48: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	46, // 49: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	24, // 50: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	25, // 51: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	26, // 52: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	27, // 53: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	28, // 54: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	29, // 55: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	30, // 56: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	31, // 57: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	32, // 58: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	33, // 59: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	44, // 60: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	53, // 61: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	45, // 62: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	63, // 63: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	35, // 64: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	46, // 65: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	37, // 66: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	38, // 67: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	39, // 68: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	40, // 69: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	41, // 70: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	32, // 71: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	54, // 72: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	54, // 73: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	64, // 74: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	64, // 75: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -2790,15 +3528,17 @@ func file_internal_internal_proto_init() {
 		return
 	}
 	file_internal_internal_proto_msgTypes[2].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[7].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[9].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
 		(*Reply_RegisterClusterNode)(nil),
 		(*Reply_ClusterMemberRegister)(nil),
 		(*Reply_MockUrl)(nil),
+		(*Reply_Bundle)(nil),
+		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[8].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[10].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -2810,7 +3550,7 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_InstanceReport)(nil),
 		(*JobCommand_NodeGone)(nil),
 	}
-	file_internal_internal_proto_msgTypes[19].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[21].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -2822,8 +3562,16 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_Wake)(nil),
 		(*NodeCommand_UpdatePhysical)(nil),
 	}
-	file_internal_internal_proto_msgTypes[30].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[32].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
+	}
+	file_internal_internal_proto_msgTypes[34].OneofWrappers = []any{
+		(*BundleCommand_Create)(nil),
+		(*BundleCommand_Update)(nil),
+		(*BundleCommand_Delete)(nil),
+		(*BundleCommand_SetDormant)(nil),
+		(*BundleCommand_Get)(nil),
+		(*BundleCommand_Wake)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2831,7 +3579,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

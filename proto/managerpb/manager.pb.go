@@ -7,8 +7,9 @@
 // service keeps its 13 RPCs with the same names and streaming shapes.
 //
 // Everything marked "Added" comes from the newer NorskManager SDK (later
-// than 1.0.384: cluster slots, mock nodes, ListNodes, JobById, Version and
-// the newer Job fields) or from this project (the event-stream resume index).
+// than 1.0.384: cluster slots, mock nodes, ListNodes, JobById, Version, the
+// newer Job fields and bundles) or from this project (the event-stream
+// resume index, the bundle reads).
 // Additions only use new message names, new enum values or field numbers above
 // the 1.0.384 ones, so published 1.0.384 clients keep working.
 
@@ -361,6 +362,108 @@ func (NodeLifecycle) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{5}
 }
 
+// Added (public page). "v1 is best-effort always: FORBID means keep the
+// backup out of this failure domain if at all possible - but if no
+// domain-respecting node is free the engine places it anyway and surfaces
+// the degradation."
+type AntiAffinity int32
+
+const (
+	AntiAffinity_ANTI_AFFINITY_ALLOW  AntiAffinity = 0
+	AntiAffinity_ANTI_AFFINITY_FORBID AntiAffinity = 1
+)
+
+// Enum value maps for AntiAffinity.
+var (
+	AntiAffinity_name = map[int32]string{
+		0: "ANTI_AFFINITY_ALLOW",
+		1: "ANTI_AFFINITY_FORBID",
+	}
+	AntiAffinity_value = map[string]int32{
+		"ANTI_AFFINITY_ALLOW":  0,
+		"ANTI_AFFINITY_FORBID": 1,
+	}
+)
+
+func (x AntiAffinity) Enum() *AntiAffinity {
+	p := new(AntiAffinity)
+	*p = x
+	return p
+}
+
+func (x AntiAffinity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AntiAffinity) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[6].Descriptor()
+}
+
+func (AntiAffinity) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[6]
+}
+
+func (x AntiAffinity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AntiAffinity.Descriptor instead.
+func (AntiAffinity) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{6}
+}
+
+// Added (public page).
+type BundleState int32
+
+const (
+	BundleState_BUNDLE_STATE_LIVE BundleState = 0
+	// "transitions to DELETING when an operator issues DeleteBundle and the
+	// daemon starts the stop-then-delete saga (the bundle remains visible
+	// during the transient state ... the daemon can resume the saga across
+	// restarts). The entry leaves BundleStore entirely once the saga
+	// completes."
+	BundleState_BUNDLE_STATE_DELETING BundleState = 1
+)
+
+// Enum value maps for BundleState.
+var (
+	BundleState_name = map[int32]string{
+		0: "BUNDLE_STATE_LIVE",
+		1: "BUNDLE_STATE_DELETING",
+	}
+	BundleState_value = map[string]int32{
+		"BUNDLE_STATE_LIVE":     0,
+		"BUNDLE_STATE_DELETING": 1,
+	}
+)
+
+func (x BundleState) Enum() *BundleState {
+	p := new(BundleState)
+	*p = x
+	return p
+}
+
+func (x BundleState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BundleState) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[7].Descriptor()
+}
+
+func (BundleState) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[7]
+}
+
+func (x BundleState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BundleState.Descriptor instead.
+func (BundleState) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{7}
+}
+
 // PRE: not yet started (start_date_time in the future and no instance has
 // ever started). ACTIVE: should be running. POST: completed.
 type Job_JobState int32
@@ -396,11 +499,11 @@ func (x Job_JobState) String() string {
 }
 
 func (Job_JobState) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[6].Descriptor()
+	return file_manager_proto_enumTypes[8].Descriptor()
 }
 
 func (Job_JobState) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[6]
+	return &file_manager_proto_enumTypes[8]
 }
 
 func (x Job_JobState) Number() protoreflect.EnumNumber {
@@ -451,11 +554,11 @@ func (x JobHistoryJobStopping_Reason) String() string {
 }
 
 func (JobHistoryJobStopping_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[7].Descriptor()
+	return file_manager_proto_enumTypes[9].Descriptor()
 }
 
 func (JobHistoryJobStopping_Reason) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[7]
+	return &file_manager_proto_enumTypes[9]
 }
 
 func (x JobHistoryJobStopping_Reason) Number() protoreflect.EnumNumber {
@@ -521,11 +624,11 @@ func (x NodeStopping_Reason) String() string {
 }
 
 func (NodeStopping_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[8].Descriptor()
+	return file_manager_proto_enumTypes[10].Descriptor()
 }
 
 func (NodeStopping_Reason) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[8]
+	return &file_manager_proto_enumTypes[10]
 }
 
 func (x NodeStopping_Reason) Number() protoreflect.EnumNumber {
@@ -3902,6 +4005,8 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_ProviderHealthChange
 	//	*EventStreamEvent_JobInfo
 	//	*EventStreamEvent_StreamReset
+	//	*EventStreamEvent_BundleUpdated
+	//	*EventStreamEvent_BundleDeleted
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4084,6 +4189,24 @@ func (x *EventStreamEvent) GetStreamReset() *StreamReset {
 	return nil
 }
 
+func (x *EventStreamEvent) GetBundleUpdated() *BundleUpdated {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_BundleUpdated); ok {
+			return x.BundleUpdated
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetBundleDeleted() *BundleDeleted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_BundleDeleted); ok {
+			return x.BundleDeleted
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4158,6 +4281,20 @@ type EventStreamEvent_StreamReset struct {
 	StreamReset *StreamReset `protobuf:"bytes,15,opt,name=stream_reset,json=streamReset,proto3,oneof"`
 }
 
+type EventStreamEvent_BundleUpdated struct {
+	// Added (AutoManager v1; the event's name is on the public
+	// Manager.CreateBundle page, its number and shape are ours). A bundle
+	// was created, updated, or moved to DELETING; carries the bundle as
+	// stored. A log event: never part of the snapshot.
+	BundleUpdated *BundleUpdated `protobuf:"bytes,16,opt,name=bundle_updated,json=bundleUpdated,proto3,oneof"`
+}
+
+type EventStreamEvent_BundleDeleted struct {
+	// Added (ours). The stop-then-delete saga of a bundle finished: its
+	// derived jobs are deleted and the bundle is gone. A log event.
+	BundleDeleted *BundleDeleted `protobuf:"bytes,17,opt,name=bundle_deleted,json=bundleDeleted,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4187,6 +4324,10 @@ func (*EventStreamEvent_ProviderHealthChange) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_JobInfo) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_StreamReset) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_BundleUpdated) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_BundleDeleted) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5481,6 +5622,899 @@ func (x *ClusterMembersResponse) GetLeader() string {
 	return ""
 }
 
+// Added (public page: name only). Identifies a bundle. Ours: 1-128 bytes of
+// [A-Za-z0-9._-], starting with a letter or digit; empty in CreateBundle
+// means "assign one" (a UUID).
+type BundleId struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BundleId      string                 `protobuf:"bytes,1,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleId) Reset() {
+	*x = BundleId{}
+	mi := &file_manager_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleId) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleId) ProtoMessage() {}
+
+func (x *BundleId) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleId.ProtoReflect.Descriptor instead.
+func (*BundleId) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *BundleId) GetBundleId() string {
+	if x != nil {
+		return x.BundleId
+	}
+	return ""
+}
+
+// Added (public page). "A bundle is a logical workload unit." The manager
+// expands it into derived jobs: one per job spec and replica (replica 0 =
+// primary always, replica 1 = backup iff resilience_policy is set), with
+// the ids "<bundle_id>.<replica_index>.<job_name>".
+type Bundle struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public page. Empty in CreateBundle: the manager assigns one.
+	BundleId *BundleId `protobuf:"bytes,1,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	// Public page: "The pool this bundle's primary jobs are placed into. The
+	// cost cascade (cheap -> expensive) lives inside the pool as ordered
+	// tiers, not here." Stored for the placement engine; may be empty.
+	Pool string `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Public page (repeated: inferred from "jobs" and job_name "unique
+	// within the bundle"). At least one; at most 64.
+	Jobs []*BundleJobSpec `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Public page (name only). Stored and returned verbatim.
+	IntraReplicaPlacement *IntraReplicaRules `protobuf:"bytes,4,opt,name=intra_replica_placement,json=intraReplicaPlacement,proto3" json:"intra_replica_placement,omitempty"`
+	// Public page: "When set, the bundle runs a primary + one backup (replica
+	// index 0 = primary, 1 = backup); absent => primary only. Replaces the
+	// old operator-set replicas count and inter_replica_placement."
+	ResiliencePolicy *ResiliencePolicy `protobuf:"bytes,5,opt,name=resilience_policy,json=resiliencePolicy,proto3" json:"resilience_policy,omitempty"`
+	// Public page: "Bundles created prior to this field's introduction
+	// deserialise as LIVE". Maintained by the manager; ignored in requests.
+	State         BundleState `protobuf:"varint,6,opt,name=state,proto3,enum=norsk.api.manager.BundleState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bundle) Reset() {
+	*x = Bundle{}
+	mi := &file_manager_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bundle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bundle) ProtoMessage() {}
+
+func (x *Bundle) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bundle.ProtoReflect.Descriptor instead.
+func (*Bundle) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *Bundle) GetBundleId() *BundleId {
+	if x != nil {
+		return x.BundleId
+	}
+	return nil
+}
+
+func (x *Bundle) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *Bundle) GetJobs() []*BundleJobSpec {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *Bundle) GetIntraReplicaPlacement() *IntraReplicaRules {
+	if x != nil {
+		return x.IntraReplicaPlacement
+	}
+	return nil
+}
+
+func (x *Bundle) GetResiliencePolicy() *ResiliencePolicy {
+	if x != nil {
+		return x.ResiliencePolicy
+	}
+	return nil
+}
+
+func (x *Bundle) GetState() BundleState {
+	if x != nil {
+		return x.State
+	}
+	return BundleState_BUNDLE_STATE_LIVE
+}
+
+// Added (public page). One job of a bundle.
+type BundleJobSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public page: "Unique within the bundle." Ours: 1-64 bytes of
+	// [A-Za-z0-9_-], starting with a letter or digit (it is part of the
+	// derived job ids).
+	JobName string `protobuf:"bytes,1,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	// Public page. Stamped into the derived jobs as auto_placement.requirements
+	// (the template's own requirements are ignored).
+	Requirements *JobRequirements `protobuf:"bytes,2,opt,name=requirements,proto3" json:"requirements,omitempty"`
+	// Public page: "jobNames in the same replica that MUST land on the same
+	// node". Names of other jobs of this bundle.
+	CoLocateWith []string `protobuf:"bytes,3,rep,name=co_locate_with,json=coLocateWith,proto3" json:"co_locate_with,omitempty"`
+	// Public page: jobNames in the same replica that "MUST land on different
+	// nodes". Names of other jobs of this bundle; must not contradict
+	// co_locate_with (also through other jobs' co_locate_with).
+	SeparateFrom []string `protobuf:"bytes,4,rep,name=separate_from,json=separateFrom,proto3" json:"separate_from,omitempty"`
+	// Public page: "Full job-spec template. At Bundle expansion time Manager
+	// derives a per-replica Job by stamping in jobId / state / currentHash /
+	// bundleId+replicaIndex+jobName tags; everything else (services,
+	// writeFiles, norskMediaVersion, etc.) flows through verbatim. The
+	// template's own requirements field is ignored". Validated as CreateJob
+	// validates a job; its job_id, state and current_hash are ignored, and
+	// its tags must not use the keys the manager stamps (bundleId,
+	// replicaIndex, jobName, dormant).
+	Job *Job `protobuf:"bytes,5,opt,name=job,proto3" json:"job,omitempty"`
+	// Public page: "auto" (or "", the default): the derived jobs are live at
+	// creation; "manual": they are created with the tag dormant=true and
+	// stay dormant until StartBundleJob.
+	StartMode     string `protobuf:"bytes,6,opt,name=start_mode,json=startMode,proto3" json:"start_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleJobSpec) Reset() {
+	*x = BundleJobSpec{}
+	mi := &file_manager_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleJobSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleJobSpec) ProtoMessage() {}
+
+func (x *BundleJobSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleJobSpec.ProtoReflect.Descriptor instead.
+func (*BundleJobSpec) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *BundleJobSpec) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+func (x *BundleJobSpec) GetRequirements() *JobRequirements {
+	if x != nil {
+		return x.Requirements
+	}
+	return nil
+}
+
+func (x *BundleJobSpec) GetCoLocateWith() []string {
+	if x != nil {
+		return x.CoLocateWith
+	}
+	return nil
+}
+
+func (x *BundleJobSpec) GetSeparateFrom() []string {
+	if x != nil {
+		return x.SeparateFrom
+	}
+	return nil
+}
+
+func (x *BundleJobSpec) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *BundleJobSpec) GetStartMode() string {
+	if x != nil {
+		return x.StartMode
+	}
+	return ""
+}
+
+// Added (public page). The backup replica of a bundle.
+type ResiliencePolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public page: "Backup capacity pool. Empty => use the bundle's pool."
+	Pool string `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Public page: keep the backup in a different node / AZ / cloud from the
+	// primary (FORBID) or not (ALLOW). For the placement engine; stored.
+	SameNode      AntiAffinity `protobuf:"varint,2,opt,name=same_node,json=sameNode,proto3,enum=norsk.api.manager.AntiAffinity" json:"same_node,omitempty"`
+	SameAz        AntiAffinity `protobuf:"varint,3,opt,name=same_az,json=sameAz,proto3,enum=norsk.api.manager.AntiAffinity" json:"same_az,omitempty"`
+	SameCloud     AntiAffinity `protobuf:"varint,4,opt,name=same_cloud,json=sameCloud,proto3,enum=norsk.api.manager.AntiAffinity" json:"same_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResiliencePolicy) Reset() {
+	*x = ResiliencePolicy{}
+	mi := &file_manager_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResiliencePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResiliencePolicy) ProtoMessage() {}
+
+func (x *ResiliencePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResiliencePolicy.ProtoReflect.Descriptor instead.
+func (*ResiliencePolicy) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ResiliencePolicy) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *ResiliencePolicy) GetSameNode() AntiAffinity {
+	if x != nil {
+		return x.SameNode
+	}
+	return AntiAffinity_ANTI_AFFINITY_ALLOW
+}
+
+func (x *ResiliencePolicy) GetSameAz() AntiAffinity {
+	if x != nil {
+		return x.SameAz
+	}
+	return AntiAffinity_ANTI_AFFINITY_ALLOW
+}
+
+func (x *ResiliencePolicy) GetSameCloud() AntiAffinity {
+	if x != nil {
+		return x.SameCloud
+	}
+	return AntiAffinity_ANTI_AFFINITY_ALLOW
+}
+
+// Added (public page: name only). Bundle-wide placement rules between the
+// jobs of one replica. Deliberately empty in v1 (ours): v1 expresses these
+// rules per job (BundleJobSpec.co_locate_with / separate_from). Fields will
+// be added with new numbers; the manager stores the message verbatim, so
+// unknown fields a newer client sends are kept.
+type IntraReplicaRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IntraReplicaRules) Reset() {
+	*x = IntraReplicaRules{}
+	mi := &file_manager_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntraReplicaRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntraReplicaRules) ProtoMessage() {}
+
+func (x *IntraReplicaRules) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntraReplicaRules.ProtoReflect.Descriptor instead.
+func (*IntraReplicaRules) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{73}
+}
+
+// Added (public page). Answer of CreateBundle.
+type CreateBundleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BundleId      *BundleId              `protobuf:"bytes,1,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBundleResponse) Reset() {
+	*x = CreateBundleResponse{}
+	mi := &file_manager_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBundleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBundleResponse) ProtoMessage() {}
+
+func (x *CreateBundleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBundleResponse.ProtoReflect.Descriptor instead.
+func (*CreateBundleResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *CreateBundleResponse) GetBundleId() *BundleId {
+	if x != nil {
+		return x.BundleId
+	}
+	return nil
+}
+
+// Added (seed: startBundleJob(bundleId, replicaIndex, jobName); the message
+// is ours). Names one derived job of a bundle.
+type StartBundleJobRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BundleId *BundleId              `protobuf:"bytes,1,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	// 0 = primary, 1 = backup.
+	ReplicaIndex  uint32 `protobuf:"varint,2,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
+	JobName       string `protobuf:"bytes,3,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartBundleJobRequest) Reset() {
+	*x = StartBundleJobRequest{}
+	mi := &file_manager_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartBundleJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartBundleJobRequest) ProtoMessage() {}
+
+func (x *StartBundleJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartBundleJobRequest.ProtoReflect.Descriptor instead.
+func (*StartBundleJobRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *StartBundleJobRequest) GetBundleId() *BundleId {
+	if x != nil {
+		return x.BundleId
+	}
+	return nil
+}
+
+func (x *StartBundleJobRequest) GetReplicaIndex() uint32 {
+	if x != nil {
+		return x.ReplicaIndex
+	}
+	return 0
+}
+
+func (x *StartBundleJobRequest) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+// Added (seed: stopBundleJob(bundleId, replicaIndex, jobName); the message
+// is ours).
+type StopBundleJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BundleId      *BundleId              `protobuf:"bytes,1,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	ReplicaIndex  uint32                 `protobuf:"varint,2,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
+	JobName       string                 `protobuf:"bytes,3,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopBundleJobRequest) Reset() {
+	*x = StopBundleJobRequest{}
+	mi := &file_manager_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopBundleJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopBundleJobRequest) ProtoMessage() {}
+
+func (x *StopBundleJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopBundleJobRequest.ProtoReflect.Descriptor instead.
+func (*StopBundleJobRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *StopBundleJobRequest) GetBundleId() *BundleId {
+	if x != nil {
+		return x.BundleId
+	}
+	return nil
+}
+
+func (x *StopBundleJobRequest) GetReplicaIndex() uint32 {
+	if x != nil {
+		return x.ReplicaIndex
+	}
+	return 0
+}
+
+func (x *StopBundleJobRequest) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+// Added (public page: the event's name only; shape ours).
+type BundleUpdated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bundle        *Bundle                `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleUpdated) Reset() {
+	*x = BundleUpdated{}
+	mi := &file_manager_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleUpdated) ProtoMessage() {}
+
+func (x *BundleUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleUpdated.ProtoReflect.Descriptor instead.
+func (*BundleUpdated) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *BundleUpdated) GetBundle() *Bundle {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+// Added (ours).
+type BundleDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BundleId      *BundleId              `protobuf:"bytes,1,opt,name=bundle_id,json=bundleId,proto3" json:"bundle_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleDeleted) Reset() {
+	*x = BundleDeleted{}
+	mi := &file_manager_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleDeleted) ProtoMessage() {}
+
+func (x *BundleDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleDeleted.ProtoReflect.Descriptor instead.
+func (*BundleDeleted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *BundleDeleted) GetBundleId() *BundleId {
+	if x != nil {
+		return x.BundleId
+	}
+	return nil
+}
+
+// Added (ours). One derived job of a bundle as GetBundle / ListBundles show
+// it.
+type BundleJobStatus struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ReplicaIndex uint32                 `protobuf:"varint,1,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
+	JobName      string                 `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	JobId        *commonpb.JobId        `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The derived job carries the dormant tag (start_mode "manual" until
+	// StartBundleJob, or after StopBundleJob).
+	Dormant bool `protobuf:"varint,4,opt,name=dormant,proto3" json:"dormant,omitempty"`
+	// The derived job reflects the bundle's current definition.
+	Synced bool `protobuf:"varint,5,opt,name=synced,proto3" json:"synced,omitempty"`
+	// The job is no longer part of the bundle (removed by UpdateBundle, or
+	// the bundle is being deleted) and is being completed and deleted.
+	Removing bool `protobuf:"varint,6,opt,name=removing,proto3" json:"removing,omitempty"`
+	// Why the manager could not bring the job in line last time it tried
+	// (it keeps retrying); empty if it could.
+	LastError     string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleJobStatus) Reset() {
+	*x = BundleJobStatus{}
+	mi := &file_manager_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleJobStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleJobStatus) ProtoMessage() {}
+
+func (x *BundleJobStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleJobStatus.ProtoReflect.Descriptor instead.
+func (*BundleJobStatus) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *BundleJobStatus) GetReplicaIndex() uint32 {
+	if x != nil {
+		return x.ReplicaIndex
+	}
+	return 0
+}
+
+func (x *BundleJobStatus) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+func (x *BundleJobStatus) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *BundleJobStatus) GetDormant() bool {
+	if x != nil {
+		return x.Dormant
+	}
+	return false
+}
+
+func (x *BundleJobStatus) GetSynced() bool {
+	if x != nil {
+		return x.Synced
+	}
+	return false
+}
+
+func (x *BundleJobStatus) GetRemoving() bool {
+	if x != nil {
+		return x.Removing
+	}
+	return false
+}
+
+func (x *BundleJobStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+// Added (ours). Answer of GetBundle; one element of ListBundles.
+type BundleInfo struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bundle *Bundle                `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// Every derived job, replica 0 first, in the bundle's job order, then
+	// the jobs being removed.
+	Jobs []*BundleJobStatus `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Incremented by every accepted change of the bundle.
+	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// No work is left: every derived job is synced and none is being removed.
+	Converged     bool `protobuf:"varint,4,opt,name=converged,proto3" json:"converged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleInfo) Reset() {
+	*x = BundleInfo{}
+	mi := &file_manager_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleInfo) ProtoMessage() {}
+
+func (x *BundleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleInfo.ProtoReflect.Descriptor instead.
+func (*BundleInfo) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *BundleInfo) GetBundle() *Bundle {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+func (x *BundleInfo) GetJobs() []*BundleJobStatus {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *BundleInfo) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *BundleInfo) GetConverged() bool {
+	if x != nil {
+		return x.Converged
+	}
+	return false
+}
+
+// Added (ours).
+type ListBundlesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBundlesRequest) Reset() {
+	*x = ListBundlesRequest{}
+	mi := &file_manager_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBundlesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBundlesRequest) ProtoMessage() {}
+
+func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
+func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{81}
+}
+
+// Added (ours).
+type ListBundlesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In bundle-id order.
+	Bundles []*BundleInfo `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	// Event-log index the listing was read at: an event stream resumed from
+	// it (resume_from_index) sees every later bundle change.
+	LogIndex      uint64 `protobuf:"varint,2,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBundlesResponse) Reset() {
+	*x = ListBundlesResponse{}
+	mi := &file_manager_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBundlesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBundlesResponse) ProtoMessage() {}
+
+func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
+func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListBundlesResponse) GetBundles() []*BundleInfo {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
+func (x *ListBundlesResponse) GetLogIndex() uint64 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -5491,7 +6525,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[75]
+	mi := &file_manager_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +6537,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[75]
+	mi := &file_manager_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5818,7 +6852,8 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8d\t\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\n" +
+	"\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -5839,7 +6874,9 @@ const file_manager_proto_rawDesc = "" +
 	"\x17physical_node_connected\x18\f \x01(\v2(.norsk.api.manager.PhysicalNodeConnectedH\x00R\x15physicalNodeConnected\x12Y\n" +
 	"\x16provider_health_change\x18\r \x01(\v2!.norsk.api.manager.ProviderHealthH\x00R\x14providerHealthChange\x12=\n" +
 	"\bjob_info\x18\x0e \x01(\v2 .norsk.api.common.JobInfoMessageH\x00R\ajobInfo\x12C\n" +
-	"\fstream_reset\x18\x0f \x01(\v2\x1e.norsk.api.manager.StreamResetH\x00R\vstreamReset\x12\x1b\n" +
+	"\fstream_reset\x18\x0f \x01(\v2\x1e.norsk.api.manager.StreamResetH\x00R\vstreamReset\x12I\n" +
+	"\x0ebundle_updated\x18\x10 \x01(\v2 .norsk.api.manager.BundleUpdatedH\x00R\rbundleUpdated\x12I\n" +
+	"\x0ebundle_deleted\x18\x11 \x01(\v2 .norsk.api.manager.BundleDeletedH\x00R\rbundleDeleted\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndexB\a\n" +
 	"\x05event\"O\n" +
 	"\x10JobSearchRequest\x12;\n" +
@@ -5948,7 +6985,66 @@ const file_manager_proto_rawDesc = "" +
 	"\x15ClusterMembersRequest\"l\n" +
 	"\x16ClusterMembersResponse\x12:\n" +
 	"\amembers\x18\x01 \x03(\v2 .norsk.api.manager.ClusterMemberR\amembers\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader*I\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\"'\n" +
+	"\bBundleId\x12\x1b\n" +
+	"\tbundle_id\x18\x01 \x01(\tR\bbundleId\"\xf2\x02\n" +
+	"\x06Bundle\x128\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x124\n" +
+	"\x04jobs\x18\x03 \x03(\v2 .norsk.api.manager.BundleJobSpecR\x04jobs\x12\\\n" +
+	"\x17intra_replica_placement\x18\x04 \x01(\v2$.norsk.api.manager.IntraReplicaRulesR\x15intraReplicaPlacement\x12P\n" +
+	"\x11resilience_policy\x18\x05 \x01(\v2#.norsk.api.manager.ResiliencePolicyR\x10resiliencePolicy\x124\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x1e.norsk.api.manager.BundleStateR\x05state\"\x86\x02\n" +
+	"\rBundleJobSpec\x12\x19\n" +
+	"\bjob_name\x18\x01 \x01(\tR\ajobName\x12F\n" +
+	"\frequirements\x18\x02 \x01(\v2\".norsk.api.manager.JobRequirementsR\frequirements\x12$\n" +
+	"\x0eco_locate_with\x18\x03 \x03(\tR\fcoLocateWith\x12#\n" +
+	"\rseparate_from\x18\x04 \x03(\tR\fseparateFrom\x12(\n" +
+	"\x03job\x18\x05 \x01(\v2\x16.norsk.api.manager.JobR\x03job\x12\x1d\n" +
+	"\n" +
+	"start_mode\x18\x06 \x01(\tR\tstartMode\"\xde\x01\n" +
+	"\x10ResiliencePolicy\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12<\n" +
+	"\tsame_node\x18\x02 \x01(\x0e2\x1f.norsk.api.manager.AntiAffinityR\bsameNode\x128\n" +
+	"\asame_az\x18\x03 \x01(\x0e2\x1f.norsk.api.manager.AntiAffinityR\x06sameAz\x12>\n" +
+	"\n" +
+	"same_cloud\x18\x04 \x01(\x0e2\x1f.norsk.api.manager.AntiAffinityR\tsameCloud\"\x13\n" +
+	"\x11IntraReplicaRules\"P\n" +
+	"\x14CreateBundleResponse\x128\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\"\x91\x01\n" +
+	"\x15StartBundleJobRequest\x128\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\x12#\n" +
+	"\rreplica_index\x18\x02 \x01(\rR\freplicaIndex\x12\x19\n" +
+	"\bjob_name\x18\x03 \x01(\tR\ajobName\"\x90\x01\n" +
+	"\x14StopBundleJobRequest\x128\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\x12#\n" +
+	"\rreplica_index\x18\x02 \x01(\rR\freplicaIndex\x12\x19\n" +
+	"\bjob_name\x18\x03 \x01(\tR\ajobName\"B\n" +
+	"\rBundleUpdated\x121\n" +
+	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\"I\n" +
+	"\rBundleDeleted\x128\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\"\xee\x01\n" +
+	"\x0fBundleJobStatus\x12#\n" +
+	"\rreplica_index\x18\x01 \x01(\rR\freplicaIndex\x12\x19\n" +
+	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12.\n" +
+	"\x06job_id\x18\x03 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x18\n" +
+	"\adormant\x18\x04 \x01(\bR\adormant\x12\x16\n" +
+	"\x06synced\x18\x05 \x01(\bR\x06synced\x12\x1a\n" +
+	"\bremoving\x18\x06 \x01(\bR\bremoving\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\"\xb5\x01\n" +
+	"\n" +
+	"BundleInfo\x121\n" +
+	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\x126\n" +
+	"\x04jobs\x18\x02 \x03(\v2\".norsk.api.manager.BundleJobStatusR\x04jobs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12\x1c\n" +
+	"\tconverged\x18\x04 \x01(\bR\tconverged\"\x14\n" +
+	"\x12ListBundlesRequest\"k\n" +
+	"\x13ListBundlesResponse\x127\n" +
+	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -5982,7 +7078,13 @@ const file_manager_proto_rawDesc = "" +
 	"\x17NODE_LIFECYCLE_STARTING\x10\x01\x12\x1a\n" +
 	"\x16NODE_LIFECYCLE_STARTED\x10\x02\x12\x1b\n" +
 	"\x17NODE_LIFECYCLE_STOPPING\x10\x03\x12\x1a\n" +
-	"\x16NODE_LIFECYCLE_STOPPED\x10\x042\xa8\x0e\n" +
+	"\x16NODE_LIFECYCLE_STOPPED\x10\x04*A\n" +
+	"\fAntiAffinity\x12\x17\n" +
+	"\x13ANTI_AFFINITY_ALLOW\x10\x00\x12\x18\n" +
+	"\x14ANTI_AFFINITY_FORBID\x10\x01*?\n" +
+	"\vBundleState\x12\x15\n" +
+	"\x11BUNDLE_STATE_LIVE\x10\x00\x12\x19\n" +
+	"\x15BUNDLE_STATE_DELETING\x10\x012\xd1\x12\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -6005,7 +7107,14 @@ const file_manager_proto_rawDesc = "" +
 	"\x15DeregisterClusterNode\x12\x18.norsk.api.common.NodeId\x1a\x16.google.protobuf.Empty\x12z\n" +
 	"\x15ClusterMemberRegister\x12/.norsk.api.manager.ClusterMemberRegisterRequest\x1a0.norsk.api.manager.ClusterMemberRegisterResponse\x12R\n" +
 	"\x0eCreateMockNode\x12(.norsk.api.manager.CreateMockNodeRequest\x1a\x16.google.protobuf.Empty\x12e\n" +
-	"\x0eClusterMembers\x12(.norsk.api.manager.ClusterMembersRequest\x1a).norsk.api.manager.ClusterMembersResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\x0eClusterMembers\x12(.norsk.api.manager.ClusterMembersRequest\x1a).norsk.api.manager.ClusterMembersResponse\x12R\n" +
+	"\fCreateBundle\x12\x19.norsk.api.manager.Bundle\x1a'.norsk.api.manager.CreateBundleResponse\x12A\n" +
+	"\fUpdateBundle\x12\x19.norsk.api.manager.Bundle\x1a\x16.google.protobuf.Empty\x12C\n" +
+	"\fDeleteBundle\x12\x1b.norsk.api.manager.BundleId\x1a\x16.google.protobuf.Empty\x12R\n" +
+	"\x0eStartBundleJob\x12(.norsk.api.manager.StartBundleJobRequest\x1a\x16.google.protobuf.Empty\x12P\n" +
+	"\rStopBundleJob\x12'.norsk.api.manager.StopBundleJobRequest\x1a\x16.google.protobuf.Empty\x12G\n" +
+	"\tGetBundle\x12\x1b.norsk.api.manager.BundleId\x1a\x1d.norsk.api.manager.BundleInfo\x12\\\n" +
+	"\vListBundles\x12%.norsk.api.manager.ListBundlesRequest\x1a&.norsk.api.manager.ListBundlesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -6019,8 +7128,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -6028,303 +7137,354 @@ var file_manager_proto_goTypes = []any{
 	(PriorityBand)(0),                     // 3: norsk.api.manager.PriorityBand
 	(NodeProvider)(0),                     // 4: norsk.api.manager.NodeProvider
 	(NodeLifecycle)(0),                    // 5: norsk.api.manager.NodeLifecycle
-	(Job_JobState)(0),                     // 6: norsk.api.manager.Job.JobState
-	(JobHistoryJobStopping_Reason)(0),     // 7: norsk.api.manager.JobHistoryJobStopping.Reason
-	(NodeStopping_Reason)(0),              // 8: norsk.api.manager.NodeStopping.Reason
-	(*Hello)(nil),                         // 9: norsk.api.manager.Hello
-	(*Job)(nil),                           // 10: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 11: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 12: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 13: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 14: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 15: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 16: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 17: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 18: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 19: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 20: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 21: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 22: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 23: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 24: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 25: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 26: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 27: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 28: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 29: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 30: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 31: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 32: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 33: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 34: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 35: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 36: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 37: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 38: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 39: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 40: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 41: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 42: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 43: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 44: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 45: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 46: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 47: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 48: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 49: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 50: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 51: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 52: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 53: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 54: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 55: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 56: norsk.api.manager.InitialDataComplete
-	(*StreamReset)(nil),                   // 57: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 58: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 59: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 60: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 61: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 62: norsk.api.manager.NodeInfo
-	(*ListNodesRequest)(nil),              // 63: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 64: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 65: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 66: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 67: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 68: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 69: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 70: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 71: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 72: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 73: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 74: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 75: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 76: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 77: norsk.api.manager.ClusterMembersResponse
-	nil,                                   // 78: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 79: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 80: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 81: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 82: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 83: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 84: norsk.api.manager.DateFilter.Within
-	nil,                                   // 85: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 86: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 87: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	(*commonpb.Version)(nil),              // 88: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 89: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 90: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 91: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 92: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 93: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 94: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 95: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 96: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 97: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 98: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 99: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 100: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 101: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 102: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 103: norsk.api.common.Log
-	(commonpb.Architecture)(0),            // 104: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 105: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 106: google.protobuf.Empty
+	(AntiAffinity)(0),                     // 6: norsk.api.manager.AntiAffinity
+	(BundleState)(0),                      // 7: norsk.api.manager.BundleState
+	(Job_JobState)(0),                     // 8: norsk.api.manager.Job.JobState
+	(JobHistoryJobStopping_Reason)(0),     // 9: norsk.api.manager.JobHistoryJobStopping.Reason
+	(NodeStopping_Reason)(0),              // 10: norsk.api.manager.NodeStopping.Reason
+	(*Hello)(nil),                         // 11: norsk.api.manager.Hello
+	(*Job)(nil),                           // 12: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 13: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 14: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 15: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 16: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 17: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 18: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 19: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 20: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 21: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 22: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 23: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 24: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 25: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 26: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 27: norsk.api.manager.PhysicalNode
+	(*RunningJob)(nil),                    // 28: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 29: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 30: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 31: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 32: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 33: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 34: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 35: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 36: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 37: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 38: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 39: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 40: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 41: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 42: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 43: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 44: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 45: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 46: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 47: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 48: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 49: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 50: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 51: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 52: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 53: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 54: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 55: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 56: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 57: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 58: norsk.api.manager.InitialDataComplete
+	(*StreamReset)(nil),                   // 59: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 60: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 61: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 62: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 63: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 64: norsk.api.manager.NodeInfo
+	(*ListNodesRequest)(nil),              // 65: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 66: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 67: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 68: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 69: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 70: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 71: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 72: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 73: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 74: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 75: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 76: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 77: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 78: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 79: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 80: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 81: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 82: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 83: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 84: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 85: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 86: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 87: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 88: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 89: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 90: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 91: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 92: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 93: norsk.api.manager.ListBundlesResponse
+	nil,                                   // 94: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 95: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 96: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 97: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 98: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 99: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 100: norsk.api.manager.DateFilter.Within
+	nil,                                   // 101: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 102: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 103: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	(*commonpb.Version)(nil),              // 104: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 105: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 106: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 107: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 108: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 109: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 110: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 111: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 112: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 113: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 114: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 115: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 116: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 117: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 118: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 119: norsk.api.common.Log
+	(commonpb.Architecture)(0),            // 120: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 121: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 122: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	88,  // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	89,  // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	78,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	90,  // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	91,  // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	104, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	105, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	94,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	106, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	107, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	92,  // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
-	6,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
+	108, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	8,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	12,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	93,  // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	79,  // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	11,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	94,  // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
-	14,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	95,  // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	96,  // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	97,  // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	13,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	14,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	109, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	95,  // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	13,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	110, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	16,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	111, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	112, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	113, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	15,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	90,  // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	90,  // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	10,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	90,  // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	98,  // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	90,  // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	98,  // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	80,  // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	90,  // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	98,  // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	7,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	90,  // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	98,  // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	90,  // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	16,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	17,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	18,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	19,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	20,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	21,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	22,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	10,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	23,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	81,  // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	100, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	101, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	24,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	24,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	24,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	89,  // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	24,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	10,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	26,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	98,  // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	98,  // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	101, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
-	8,   // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	101, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	98,  // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	26,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	25,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	26,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	101, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	82,  // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	39,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	106, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	106, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	12,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	106, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	114, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	106, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	114, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	96,  // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	106, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	114, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	9,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	106, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	114, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	106, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	18,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	19,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	20,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	21,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	22,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	23,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	24,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	12,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	25,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	97,  // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	116, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	117, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	26,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	26,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	26,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	105, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	26,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	12,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	28,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	114, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	114, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	117, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	10,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	117, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	114, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	28,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	27,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	28,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	117, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	98,  // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	41,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	101, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	83,  // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	117, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	99,  // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	89,  // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	101, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	89,  // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	101, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	90,  // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	90,  // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	90,  // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	90,  // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	90,  // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	84,  // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	46,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	47,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	48,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	105, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	117, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	105, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	117, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	106, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	106, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	106, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	106, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	106, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	100, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	48,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	49,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	50,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 90: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	51,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	53,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 92: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	53,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	52,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	54,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	55,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	37,  // 97: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	27,  // 98: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	56,  // 99: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	29,  // 100: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	30,  // 101: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	28,  // 102: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	31,  // 103: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	33,  // 104: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	34,  // 105: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	35,  // 106: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	36,  // 107: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	38,  // 108: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	55,  // 109: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	102, // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	57,  // 111: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	49,  // 112: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	9,   // 113: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	103, // 114: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	88,  // 115: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	98,  // 116: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	99,  // 117: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 118: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 119: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	26,  // 120: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	90,  // 121: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	8,   // 122: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	62,  // 123: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	24,  // 124: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	26,  // 125: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	85,  // 126: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	101, // 127: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	104, // 128: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	101, // 129: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	68,  // 130: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	90,  // 131: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	90,  // 132: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	86,  // 133: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 134: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	69,  // 135: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	68,  // 136: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	101, // 137: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	101, // 138: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	87,  // 139: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	90,  // 140: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	75,  // 141: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	105, // 142: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	90,  // 143: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	90,  // 144: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	106, // 145: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	10,  // 146: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	10,  // 147: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	89,  // 148: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	59,  // 149: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	41,  // 150: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	42,  // 151: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	43,  // 152: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	101, // 153: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	44,  // 154: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	45,  // 155: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	89,  // 156: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	50,  // 157: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	106, // 158: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	63,  // 159: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	89,  // 160: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	66,  // 161: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	70,  // 162: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	101, // 163: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	72,  // 164: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	74,  // 165: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	76,  // 166: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	60,  // 167: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	15,  // 168: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	15,  // 169: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	106, // 170: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	32,  // 171: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	106, // 172: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	106, // 173: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	106, // 174: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	106, // 175: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	106, // 176: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	106, // 177: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	106, // 178: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	58,  // 179: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	61,  // 180: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	64,  // 181: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	65,  // 182: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	67,  // 183: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	71,  // 184: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	106, // 185: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	73,  // 186: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	106, // 187: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	77,  // 188: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	167, // [167:189] is the sub-list for method output_type
-	145, // [145:167] is the sub-list for method input_type
-	145, // [145:145] is the sub-list for extension type_name
-	145, // [145:145] is the sub-list for extension extendee
-	0,   // [0:145] is the sub-list for field type_name
+	55,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	54,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	56,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	57,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	39,  // 97: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	29,  // 98: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	58,  // 99: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	31,  // 100: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	32,  // 101: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	30,  // 102: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	33,  // 103: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	35,  // 104: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	36,  // 105: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	37,  // 106: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	38,  // 107: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	40,  // 108: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	57,  // 109: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	118, // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	59,  // 111: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	88,  // 112: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	89,  // 113: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	51,  // 114: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	11,  // 115: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	119, // 116: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	104, // 117: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	114, // 118: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 119: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 120: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 121: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	28,  // 122: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	106, // 123: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	10,  // 124: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	64,  // 125: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	26,  // 126: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	28,  // 127: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	101, // 128: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	117, // 129: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	120, // 130: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	117, // 131: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	70,  // 132: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	106, // 133: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	106, // 134: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	102, // 135: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 136: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	71,  // 137: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	70,  // 138: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	117, // 139: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	117, // 140: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	103, // 141: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	106, // 142: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	77,  // 143: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	80,  // 144: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	82,  // 145: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	84,  // 146: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	83,  // 147: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 148: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	16,  // 149: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	12,  // 150: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 151: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 152: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 153: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	80,  // 154: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	80,  // 155: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	80,  // 156: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	81,  // 157: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	80,  // 158: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	105, // 159: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	81,  // 160: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	90,  // 161: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	91,  // 162: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	121, // 163: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	106, // 164: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	106, // 165: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	122, // 166: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	12,  // 167: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	12,  // 168: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	105, // 169: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	61,  // 170: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	43,  // 171: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	44,  // 172: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	45,  // 173: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	117, // 174: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	46,  // 175: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	47,  // 176: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	105, // 177: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	52,  // 178: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	122, // 179: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	65,  // 180: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	105, // 181: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	68,  // 182: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	72,  // 183: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	117, // 184: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	74,  // 185: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	76,  // 186: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	78,  // 187: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	81,  // 188: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	81,  // 189: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	80,  // 190: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	86,  // 191: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	87,  // 192: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	80,  // 193: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	92,  // 194: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	62,  // 195: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	17,  // 196: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	17,  // 197: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	122, // 198: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	34,  // 199: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	122, // 200: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	122, // 201: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	122, // 202: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	122, // 203: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	122, // 204: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	122, // 205: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	122, // 206: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	60,  // 207: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	63,  // 208: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	66,  // 209: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	67,  // 210: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	69,  // 211: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	73,  // 212: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	122, // 213: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	75,  // 214: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	122, // 215: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	79,  // 216: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	85,  // 217: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	122, // 218: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	122, // 219: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	122, // 220: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	122, // 221: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	91,  // 222: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	93,  // 223: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	195, // [195:224] is the sub-list for method output_type
+	166, // [166:195] is the sub-list for method input_type
+	166, // [166:166] is the sub-list for extension type_name
+	166, // [166:166] is the sub-list for extension extendee
+	0,   // [0:166] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -6395,6 +7555,8 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_ProviderHealthChange)(nil),
 		(*EventStreamEvent_JobInfo)(nil),
 		(*EventStreamEvent_StreamReset)(nil),
+		(*EventStreamEvent_BundleUpdated)(nil),
+		(*EventStreamEvent_BundleDeleted)(nil),
 	}
 	file_manager_proto_msgTypes[51].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
@@ -6406,8 +7568,8 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   79,
+			NumEnums:      11,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,8 +7,9 @@
 // service keeps its 13 RPCs with the same names and streaming shapes.
 //
 // Everything marked "Added" comes from the newer NorskManager SDK (later
-// than 1.0.384: cluster slots, mock nodes, ListNodes, JobById, Version and
-// the newer Job fields) or from this project (the event-stream resume index).
+// than 1.0.384: cluster slots, mock nodes, ListNodes, JobById, Version, the
+// newer Job fields and bundles) or from this project (the event-stream
+// resume index, the bundle reads).
 // Additions only use new message names, new enum values or field numbers above
 // the 1.0.384 ones, so published 1.0.384 clients keep working.
 
@@ -57,6 +58,13 @@ const (
 	Manager_ClusterMemberRegister_FullMethodName = "/norsk.api.manager.Manager/ClusterMemberRegister"
 	Manager_CreateMockNode_FullMethodName        = "/norsk.api.manager.Manager/CreateMockNode"
 	Manager_ClusterMembers_FullMethodName        = "/norsk.api.manager.Manager/ClusterMembers"
+	Manager_CreateBundle_FullMethodName          = "/norsk.api.manager.Manager/CreateBundle"
+	Manager_UpdateBundle_FullMethodName          = "/norsk.api.manager.Manager/UpdateBundle"
+	Manager_DeleteBundle_FullMethodName          = "/norsk.api.manager.Manager/DeleteBundle"
+	Manager_StartBundleJob_FullMethodName        = "/norsk.api.manager.Manager/StartBundleJob"
+	Manager_StopBundleJob_FullMethodName         = "/norsk.api.manager.Manager/StopBundleJob"
+	Manager_GetBundle_FullMethodName             = "/norsk.api.manager.Manager/GetBundle"
+	Manager_ListBundles_FullMethodName           = "/norsk.api.manager.Manager/ListBundles"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -88,6 +96,20 @@ type ManagerClient interface {
 	// Added (HA): the managers of the cluster with their Raft state. A single
 	// manager answers with itself alone.
 	ClusterMembers(ctx context.Context, in *ClusterMembersRequest, opts ...grpc.CallOption) (*ClusterMembersResponse, error)
+	// Added (AutoManager v1; docs/design/bundles.md). CreateBundle is on the
+	// public pages; the others are the seed's SDK methods, with request and
+	// response shapes of ours. CreateBundle answers once the derived jobs
+	// exist; DeleteBundle once the bundle is DELETING (bundle_deleted marks
+	// the end of the saga).
+	CreateBundle(ctx context.Context, in *Bundle, opts ...grpc.CallOption) (*CreateBundleResponse, error)
+	// Ours: answers Empty (the caller knows the bundle id).
+	UpdateBundle(ctx context.Context, in *Bundle, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	DeleteBundle(ctx context.Context, in *BundleId, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	StartBundleJob(ctx context.Context, in *StartBundleJobRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	StopBundleJob(ctx context.Context, in *StopBundleJobRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Added (ours, beyond the seeds): reads.
+	GetBundle(ctx context.Context, in *BundleId, opts ...grpc.CallOption) (*BundleInfo, error)
+	ListBundles(ctx context.Context, in *ListBundlesRequest, opts ...grpc.CallOption) (*ListBundlesResponse, error)
 }
 
 type managerClient struct {
@@ -345,6 +367,76 @@ func (c *managerClient) ClusterMembers(ctx context.Context, in *ClusterMembersRe
 	return out, nil
 }
 
+func (c *managerClient) CreateBundle(ctx context.Context, in *Bundle, opts ...grpc.CallOption) (*CreateBundleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBundleResponse)
+	err := c.cc.Invoke(ctx, Manager_CreateBundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) UpdateBundle(ctx context.Context, in *Bundle, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_UpdateBundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) DeleteBundle(ctx context.Context, in *BundleId, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_DeleteBundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) StartBundleJob(ctx context.Context, in *StartBundleJobRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_StartBundleJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) StopBundleJob(ctx context.Context, in *StopBundleJobRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_StopBundleJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) GetBundle(ctx context.Context, in *BundleId, opts ...grpc.CallOption) (*BundleInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BundleInfo)
+	err := c.cc.Invoke(ctx, Manager_GetBundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) ListBundles(ctx context.Context, in *ListBundlesRequest, opts ...grpc.CallOption) (*ListBundlesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBundlesResponse)
+	err := c.cc.Invoke(ctx, Manager_ListBundles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -374,6 +466,20 @@ type ManagerServer interface {
 	// Added (HA): the managers of the cluster with their Raft state. A single
 	// manager answers with itself alone.
 	ClusterMembers(context.Context, *ClusterMembersRequest) (*ClusterMembersResponse, error)
+	// Added (AutoManager v1; docs/design/bundles.md). CreateBundle is on the
+	// public pages; the others are the seed's SDK methods, with request and
+	// response shapes of ours. CreateBundle answers once the derived jobs
+	// exist; DeleteBundle once the bundle is DELETING (bundle_deleted marks
+	// the end of the saga).
+	CreateBundle(context.Context, *Bundle) (*CreateBundleResponse, error)
+	// Ours: answers Empty (the caller knows the bundle id).
+	UpdateBundle(context.Context, *Bundle) (*emptypb.Empty, error)
+	DeleteBundle(context.Context, *BundleId) (*emptypb.Empty, error)
+	StartBundleJob(context.Context, *StartBundleJobRequest) (*emptypb.Empty, error)
+	StopBundleJob(context.Context, *StopBundleJobRequest) (*emptypb.Empty, error)
+	// Added (ours, beyond the seeds): reads.
+	GetBundle(context.Context, *BundleId) (*BundleInfo, error)
+	ListBundles(context.Context, *ListBundlesRequest) (*ListBundlesResponse, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -449,6 +555,27 @@ func (UnimplementedManagerServer) CreateMockNode(context.Context, *CreateMockNod
 }
 func (UnimplementedManagerServer) ClusterMembers(context.Context, *ClusterMembersRequest) (*ClusterMembersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClusterMembers not implemented")
+}
+func (UnimplementedManagerServer) CreateBundle(context.Context, *Bundle) (*CreateBundleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBundle not implemented")
+}
+func (UnimplementedManagerServer) UpdateBundle(context.Context, *Bundle) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateBundle not implemented")
+}
+func (UnimplementedManagerServer) DeleteBundle(context.Context, *BundleId) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBundle not implemented")
+}
+func (UnimplementedManagerServer) StartBundleJob(context.Context, *StartBundleJobRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartBundleJob not implemented")
+}
+func (UnimplementedManagerServer) StopBundleJob(context.Context, *StopBundleJobRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopBundleJob not implemented")
+}
+func (UnimplementedManagerServer) GetBundle(context.Context, *BundleId) (*BundleInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBundle not implemented")
+}
+func (UnimplementedManagerServer) ListBundles(context.Context, *ListBundlesRequest) (*ListBundlesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBundles not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -846,6 +973,132 @@ func _Manager_ClusterMembers_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_CreateBundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Bundle)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).CreateBundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_CreateBundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).CreateBundle(ctx, req.(*Bundle))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_UpdateBundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Bundle)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).UpdateBundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_UpdateBundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).UpdateBundle(ctx, req.(*Bundle))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_DeleteBundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BundleId)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).DeleteBundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_DeleteBundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).DeleteBundle(ctx, req.(*BundleId))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_StartBundleJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartBundleJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).StartBundleJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_StartBundleJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).StartBundleJob(ctx, req.(*StartBundleJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_StopBundleJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopBundleJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).StopBundleJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_StopBundleJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).StopBundleJob(ctx, req.(*StopBundleJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_GetBundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BundleId)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).GetBundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_GetBundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).GetBundle(ctx, req.(*BundleId))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_ListBundles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBundlesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).ListBundles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_ListBundles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).ListBundles(ctx, req.(*ListBundlesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -928,6 +1181,34 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClusterMembers",
 			Handler:    _Manager_ClusterMembers_Handler,
+		},
+		{
+			MethodName: "CreateBundle",
+			Handler:    _Manager_CreateBundle_Handler,
+		},
+		{
+			MethodName: "UpdateBundle",
+			Handler:    _Manager_UpdateBundle_Handler,
+		},
+		{
+			MethodName: "DeleteBundle",
+			Handler:    _Manager_DeleteBundle_Handler,
+		},
+		{
+			MethodName: "StartBundleJob",
+			Handler:    _Manager_StartBundleJob_Handler,
+		},
+		{
+			MethodName: "StopBundleJob",
+			Handler:    _Manager_StopBundleJob_Handler,
+		},
+		{
+			MethodName: "GetBundle",
+			Handler:    _Manager_GetBundle_Handler,
+		},
+		{
+			MethodName: "ListBundles",
+			Handler:    _Manager_ListBundles_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

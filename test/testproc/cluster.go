@@ -3,8 +3,10 @@ package testproc
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +24,15 @@ type Manager struct {
 	GossipAddr string
 	ActorAddr  string
 	RaftAddr   string
-	Proc       *Proc
-	args       []string
-	starts     int
+	// mu guards proc: Start replaces it while other goroutines of a test
+	// (session watchers, load) ask which managers run.
+	mu   sync.Mutex
+	proc *Proc
+	// Setup, if set, adjusts the process before each Start (StartWith),
+	// e.g. to run it under another uid.
+	Setup  func(*exec.Cmd)
+	args   []string
+	starts int
 }
 
 // Cluster is a set of managers on loopback.
@@ -100,22 +108,33 @@ func (m *Manager) Start() {
 	args := append([]string{"--data-dir", m.DataDir, "--api-addr", m.APIAddr, "--name", m.Name,
 		"--gossip-addr", m.GossipAddr, "--cluster-addr", m.ActorAddr, "--raft-addr", m.RaftAddr,
 		"--cluster-timings", "local", "--log-level", "debug"}, m.args...)
-	m.Proc = Start(m.t, fmt.Sprintf("%s-run%d", m.Name, m.starts), "norsk-manager", args...)
+	p := StartWith(m.t, fmt.Sprintf("%s-run%d", m.Name, m.starts), "norsk-manager", m.Setup, args...)
+	m.mu.Lock()
+	m.proc = p
+	m.mu.Unlock()
+}
+
+// Proc is the manager's current (or last) process; nil before Start.
+// Safe to call from any goroutine.
+func (m *Manager) Proc() *Proc {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc
 }
 
 // Kill SIGKILLs the manager.
-func (m *Manager) Kill() { m.Proc.Kill() }
+func (m *Manager) Kill() { m.Proc().Kill() }
 
 // Stop stops the manager with SIGTERM (a graceful leave).
-func (m *Manager) Stop() { m.Proc.Stop() }
+func (m *Manager) Stop() { m.Proc().Stop() }
 
 // WaitServing waits until the manager's health service answers SERVING
 // (it knows a leader).
 func (m *Manager) WaitServing(timeout time.Duration) {
 	m.t.Helper()
 	Eventually(m.t, timeout, m.Name+" serving", func() bool {
-		if !m.Proc.Running() {
-			m.t.Fatalf("%s exited:\n%s", m.Name, m.Proc.Output())
+		if p := m.Proc(); !p.Running() {
+			m.t.Fatalf("%s exited:\n%s", m.Name, p.Output())
 		}
 		return Serving(m.APIAddr)
 	})
@@ -147,7 +166,7 @@ func (c *Cluster) Client() *client.NorskManager {
 func (c *Cluster) Running() []*Manager {
 	var out []*Manager
 	for _, m := range c.Managers {
-		if m.Proc != nil && m.Proc.Running() {
+		if p := m.Proc(); p != nil && p.Running() {
 			out = append(out, m)
 		}
 	}
@@ -162,7 +181,7 @@ func (c *Cluster) Leader(timeout time.Duration) *Manager {
 	Eventually(c.t, timeout, "a leader", func() bool {
 		for _, m := range c.Running() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			resp, err := memberClient(m).ClusterMembers(ctx)
+			resp, err := m.Members(ctx)
 			cancel()
 			if err != nil || resp.GetLeader() == "" {
 				continue
@@ -181,7 +200,9 @@ func (c *Cluster) Leader(timeout time.Duration) *Manager {
 
 // Members returns the cluster members as m sees them.
 func (m *Manager) Members(ctx context.Context) (*managerpb.ClusterMembersResponse, error) {
-	return memberClient(m).ClusterMembers(ctx)
+	cl := memberClient(m)
+	defer cl.Close() // callers poll: do not keep a connection per call until cleanup
+	return cl.ClusterMembers(ctx)
 }
 
 func memberClient(m *Manager) *client.NorskManager {

@@ -69,6 +69,14 @@ type Proc struct {
 // to a log file printed if the test fails; it is SIGKILLed at cleanup.
 func Start(t testing.TB, name, bin string, args ...string) *Proc {
 	t.Helper()
+	return StartWith(t, name, bin, nil, args...)
+}
+
+// StartWith is Start with a hook that may adjust the command before it
+// starts (e.g. set SysProcAttr.Credential to run it as another user, or
+// add to Env); nil is Start.
+func StartWith(t testing.TB, name, bin string, setup func(*exec.Cmd), args ...string) *Proc {
+	t.Helper()
 	dir := Bin(t)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
@@ -78,6 +86,9 @@ func Start(t testing.TB, name, bin string, args ...string) *Proc {
 	cmd := exec.Command(filepath.Join(dir, bin), args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if setup != nil {
+		setup(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -152,20 +163,40 @@ func (p *Proc) Output() string {
 	return string(b)
 }
 
+// handedOut holds every port FreePort returned in this process: the probe
+// listener is closed before the port is used, so the kernel may offer the
+// same port again to the next call (seen: a cluster whose m4 gossip port
+// was m5's API port).
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago (also
-// checked free for UDP, for gossip).
+// checked free for UDP, for gossip) and that no earlier call in this
+// process returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
+		if handedOut.ports[port] {
+			l.Close()
+			continue
+		}
 		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		l.Close()
 		if err == nil {
 			u.Close()
+			handedOut.ports[port] = true
 			return port
 		}
 	}

@@ -21,10 +21,10 @@
 // Settings.URL may list several managers. The connection keeps a sub-channel
 // to each and balances calls over the reachable ones (gRPC round_robin over a
 // static address list), so a manager that is down is skipped. Read-only calls
-// (Version, JobByID, JobSearch, ListNodes, ListClusterNodes) that get
-// Unavailable are retried on the next manager; calls that change state are
-// not retried, because a write that failed with Unavailable may still have
-// been applied (see NorskManager).
+// (Version, JobByID, JobSearch, ListNodes, ListClusterNodes, GetBundle,
+// ListBundles) that get Unavailable are retried on the next manager; calls
+// that change state are not retried, because a write that failed with
+// Unavailable may still have been applied (see NorskManager).
 //
 // This package owns the client side of the public API only: it imports the
 // generated protocol packages and gRPC, and nothing of the manager itself.

@@ -25,6 +25,7 @@ import (
 //	ix/node/token/<sha256 token>          → node id (live slots)
 //	ix/node/revoked/<sha256 token>        → node id (deregistered slots)
 //	ix/node/cred/<sha256 credential>      → node id
+//	ix/bundle/pending/<id>                → ""   bundles with unfinished work
 //
 // meta/restoring exists only while RestoreSnapshot replaces the store's
 // content; found at Open it means a restore was interrupted and the content
@@ -54,6 +55,9 @@ const (
 	ixNodeToken  = "ix/node/token/"
 	ixNodeRevoke = "ix/node/revoked/"
 	ixNodeCred   = "ix/node/cred/"
+	// ixBundlePending lists the bundles whose grain has work left
+	// (BundleRecord.pending_work): the reviver wakes them.
+	ixBundlePending = "ix/bundle/pending/"
 )
 
 var (
@@ -93,6 +97,8 @@ const (
 	KindJob  = "job"
 	KindNode = "node"
 	KindPool = "pool"
+	// KindBundle is the kind of bundle records (internalpb.BundleRecord).
+	KindBundle = "bundle"
 )
 
 // JobKey returns the entity key of job id.
@@ -100,6 +106,9 @@ func JobKey(id string) EntityKey { return EntityKey(KindJob + "/" + id) }
 
 // NodeKey returns the entity key of node id.
 func NodeKey(id string) EntityKey { return EntityKey(KindNode + "/" + id) }
+
+// BundleKey returns the entity key of bundle id.
+func BundleKey(id string) EntityKey { return EntityKey(KindBundle + "/" + id) }
 
 // MockPoolKey is the entity key of the mock provider's URL pool.
 const MockPoolKey = EntityKey(KindPool + "/mock")
@@ -190,5 +199,7 @@ func jobNodePrefix(node string) []byte { return appendLP([]byte(ixJobNode), node
 func nodeTokenKey(tokenHash []byte) []byte   { return append([]byte(ixNodeToken), tokenHash...) }
 func nodeRevokedKey(tokenHash []byte) []byte { return append([]byte(ixNodeRevoke), tokenHash...) }
 func nodeCredKey(credHash []byte) []byte     { return append([]byte(ixNodeCred), credHash...) }
+
+func bundlePendingKey(id string) []byte { return append([]byte(ixBundlePending), id...) }
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

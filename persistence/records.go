@@ -27,6 +27,8 @@ func decodeRecord(kind string, b []byte) (record, error) {
 		r = &internalpb.NodeRecord{}
 	case KindPool:
 		r = &internalpb.MockPoolRecord{}
+	case KindBundle:
+		r = &internalpb.BundleRecord{}
 	default:
 		return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
 	}
@@ -44,6 +46,8 @@ func indexEntries(key EntityKey, r record) map[string][]byte {
 		return jobIndexEntries(key.ID(), r)
 	case *internalpb.NodeRecord:
 		return nodeIndexEntries(key.ID(), r)
+	case *internalpb.BundleRecord:
+		return bundleIndexEntries(key.ID(), r)
 	}
 	return nil
 }
@@ -108,4 +112,11 @@ func nodeIndexEntries(id string, r *internalpb.NodeRecord) map[string][]byte {
 func secretHash(s string) []byte {
 	h := sha256.Sum256([]byte(s))
 	return h[:]
+}
+
+func bundleIndexEntries(id string, r *internalpb.BundleRecord) map[string][]byte {
+	if !r.GetPendingWork() {
+		return nil
+	}
+	return map[string][]byte{string(bundlePendingKey(id)): nil}
 }

@@ -1,7 +1,7 @@
 // Package reconcile holds the manager's background loops that act on many
 // grains: the job activator (PRE → ACTIVE when start_date_time passes) and
-// the reviver (wake node grains that own worker sessions, end instances on
-// nodes that no longer exist). In the HA manager these run on the leader
+// the reviver (wake node grains that own worker sessions and bundle grains
+// with unfinished work, end instances on nodes that no longer exist). In the HA manager these run on the leader
 // only.
 package reconcile
 
@@ -117,7 +117,9 @@ func waitEventsOrTimeout(ctx context.Context, store *persistence.Store, d time.D
 }
 
 // Revive wakes every node grain that should hold a worker session (so it
-// re-dials its worker and adopts the jobs in the hello), and ends the
+// re-dials its worker and adopts the jobs in the hello) and every bundle
+// grain with unfinished work (BundleRecord.pending_work: derived jobs not
+// synced, removals, a DELETING bundle's saga), and ends the
 // instances job records place on nodes that no longer exist. Run it once
 // the grains can take commands (manager start; in the HA manager, after
 // every membership change). It returns when every wake was answered (or
@@ -125,9 +127,15 @@ func waitEventsOrTimeout(ctx context.Context, store *persistence.Store, d time.D
 func Revive(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	log := cfg.Logger.With("loop", "reviver")
-	var wake []string
+	var wake, bundles []string
 	orphans := map[string][]string{} // missing node → jobs
 	err := cfg.Store.View(func(r *persistence.Reader) error {
+		if err := r.PendingBundles(func(id string) error {
+			bundles = append(bundles, id)
+			return nil
+		}); err != nil {
+			return err
+		}
 		nodes := map[string]bool{}
 		if err := r.Nodes(func(n *internalpb.NodeRecord) error {
 			nodes[n.GetNodeId()] = true
@@ -172,6 +180,23 @@ func Revive(ctx context.Context, cfg Config) error {
 			}
 		}()
 	}
+	for _, id := range bundles {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			r, err := cfg.Router.Request(wctx, actors.KindBundle, id, &internalpb.BundleCommand{BundleId: id, Cmd: &internalpb.BundleCommand_Wake{Wake: &internalpb.Wake{}}})
+			if err == nil {
+				err = actors.AsError(r)
+			}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("wake bundle grain", "bundle_id", id, "error", err)
+			}
+		}()
+	}
 	wg.Wait()
 	for node, jobs := range orphans {
 		for _, id := range jobs {
@@ -179,6 +204,6 @@ func Revive(ctx context.Context, cfg Config) error {
 				NodeId: node, Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED}}})
 		}
 	}
-	log.Info("revived grains", "nodes", len(wake), "orphaned_nodes", len(orphans))
+	log.Info("revived grains", "nodes", len(wake), "bundles", len(bundles), "orphaned_nodes", len(orphans))
 	return nil
 }

@@ -64,6 +64,12 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		return "provider_health_change", Health(e.ProviderHealthChange)
 	case *managerpb.EventStreamEvent_JobInfo:
 		return "job_info", JobInfoDetails(e.JobInfo)
+	case *managerpb.EventStreamEvent_BundleUpdated:
+		b := e.BundleUpdated.GetBundle()
+		return "bundle_updated", fmt.Sprintf("bundle=%s state=%s jobs=%d", b.GetBundleId().GetBundleId(),
+			Enum(b.GetState().String(), "BUNDLE_STATE_"), len(b.GetJobs()))
+	case *managerpb.EventStreamEvent_BundleDeleted:
+		return "bundle_deleted", "bundle=" + e.BundleDeleted.GetBundleId().GetBundleId()
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

@@ -58,6 +58,13 @@ func TestEventLine(t *testing.T) {
 		{"job_pending", &managerpb.EventStreamEvent{LogIndex: 5, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{
 			JobWithHistory: &managerpb.JobWithHistory{Job: &managerpb.Job{JobId: &commonpb.JobId{JobId: "j2"}}}}}},
 			"#5     job_pending             job=j2 state=pre"},
+		{"bundle_updated", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_BundleUpdated{BundleUpdated: &managerpb.BundleUpdated{
+			Bundle: &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "b1"}, Jobs: []*managerpb.BundleJobSpec{{JobName: "enc"}},
+				State: managerpb.BundleState_BUNDLE_STATE_DELETING}}}},
+			"#6     bundle_updated          bundle=b1 state=deleting jobs=1"},
+		{"bundle_deleted", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_BundleDeleted{BundleDeleted: &managerpb.BundleDeleted{
+			BundleId: &managerpb.BundleId{BundleId: "b1"}}}},
+			"#6     bundle_deleted          bundle=b1"},
 		{"node_starting", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_NodeStarting{NodeStarting: &managerpb.NodeStarting{NodeMetadata: nodeMD}}},
 			"#6     node_starting           node=n1 tags=pool=a"},
 		{"node_started", &managerpb.EventStreamEvent{LogIndex: 7, Event: &managerpb.EventStreamEvent_NodeStarted{NodeStarted: &managerpb.NodeStarted{NodeMetadata: nodeMD, RunningNodeMetadata: running}}},

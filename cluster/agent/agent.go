@@ -1,5 +1,5 @@
 // Package agent wires one norsk-manager process: the store and its log,
-// the actor system with the job, node and mock-pool grains, the gRPC
+// the actor system with the job, node, bundle and mock-pool grains, the gRPC
 // gateway (with reflection and grpc.health.v1) and the background loops.
 // cmd/norsk-manager is a thin main around it; tests start agents in-process
 // through it.
@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/bundle"
 	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/reconcile"
@@ -51,6 +52,9 @@ type Config struct {
 	Node node.Config
 	// Job configures job grains (history limit, timeouts).
 	Job job.Config
+	// Bundle configures bundle grains (timeouts, retry backoff). Its
+	// Journal, Router and Logger are set by the agent.
+	Bundle bundle.Config
 	// Events configures the event stream.
 	Events gateway.EventStreamConfig
 	// MaxRecvMsgSize bounds one request in bytes (ResourceExhausted
@@ -196,7 +200,9 @@ func (a *Agent) kinds(router actors.Router, barrier func(context.Context) error)
 	nc := a.cfg.Node
 	nc.Journal, nc.Store, nc.Router, nc.Liveness, nc.Logger = a.journal, a.store, router, a.live, a.log.With("component", "node")
 	nc.Barrier = barrier
-	kinds := []actors.Kind{job.Kind(jc), node.Kind(nc),
+	bc := a.cfg.Bundle
+	bc.Journal, bc.Router, bc.Logger = a.journal, router, a.log.With("component", "bundle")
+	kinds := []actors.Kind{job.Kind(jc), node.Kind(nc), bundle.Kind(bc),
 		node.PoolKind(node.PoolConfig{Journal: a.journal, URLs: a.cfg.MockWorkerURLs, Logger: a.log.With("component", "mock-pool")})}
 	for i := range kinds {
 		c := a.metrics.activations.WithLabelValues(kinds[i].Name)

@@ -47,6 +47,10 @@ func eventKind(ev *managerpb.EventStreamEvent) string {
 		return "job_info"
 	case *managerpb.EventStreamEvent_StreamReset:
 		return "stream_reset"
+	case *managerpb.EventStreamEvent_BundleUpdated:
+		return "bundle_updated"
+	case *managerpb.EventStreamEvent_BundleDeleted:
+		return "bundle_deleted"
 	}
 	return "?"
 }

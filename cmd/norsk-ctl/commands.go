@@ -91,6 +91,7 @@ func addClientCommands(root *cobra.Command) {
 	root.Long += "\n" + strings.Replace(ctlExitCodesHelp, "Exit codes:", "Exit codes of the subcommands:", 1)
 	root.AddCommand(
 		newJobCommand(),
+		newBundleCommand(),
 		newNodeCommand(),
 		newSlotCommand(),
 		newClusterCommand(),

@@ -1,11 +1,20 @@
-// Command bench measures a single norsk-manager on this machine and prints
-// markdown tables for docs/benchmarks.md:
+// Command bench measures norsk-manager on this machine and prints
+// markdown tables for docs/benchmarks.md. A single manager:
 //
 //	go run ./test/bench createjob   # CreateJob at 1/16/64 clients, next to raw badger synced writes
 //	go run ./test/bench startjob    # StartJob → job_running on the event stream (real worker process)
 //	go run ./test/bench register    # ClusterMemberRegister → node_started (in-bench minimal worker)
 //	go run ./test/bench recovery    # restart on 10k/100k jobs: time to serve, heap per job
 //	go run ./test/bench all         # all of the above
+//
+// An HA cluster of manager processes (--cluster-timings lan, what operators
+// run, unless --cluster-timings local):
+//
+//	go run ./test/bench failover            # SIGKILL the Raft leader under writes: kill → new leader, → first acked CreateJob
+//	go run ./test/bench session-failover    # SIGKILL the manager holding a worker's session: kill → session on a new owner; the job keeps its pid
+//	go run ./test/bench cluster-throughput  # CreateJob on a 1-manager cluster and a 3-manager cluster (and a plain manager)
+//	go run ./test/bench convergence         # start 3 (5) managers at once → one leader with all voters; a joining manager → voter
+//	go run ./test/bench ha                  # the four HA scenarios
 //
 // Add --quick for a sanity run of well under a minute. Diagnostics for
 // createjob: --unsafe-no-fsync (no fsync in the manager nor in raw badger,
@@ -43,11 +52,14 @@ type settings struct {
 	warmup  time.Duration
 	window  time.Duration
 	clients []int
-	trials  int   // startjob
-	slots   int   // register
-	jobs    []int // recovery
-	probes  int   // recovery: restarts measured per size
-	pprof   bool  // recovery: print the top of a heap profile of the largest size
+	// clientsSet: --clients was given (cluster-throughput uses 16,64
+	// otherwise).
+	clientsSet bool
+	trials     int   // startjob
+	slots      int   // register
+	jobs       []int // recovery
+	probes     int   // recovery: restarts measured per size
+	pprof      bool  // recovery: print the top of a heap profile of the largest size
 	// cpuProfile: createjob runs the manager as a profiled bench process
 	// (serveCommand) instead of norsk-manager and prints the profile's top.
 	cpuProfile bool
@@ -57,6 +69,14 @@ type settings struct {
 	workDir string
 	keep    bool
 	out     io.Writer
+
+	// HA scenarios.
+	timings           string        // --cluster-timings of every cluster manager: lan or local
+	failoverTrials    int           // failover: leader kills
+	sessionTrials     int           // session-failover: session-owner kills
+	convergenceTrials int           // convergence: cluster starts per size
+	convergenceSizes  []int         // convergence: cluster sizes
+	writeInterval     time.Duration // failover, session-failover: CreateJob every this often per manager
 }
 
 // scenarios maps a scenario name to its runner.
@@ -65,10 +85,18 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"startjob":  runStartJob,
 	"register":  runRegister,
 	"recovery":  runRecovery,
+
+	"failover":           runFailover,
+	"session-failover":   runSessionFailover,
+	"cluster-throughput": runClusterThroughput,
+	"convergence":        runConvergence,
 }
 
-// order is the order "all" runs the scenarios in.
+// order is the order "all" runs the scenarios in (a single manager).
 var order = []string{"createjob", "startjob", "register", "recovery"}
+
+// haOrder is the order "ha" runs the HA cluster scenarios in.
+var haOrder = []string{"convergence", "failover", "session-failover", "cluster-throughput"}
 
 func main() {
 	if len(os.Args) >= 2 && os.Args[1] == probeCommand {
@@ -95,6 +123,7 @@ func main() {
 
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|all} [--quick] [flags]\n" +
+		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
 }
 
@@ -107,6 +136,8 @@ func run(args []string) error {
 	switch {
 	case name == "all":
 		names = order
+	case name == "ha":
+		names = haOrder
 	case scenarios[name] != nil:
 		names = []string{name}
 	default:
@@ -146,7 +177,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 	runs := fs.Int("runs", 3, "runs per client count (createjob)")
 	warmup := fs.Duration("warmup", 2*time.Second, "warm-up before each measured window (not counted)")
 	window := fs.Duration("window", 10*time.Second, "measured window per run")
-	clients := fs.String("clients", "1,16,64", "concurrent clients (createjob)")
+	clients := fs.String("clients", "1,16,64", "concurrent clients (createjob; cluster-throughput: 16,64 unless given)")
 	trials := fs.Int("trials", 100, "start/stop trials (startjob)")
 	slots := fs.Int("slots", 50, "cluster slots registered (register)")
 	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery)")
@@ -156,6 +187,12 @@ func parseFlags(name string, args []string) (*settings, error) {
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
 	workDir := fs.String("work-dir", "", "parent of the scratch directories (default: the system temp dir; keep it on the disk you want to measure)")
 	keep := fs.Bool("keep", false, "keep the scratch directories")
+	timings := fs.String("cluster-timings", "lan", `HA scenarios: --cluster-timings of every manager: "lan" (the default of norsk-manager) or "local"`)
+	failoverTrials := fs.Int("failover-trials", 20, "failover: leader kills")
+	sessionTrials := fs.Int("session-trials", 10, "session-failover: kills of the manager holding the worker's session")
+	convergenceTrials := fs.Int("convergence-trials", 5, "convergence: cluster starts per size")
+	convergenceSizes := fs.String("convergence-sizes", "3,5", "convergence: cluster sizes (managers started at once with --bootstrap-expect N)")
+	writeInterval := fs.Duration("write-interval", 10*time.Millisecond, "failover, session-failover: each manager gets a CreateJob this often (open loop)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -175,14 +212,23 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "slots", slots, 10)
 		quickDefault(set, "jobs", jobs, "1000,5000")
 		quickDefault(set, "probes", probes, 1)
+		quickDefault(set, "failover-trials", failoverTrials, 3)
+		quickDefault(set, "session-trials", sessionTrials, 2)
+		quickDefault(set, "convergence-trials", convergenceTrials, 1)
 	}
 	s := &settings{quick: *quick, runs: *runs, warmup: *warmup, window: *window, trials: *trials,
-		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout}
+		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
+		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
+		writeInterval: *writeInterval}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
 		return nil, err
 	}
+	s.clientsSet = set["clients"]
 	if s.jobs, err = parseInts("--jobs", *jobs); err != nil {
+		return nil, err
+	}
+	if s.convergenceSizes, err = parseInts("--convergence-sizes", *convergenceSizes); err != nil {
 		return nil, err
 	}
 	switch {
@@ -190,6 +236,12 @@ func parseFlags(name string, args []string) (*settings, error) {
 		return nil, errors.New("--runs, --trials, --slots and --probes must be at least 1")
 	case s.window <= 0 || s.warmup < 0:
 		return nil, errors.New("--window must be positive and --warmup not negative")
+	case s.failoverTrials < 1, s.sessionTrials < 1, s.convergenceTrials < 1:
+		return nil, errors.New("--failover-trials, --session-trials and --convergence-trials must be at least 1")
+	case s.timings != "lan" && s.timings != "local":
+		return nil, fmt.Errorf("--cluster-timings %q: want lan or local", s.timings)
+	case s.writeInterval <= 0:
+		return nil, errors.New("--write-interval must be positive")
 	}
 	if s.workDir == "" {
 		s.workDir = os.TempDir()

@@ -71,6 +71,10 @@ type Config struct {
 	// MetricsAddr serves Prometheus metrics on http://MetricsAddr/metrics
 	// (host:port; empty: no metrics endpoint).
 	MetricsAddr string
+	// EnableDebug also serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on MetricsAddr, as Consul's enable_debug does. Off by
+	// default: profiles expose internals to whoever reaches the port.
+	EnableDebug bool
 	Logger      *slog.Logger
 }
 
@@ -152,7 +156,20 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("listen on API address %s: %w", cfg.APIAddr, err)
 	}
 	cfg.Store.Logger = log.With("component", "store")
-	store, err := persistence.Open(cfg.Store)
+	storeCfg := cfg.Store
+	if cfg.Cluster.Enabled() {
+		// In a cluster the Raft log (its own badger DB, synced as
+		// cfg.Store.SyncWrites says) is what makes a write durable; the
+		// store is the FSM, which records its applied index in the same
+		// transaction as each apply. A store that lost its last applies
+		// (power loss: the page cache, not a process kill) is therefore
+		// consistent and behind, and Raft replays the logs after its
+		// applied index at start (or restores a snapshot if it is behind
+		// that, RaftFSM.NeedsSnapshotRestore). Syncing here too would cost
+		// a second fsync per commit for nothing.
+		storeCfg.SyncWrites = false
+	}
+	store, err := persistence.Open(storeCfg)
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -340,9 +357,12 @@ func (a *Agent) Shutdown() {
 			a.host.Stop()
 		}
 		if a.cl != nil {
+			// Cluster.Shutdown shuts the actor system down itself; a second
+			// ActorSystem.Shutdown panics (close of a closed channel).
 			a.cl.shutdown()
+		} else {
+			a.system.Shutdown()
 		}
-		a.system.Shutdown()
 		a.closeStore()
 		a.log.Info("manager stopped")
 	})

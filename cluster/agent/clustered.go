@@ -489,7 +489,9 @@ func (c *clustered) handOff() {
 		c.a.log.Warn("leadership transfer before stopping failed; the others will elect a leader", "error", err)
 		return
 	}
-	c.a.log.Info("leadership transferred before stopping", "to", c.rep.Leader(), "took", time.Since(start).Round(time.Millisecond))
+	// The new leader's name may not be known here yet (its first
+	// heartbeat is still on the way).
+	c.a.log.Info("leadership transferred before stopping", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // shutdown leaves the cluster: the actor cluster member, Raft, gossip.

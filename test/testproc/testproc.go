@@ -126,11 +126,18 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM and waits up to 30 s (then SIGKILL, failing the test).
+// Stop sends SIGTERM and waits up to 30 s (then SIGKILL, failing the
+// test). A graceful stop must exit 0: any other code fails the test.
 func (p *Proc) Stop() {
+	if !p.Running() {
+		return
+	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+			p.t.Errorf("%s exited with code %d after SIGTERM (a graceful stop must exit 0)", p.Name, code)
+		}
 	case <-time.After(30 * time.Second):
 		p.t.Errorf("%s did not exit within 30 s of SIGTERM", p.Name)
 		p.Kill()

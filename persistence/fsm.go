@@ -38,6 +38,8 @@ type FSM struct {
 		restoring bool
 		// headCh is closed (and replaced) whenever evHead grows.
 		headCh chan struct{}
+		// appliedCh is closed (and replaced) whenever applied changes.
+		appliedCh chan struct{}
 	}
 }
 
@@ -58,6 +60,7 @@ func newFSM(db *badger.DB, retention uint64) (*FSM, error) {
 	}
 	f := &FSM{db: db, retention: retention}
 	f.mu.headCh = make(chan struct{})
+	f.mu.appliedCh = make(chan struct{})
 	f.mu.applied, f.mu.evHead, f.mu.evFirst, f.mu.restoring = m.applied, m.evHead, m.evFirst, m.restoring
 	return f, nil
 }
@@ -67,6 +70,14 @@ func (f *FSM) AppliedIndex() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.mu.applied
+}
+
+// AppliedChanged returns the applied index and a channel closed when it
+// next changes, so that a caller can wait for an index without polling.
+func (f *FSM) AppliedChanged() (uint64, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.applied, f.mu.appliedCh
 }
 
 // EventBounds returns the oldest retained and the newest event-log index.
@@ -158,6 +169,7 @@ func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, 
 	}
 	f.mu.Lock()
 	f.mu.applied = last
+	f.notifyAppliedLocked()
 	if ab.head != head {
 		f.mu.evHead, f.mu.evFirst = ab.head, ab.first
 		f.notifyHeadLocked()
@@ -170,6 +182,12 @@ func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, 
 func (f *FSM) notifyHeadLocked() {
 	close(f.mu.headCh)
 	f.mu.headCh = make(chan struct{})
+}
+
+// notifyAppliedLocked wakes the applied-index waiters. Caller holds f.mu.
+func (f *FSM) notifyAppliedLocked() {
+	close(f.mu.appliedCh)
+	f.mu.appliedCh = make(chan struct{})
 }
 
 // reload re-reads the cached meta values (applied index, event bounds,
@@ -185,6 +203,7 @@ func (f *FSM) reload() error {
 	defer f.mu.Unlock()
 	f.mu.applied, f.mu.evHead, f.mu.evFirst, f.mu.restoring = m.applied, m.evHead, m.evFirst, m.restoring
 	f.notifyHeadLocked()
+	f.notifyAppliedLocked()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,9 +80,19 @@ func (a *Agent) registerAgentGauges() {
 	}
 }
 
-// serveMetrics serves /metrics on addr until ctx ends.
+// serveMetrics serves /metrics (and /debug/pprof/ with EnableDebug) on lis
+// until ctx ends.
 func (a *Agent) serveMetrics(ctx context.Context, lis net.Listener) {
-	srv := &http.Server{Handler: promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	if a.cfg.EnableDebug {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

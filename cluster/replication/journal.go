@@ -132,14 +132,22 @@ func appendResultOf(cmd *internalpb.AppendCommand, reply *internalpb.AppendReply
 	return res, fmt.Errorf("replication: append to %s: %s", cmd.GetEntityKey(), reply.GetMessage())
 }
 
-// waitApplied blocks until the local FSM has applied index.
+// waitApplied blocks until the local FSM has applied index, woken by each
+// apply (FSM.AppliedChanged), not polling.
 func (r *Replicator) waitApplied(ctx context.Context, index uint64) error {
-	for r.AppliedIndex() < index {
-		if err := sleepCtx(ctx, time.Millisecond); err != nil {
-			return fmt.Errorf("replication: wait for index %d (applied %d): %w", index, r.AppliedIndex(), err)
+	for {
+		applied, changed := r.cfg.Store.FSM().AppliedChanged()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("replication: wait for index %d (applied %d): %w", index, r.AppliedIndex(), ctx.Err())
+		case <-r.stopCh:
+			return fmt.Errorf("replication: wait for index %d (applied %d): %w", index, r.AppliedIndex(), raft.ErrRaftShutdown)
 		}
 	}
-	return nil
 }
 
 // Load implements persistence.Journal: the entity as of every write

@@ -70,6 +70,7 @@ type options struct {
 	deadServerTimeout time.Duration
 	clusterTimings    string
 	metricsAddr       string
+	enableDebug       bool
 }
 
 func defaultDataDir() string {
@@ -129,6 +130,7 @@ workers keep running them and a restarted manager adopts them.`,
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
+	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
 
 	// HA cluster (docs/design/ha.md): a manager is part of a cluster when
 	// --join or --bootstrap-expect is given.
@@ -222,6 +224,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	cfg.MetricsAddr = o.metricsAddr
+	cfg.EnableDebug = o.enableDebug
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

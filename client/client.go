@@ -12,6 +12,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	// Client-side health checking (the service config's healthCheckConfig):
+	// a manager whose grpc.health.v1 status is NOT_SERVING (no Raft leader)
+	// is skipped by the balancer.
+	_ "google.golang.org/grpc/health"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -43,6 +48,7 @@ type NorskManager struct {
 	conn    *grpc.ClientConn
 	api     managerpb.ManagerClient
 	addrs   []string
+	dials   *dialTracker // nil if Settings.DialOptions replaced the dialer
 	timeout time.Duration
 	logger  *slog.Logger
 
@@ -66,8 +72,10 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: Settings.URL: %w", err)
 	}
+	dials := newDialTracker()
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(dials.dial),
 		grpc.WithResolvers(&staticResolver{addrs: addrs}),
 		grpc.WithDefaultServiceConfig(serviceConfig(len(addrs))),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -94,15 +102,19 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 		conn:    conn,
 		api:     managerpb.NewManagerClient(conn),
 		addrs:   addrs,
+		dials:   dials,
 		timeout: settings.Timeout,
 		logger:  logger.With("component", "norsk-manager-client"),
 	}, nil
 }
 
 // serviceConfig is the default gRPC service config: round_robin over the
-// managers, and a retry policy on Unavailable for the read-only methods that
-// tries up to every manager once more (at least 2, at most 5 attempts: the
-// gRPC limit).
+// managers that report SERVING on grpc.health.v1 (client-side health
+// checking: a manager without a Raft leader reports NOT_SERVING and is
+// skipped; a manager without the health service counts as serving), and a
+// retry policy on Unavailable for the read-only methods that tries up to
+// every manager once more (at least 2, at most 5 attempts: the gRPC limit).
+// When no manager serves, calls fail at once with Unavailable.
 func serviceConfig(managers int) string {
 	// Read-only methods change nothing, so a second attempt on another
 	// manager is always safe.
@@ -114,6 +126,7 @@ func serviceConfig(managers int) string {
 	}
 	return fmt.Sprintf(`{
   "loadBalancingConfig": [{"round_robin": {}}],
+  "healthCheckConfig": {"serviceName": %q},
   "methodConfig": [{
     "name": [%s],
     "retryPolicy": {
@@ -124,7 +137,7 @@ func serviceConfig(managers int) string {
       "retryableStatusCodes": ["UNAVAILABLE"]
     }
   }]
-}`, strings.Join(names, ","), attempts)
+}`, managerService, strings.Join(names, ","), attempts)
 }
 
 // Addresses returns the manager addresses the connection uses, normalised
@@ -155,20 +168,39 @@ func (m *NorskManager) callContext(ctx context.Context) (context.Context, contex
 // its error.
 func unary[Req, Resp any](ctx context.Context, m *NorskManager, method string, req Req,
 	fn func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	resp, _, err := unaryFrom(ctx, m, method, req, fn)
+	return resp, err
+}
+
+// unaryFrom is unary that also returns the address of the manager that
+// answered ("" if unknown).
+func unaryFrom[Req, Resp any](ctx context.Context, m *NorskManager, method string, req Req,
+	fn func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, string, error) {
 	ctx, cancel := m.callContext(ctx)
 	defer cancel()
-	resp, err := fn(ctx, req)
+	var p peer.Peer
+	resp, err := fn(ctx, req, grpc.Peer(&p))
 	if err != nil {
 		var zero Resp
-		return zero, wrapErr(method, err)
+		return zero, "", m.callErr(method, err, &p)
 	}
-	return resp, nil
+	addr := ""
+	if p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	return resp, addr, nil
 }
 
 // Version returns the manager's version information: the Norsk API level
 // it implements and its own build.
 func (m *NorskManager) Version(ctx context.Context) (*managerpb.VersionInfo, error) {
 	return unary(ctx, m, "Version", &emptypb.Empty{}, m.api.Version)
+}
+
+// VersionFrom is Version that also returns the address of the manager that
+// answered (one of Addresses; "" if gRPC did not report it).
+func (m *NorskManager) VersionFrom(ctx context.Context) (*managerpb.VersionInfo, string, error) {
+	return unaryFrom(ctx, m, "Version", &emptypb.Empty{}, m.api.Version)
 }
 
 // CreateStatusChannel opens the manager's status channel and yields its
@@ -182,21 +214,21 @@ func (m *NorskManager) CreateStatusChannel(ctx context.Context) iter.Seq2[*manag
 		defer cancel()
 		stream, err := m.api.CreateStatusChannel(ctx, &emptypb.Empty{})
 		if err != nil {
-			yield(nil, wrapErr("CreateStatusChannel", err))
+			yield(nil, m.callErr("CreateStatusChannel", err, nil))
 			return
 		}
-		recvAll(stream, "CreateStatusChannel", yield)
+		recvAll(m, stream, "CreateStatusChannel", yield)
 	}
 }
 
 // recvAll yields every message of stream, then the stream's error (as a
 // *CallError) unless it ended cleanly, until yield returns false.
-func recvAll[T any](stream grpc.ServerStreamingClient[T], method string, yield func(*T, error) bool) {
+func recvAll[T any](m *NorskManager, stream grpc.ServerStreamingClient[T], method string, yield func(*T, error) bool) {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			if !isEOF(err) {
-				yield(nil, wrapErr(method, err))
+				yield(nil, m.callErr(method, err, nil))
 			}
 			return
 		}

@@ -12,15 +12,22 @@
 // codes.Unauthenticated, codes.ResourceExhausted, codes.Unavailable when no
 // manager is reachable or the reached one has no quorum, codes.Canceled and
 // codes.DeadlineExceeded for the caller's context) and read the manager's
-// message with status.Convert(err).Message(). The few checks made on the
+// message with status.Convert(err).Message(). CallError.Local says the
+// status was made by the client or gRPC (connection refused, no manager
+// serving, the caller's deadline), not by a manager; CallError.Addr names
+// the manager that answered. The few checks made on the
 // client side (an empty job or node id, a nil request) fail the same way with
 // codes.InvalidArgument, before anything is sent.
 //
 // # Several managers
 //
 // Settings.URL may list several managers. The connection keeps a sub-channel
-// to each and balances calls over the reachable ones (gRPC round_robin over a
-// static address list), so a manager that is down is skipped. Read-only calls
+// to each and balances calls over the reachable ones that report SERVING on
+// grpc.health.v1 (gRPC round_robin over a static address list, with
+// client-side health checking), so a manager that is down, or up without a
+// Raft leader (NOT_SERVING), is skipped. When no manager serves, calls fail
+// at once with codes.Unavailable; the *CallError is then Local and lists the
+// managers tried with each one's last connection error (Tried). Read-only calls
 // (Version, JobByID, JobSearch, ListNodes, ListClusterNodes, GetBundle,
 // ListBundles) that get Unavailable are retried on the next manager; calls
 // that change state are not retried, because a write that failed with

@@ -1,7 +1,10 @@
 package client
 
 import (
+	"strings"
+
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -10,16 +13,54 @@ import (
 //
 // CallError implements GRPCStatus, so status.Code(err) gives the code of the
 // failure and status.Convert(err).Message() the manager's own message (or
-// the client's, for a request rejected before it was sent).
+// the client's, for a request rejected before it was sent, and gRPC's, for
+// a call that never reached a manager: see Local).
 type CallError struct {
 	// Method is the name of the Manager RPC that failed.
 	Method string
 	// Err is the gRPC status error of the failure.
 	Err error
+	// Local is true when the status did not come from a manager: the call
+	// could not reach one (connection refused, no manager serving), the
+	// connection broke, the caller's context ended, or the client
+	// rejected the request. Its message is then the client's or gRPC's,
+	// not a manager's.
+	Local bool
+	// Addr is the address of the manager that answered, when known.
+	Addr string
+	// Tried lists, for a call that could not reach a manager, every
+	// manager address with the outcome of its last connection attempt.
+	Tried []AddrStatus
 }
 
-// Error returns "norsk manager: <Method>: <gRPC error>".
+// AddrStatus is the last connection outcome of one manager address.
+type AddrStatus struct {
+	// Addr is the manager address (host:port).
+	Addr string
+	// Err is the last connection error ("" when the last attempt
+	// connected, or none was made yet: see Connected).
+	Err string
+	// Connected is true when the last attempt connected.
+	Connected bool
+}
+
+// String renders "addr: error", "addr: connected" or "addr: not tried".
+func (a AddrStatus) String() string {
+	switch {
+	case a.Err != "":
+		return a.Addr + ": " + a.Err
+	case a.Connected:
+		return a.Addr + ": connected"
+	}
+	return a.Addr + ": not tried yet"
+}
+
+// Error returns "norsk manager: <Method>: <gRPC error>", with the managers
+// tried when the call could not reach one.
 func (e *CallError) Error() string {
+	if s := e.triedSummary(); s != "" {
+		return "norsk manager: " + e.Method + ": " + s + ": " + e.Err.Error()
+	}
 	return "norsk manager: " + e.Method + ": " + e.Err.Error()
 }
 
@@ -30,16 +71,89 @@ func (e *CallError) Unwrap() error { return e.Err }
 // unchanged.
 func (e *CallError) GRPCStatus() *status.Status { return status.Convert(e.Err) }
 
-// wrapErr turns the error of a call to method into a *CallError; nil stays
-// nil.
-func wrapErr(method string, err error) error {
+// ConnectionSummary describes, for a call that could not reach a manager
+// that serves it, what was tried ("no manager could take the call (tried
+// a: connection refused; b: connected): every manager reached reports
+// NOT_SERVING …"); for any other error it returns gRPC's own message.
+func (e *CallError) ConnectionSummary() string {
+	msg := innermost(status.Convert(e.Err).Message())
+	if s := e.triedSummary(); s != "" {
+		return s + ": " + msg
+	}
+	return msg
+}
+
+func (e *CallError) triedSummary() string {
+	if len(e.Tried) == 0 {
+		return ""
+	}
+	parts := make([]string, len(e.Tried))
+	for i, a := range e.Tried {
+		parts[i] = a.String()
+	}
+	s := "no manager could take the call (tried " + strings.Join(parts, "; ") + ")"
+	if strings.Contains(status.Convert(e.Err).Message(), "health check failed") {
+		s += "; the managers reached report NOT_SERVING (no Raft leader: no quorum?)"
+	}
+	return s
+}
+
+// innermost is the innermost description of a status message: gRPC's
+// retry and transport errors nest "rpc error: code = … desc = …".
+func innermost(m string) string {
+	const desc = "desc = "
+	if i := strings.LastIndex(m, desc); i >= 0 {
+		return m[i+len(desc):]
+	}
+	return m
+}
+
+// localMarkers are fragments of the status messages gRPC's client stack
+// makes itself (a call that never reached a manager, or whose connection
+// broke); a manager's own messages never contain them.
+var localMarkers = []string{
+	"connection error", "error reading from server", "transport is closing", "connection is draining",
+	"health check failed", "last connection error", "last resolver error", "produced zero addresses",
+	"no children to pick from", "failed to exit idle mode", "client connection is closing",
+	"error while dialing", "server preface", "rst_stream", "unexpected eof", "received prior goaway",
+	"connection reset by peer", "broken pipe", "context deadline exceeded", "context canceled",
+}
+
+// isLocal reports whether err's status message was made by gRPC on the
+// client side.
+func isLocal(err error) bool {
+	m := strings.ToLower(status.Convert(err).Message())
+	for _, s := range localMarkers {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// callErr turns the error of a call to method into a *CallError; nil stays
+// nil. The status is taken for a manager's unless its message is one of
+// gRPC's own or, with the grpc.Peer option p of the call, no manager was
+// reached; a local Unavailable lists the managers tried.
+func (m *NorskManager) callErr(method string, err error, p *peer.Peer) error {
 	if err == nil {
 		return nil
 	}
-	return &CallError{Method: method, Err: err}
+	ce := &CallError{Method: method, Err: err, Local: isLocal(err)}
+	if p != nil {
+		if p.Addr == nil {
+			ce.Local = true
+		} else if !ce.Local {
+			ce.Addr = p.Addr.String()
+		}
+	}
+	if ce.Local && status.Code(err) == codes.Unavailable && m.dials != nil {
+		ce.Tried = m.dials.statuses(m.addrs)
+	}
+	return ce
 }
 
 // invalidArg is the *CallError of a request rejected on the client side.
 func invalidArg(method, msg string) error {
-	return &CallError{Method: method, Err: status.Error(codes.InvalidArgument, msg)}
+	return &CallError{Method: method, Err: status.Error(codes.InvalidArgument, msg), Local: true}
 }

@@ -101,10 +101,10 @@ func (m *NorskManager) JobSearchSeq(ctx context.Context, filters ...*managerpb.J
 		defer cancel()
 		stream, err := m.api.JobSearch(ctx, &managerpb.JobSearchRequest{JobFilter: filters})
 		if err != nil {
-			yield(nil, wrapErr("JobSearch", err))
+			yield(nil, m.callErr("JobSearch", err, nil))
 			return
 		}
-		recvAll(stream, "JobSearch", yield)
+		recvAll(m, stream, "JobSearch", yield)
 	}
 }
 

@@ -23,6 +23,11 @@ var (
 	// dir is not a norsk-manager store of a known format.
 	ErrCorrupt = errors.New("persistence: data corrupt")
 
+	// ErrWrongMode is wrapped when a data dir belongs to the other manager
+	// mode (Config.Mode): a single manager's dir opened by a cluster
+	// member, or the reverse.
+	ErrWrongMode = errors.New("persistence: data dir belongs to another manager mode")
+
 	// ErrTooLarge is wrapped when one change is larger than the store
 	// accepts in one append (Config.MaxBatchBytes); nothing is written.
 	ErrTooLarge = errors.New("persistence: change too large")

@@ -29,6 +29,29 @@ const markerFile = "norsk-manager.json"
 // storeSubdir holds the badger files inside the data dir.
 const storeSubdir = "store"
 
+// raftSubdir is where a cluster member keeps its Raft log and snapshots
+// (cluster/agent). Its presence marks a data dir of a cluster member whose
+// marker predates Mode (see inferMode).
+const raftSubdir = "raft"
+
+// Mode is how a data dir is used: by a single manager, whose writes go
+// straight to the store, or by a member of an HA cluster, whose store is
+// Raft's state machine. The two must never share a data dir: a single
+// manager's writes never reach the cluster's Raft log (so the members'
+// states split), and a single manager started on a member's dir would dial
+// the cluster's workers and accept writes the cluster never sees.
+type Mode string
+
+const (
+	// ModeUnchecked opens any data dir and records no mode in a new one
+	// (tools, benchmarks, tests of this package).
+	ModeUnchecked Mode = ""
+	// ModeSingle is a single manager (no cluster flags).
+	ModeSingle Mode = "single"
+	// ModeCluster is a member of an HA cluster.
+	ModeCluster Mode = "cluster"
+)
+
 // Config configures a Store. Use DefaultConfig and override fields.
 type Config struct {
 	// Dir is the data directory. Created (with a marker file) if it does not
@@ -59,6 +82,12 @@ type Config struct {
 	// GCInterval is how often value-log garbage collection runs. Default 5m;
 	// 0 disables it.
 	GCInterval time.Duration
+	// Mode is the manager mode the data dir is opened in. A new data dir
+	// records it in its marker; a data dir recorded (or inferred, for a
+	// marker without a mode) as the other mode is refused with ErrWrongMode,
+	// and nothing in it is touched. ModeUnchecked (the zero value) skips
+	// the check. Ignored when InMemory.
+	Mode Mode
 	// Logger receives store logs; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -82,6 +111,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Dir == "" && !c.InMemory:
 		return errors.New("persistence config: Dir is required (or set InMemory)")
+	case c.Mode != ModeUnchecked && c.Mode != ModeSingle && c.Mode != ModeCluster:
+		return fmt.Errorf("persistence config: Mode %q must be %q, %q or empty", c.Mode, ModeSingle, ModeCluster)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("persistence config: MaxBatch (%d) must be at least 1", c.MaxBatch)
 	case c.MaxBatchBytes < 1<<16:
@@ -113,6 +144,10 @@ type marker struct {
 	Format    int       `json:"format"`
 	StoreID   string    `json:"store_id"`
 	CreatedAt time.Time `json:"created_at"`
+	// Mode is the manager mode the dir was initialised in (Config.Mode);
+	// empty in markers written before modes were recorded, and by
+	// ModeUnchecked opens.
+	Mode Mode `json:"mode,omitempty"`
 }
 
 // Open opens (or initialises) the store in cfg.Dir. It refuses, with an
@@ -130,7 +165,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	opts := badger.DefaultOptions("").WithInMemory(true)
 	if !cfg.InMemory {
-		dir, err := prepareDataDir(cfg.Dir, logger)
+		dir, err := prepareDataDir(cfg.Dir, cfg.Mode, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -164,8 +199,9 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// prepareDataDir checks (or initialises) dir and returns the badger dir.
-func prepareDataDir(dir string, logger *slog.Logger) (string, error) {
+// prepareDataDir checks (or initialises) dir for use in mode and returns
+// the badger dir.
+func prepareDataDir(dir string, mode Mode, logger *slog.Logger) (string, error) {
 	storeDir := filepath.Join(dir, storeSubdir)
 	mb, err := os.ReadFile(filepath.Join(dir, markerFile))
 	switch {
@@ -181,6 +217,25 @@ func prepareDataDir(dir string, logger *slog.Logger) (string, error) {
 			return "", fmt.Errorf("data dir %s was initialised on %s but its store (%s) is missing or incomplete: %v; "+
 				"refusing to start with empty state — restore the store, or use a new --data-dir: %w",
 				dir, m.CreatedAt.Format(time.RFC3339), storeDir, err, ErrCorrupt)
+		}
+		if mode == ModeUnchecked {
+			return storeDir, nil
+		}
+		held, inferred := m.Mode, false
+		if held == "" {
+			held, inferred = inferMode(dir), true
+		}
+		if err := checkMode(dir, held, inferred, mode); err != nil {
+			return "", err
+		}
+		if m.Mode == "" {
+			// Record the inferred mode, so that the rule is applied once,
+			// while the raft subdir it relies on is still there.
+			m.Mode = held
+			if err := writeMarker(dir, m); err != nil {
+				return "", err
+			}
+			logger.Info("recorded the data dir's mode in its marker", "dir", dir, "mode", held)
 		}
 		return storeDir, nil
 	case !errors.Is(err, fs.ErrNotExist):
@@ -202,15 +257,68 @@ func prepareDataDir(dir string, logger *slog.Logger) (string, error) {
 	if _, err := rand.Read(id); err != nil {
 		return "", err
 	}
-	mb, err = json.MarshalIndent(marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC()}, "", "  ")
-	if err != nil {
+	if err := writeMarker(dir, marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Mode: mode}); err != nil {
 		return "", err
 	}
-	if err := writeFileSync(filepath.Join(dir, markerFile), mb); err != nil {
-		return "", fmt.Errorf("data dir %s: write marker: %w", dir, err)
-	}
-	logger.Info("initialised new data dir", "dir", dir)
+	logger.Info("initialised new data dir", "dir", dir, "mode", mode)
 	return storeDir, nil
+}
+
+// writeMarker writes m as dir's marker file, atomically and durably.
+func writeMarker(dir string, m marker) error {
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(dir, markerFile), mb); err != nil {
+		return fmt.Errorf("data dir %s: write marker: %w", dir, err)
+	}
+	return nil
+}
+
+// inferMode is the mode of a data dir whose marker predates Mode: a
+// cluster member's dir has a raft subdirectory (its Raft log, created when
+// the member first starts); any other dir was a single manager's.
+func inferMode(dir string) Mode {
+	if fi, err := os.Stat(filepath.Join(dir, raftSubdir)); err == nil && fi.IsDir() {
+		return ModeCluster
+	}
+	return ModeSingle
+}
+
+// checkMode refuses a data dir holding mode held when opened as want.
+func checkMode(dir string, held Mode, inferred bool, want Mode) error {
+	if held == want {
+		return nil
+	}
+	how := "recorded in its marker"
+	switch {
+	case inferred && held == ModeCluster:
+		how = "inferred: its marker predates modes and it has a " + raftSubdir + "/ subdirectory"
+	case inferred:
+		how = "inferred: its marker predates modes and it has no " + raftSubdir + "/ subdirectory"
+	}
+	var holds, asked, todo string
+	switch held {
+	case ModeCluster:
+		holds = "a cluster member's state"
+	case ModeSingle:
+		holds = "a single manager's state"
+	default:
+		holds = fmt.Sprintf("state of unknown mode %q", held)
+	}
+	switch want {
+	case ModeCluster:
+		asked = "as a cluster member (--join/--bootstrap-expect)"
+		todo = "start it without cluster flags to run the single manager it belongs to, or give this cluster member a fresh --data-dir " +
+			"(a single manager's jobs are not moved into a cluster: its writes never went through Raft)"
+	default:
+		asked = "as a single manager (no cluster flags)"
+		todo = "this data dir belongs to a cluster member; start it with its cluster flags (--join/--bootstrap-expect, --name, ...), " +
+			"or use a fresh --data-dir"
+	}
+	return fmt.Errorf("data dir %s holds %s (mode %q, %s) but this manager was started %s; refusing to start, nothing was changed: %s: %w",
+		dir, holds, held, how, asked, todo, ErrWrongMode)
 }
 
 // removeRestoreSpools removes the temporary files of snapshot restores

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -17,11 +19,13 @@ type Server struct {
 	Addr string
 
 	gs       *grpc.Server
+	health   *health.Server
 	doneCh   chan struct{} // closed when Serve has returned
 	stopOnce sync.Once
 }
 
-// Serve starts a gRPC server for srv listening on addr ("127.0.0.1:0" picks a
+// Serve starts a gRPC server for srv, with grpc.health.v1 reporting
+// SERVING (see SetServing), listening on addr ("127.0.0.1:0" picks a
 // free port; an address of an earlier, stopped Server restarts "the same
 // manager"). The server is stopped when the test ends; t.Fatal is called if
 // addr cannot be bound.
@@ -31,8 +35,10 @@ func Serve(t testing.TB, srv managerpb.ManagerServer, addr string) *Server {
 	if err != nil {
 		t.Fatalf("clienttest: listen on %s: %v", addr, err)
 	}
-	s := &Server{Addr: lis.Addr().String(), gs: grpc.NewServer(), doneCh: make(chan struct{})}
+	s := &Server{Addr: lis.Addr().String(), gs: grpc.NewServer(), health: health.NewServer(), doneCh: make(chan struct{})}
 	managerpb.RegisterManagerServer(s.gs, srv)
+	healthpb.RegisterHealthServer(s.gs, s.health)
+	s.SetServing(true)
 	go func() {
 		defer close(s.doneCh)
 		if err := s.gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -41,6 +47,18 @@ func Serve(t testing.TB, srv managerpb.ManagerServer, addr string) *Server {
 	}()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// SetServing sets the server's grpc.health.v1 status (overall and for the
+// Manager service): SERVING, or NOT_SERVING as a manager without a Raft
+// leader reports.
+func (s *Server) SetServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(managerpb.Manager_ServiceDesc.ServiceName, st)
 }
 
 // Stop stops the server abruptly, as a crashing manager would: listeners and

@@ -157,7 +157,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	cfg.Store.Logger = log.With("component", "store")
 	storeCfg := cfg.Store
+	// The data dir records its mode: a single manager's dir is refused
+	// as a cluster member's, and the reverse (persistence.ErrWrongMode).
+	storeCfg.Mode = persistence.ModeSingle
 	if cfg.Cluster.Enabled() {
+		storeCfg.Mode = persistence.ModeCluster
 		// In a cluster the Raft log (its own badger DB, synced as
 		// cfg.Store.SyncWrites says) is what makes a write durable; the
 		// store is the FSM, which records its applied index in the same
@@ -248,6 +252,7 @@ func (a *Agent) Start() error {
 	}
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier
+		gcfg.LeaderKnown = func() bool { return a.cl.rep.Leader() != "" }
 		gcfg.Members = a.clusterMembers
 		gcfg.LiveView = a.liveView
 	}

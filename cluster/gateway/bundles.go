@@ -22,8 +22,7 @@ func (s *Server) bundleCmd(ctx context.Context, id string, cmd *internalpb.Bundl
 	if cmd.RequestId == "" {
 		cmd.RequestId = newRequestID()
 	}
-	r, err := s.cfg.Router.Request(ctx, actors.KindBundle, id, cmd)
-	return r, replyStatus(r, err)
+	return s.request(ctx, actors.KindBundle, id, cmd)
 }
 
 // CreateBundle validates and stores a bundle and answers once its derived

@@ -210,8 +210,8 @@ func (s *Server) CreateMockNode(ctx context.Context, in *managerpb.CreateMockNod
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	pr, err := s.cfg.Router.Request(ctx, actors.KindPool, "mock", &internalpb.PoolCommand{RequestId: newRequestID(), Cmd: &internalpb.PoolCommand_Pop{Pop: &internalpb.PopMockUrl{}}})
-	if err := replyStatus(pr, err); err != nil {
+	pr, err := s.request(ctx, actors.KindPool, "mock", &internalpb.PoolCommand{RequestId: newRequestID(), Cmd: &internalpb.PoolCommand_Pop{Pop: &internalpb.PopMockUrl{}}})
+	if err != nil {
 		return nil, err
 	}
 	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_CreateMock{CreateMock: &internalpb.CreateMockNode{

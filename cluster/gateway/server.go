@@ -50,6 +50,17 @@ type Config struct {
 	// another one instead of waiting out its whole deadline on a manager
 	// cut off from the leader. Default 5 s.
 	BarrierTimeout time.Duration
+	// LeaderKnown, if set, reports whether this manager knows a Raft
+	// leader. Every write (a grain command) first checks it: a manager that
+	// knows none (cut off from the quorum, or an election in progress)
+	// waits at most LeaderWait for one and then answers Unavailable, saying
+	// nothing was done, instead of letting the write wait out the grain
+	// timeout. Nil: a single manager, always its own leader.
+	LeaderKnown func() bool
+	// LeaderWait bounds how long a write waits for LeaderKnown to become
+	// true (an election usually takes well under a second). Default 1 s;
+	// negative: do not wait.
+	LeaderWait time.Duration
 	// LiveView, if set, returns the liveness of every node's worker
 	// session across the cluster (each manager knows only the sessions of
 	// the node grains it hosts); nil uses Liveness alone.
@@ -80,6 +91,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 5 * time.Second
+	}
+	if cfg.LeaderWait == 0 {
+		cfg.LeaderWait = time.Second
 	}
 	if cfg.DialCheckTimeout == 0 {
 		cfg.DialCheckTimeout = 3 * time.Second
@@ -131,6 +145,51 @@ func (s *Server) barrier(ctx context.Context) error {
 	return nil
 }
 
+// errNoLeader is the answer to a write on a manager that knows no leader.
+const errNoLeader = "this manager knows no Raft leader (no quorum?); nothing was done, retry on another manager"
+
+// leaderPoll is how often a write waiting for a leader checks LeaderKnown.
+const leaderPoll = 20 * time.Millisecond
+
+// requireLeader returns nil once a Raft leader is known (at once without
+// Config.LeaderKnown), and Unavailable if none is known within LeaderWait;
+// the caller's own cancellation or deadline keeps its code.
+func (s *Server) requireLeader(ctx context.Context) error {
+	if s.cfg.LeaderKnown == nil || s.cfg.LeaderKnown() {
+		return nil
+	}
+	if s.cfg.LeaderWait > 0 {
+		deadline := time.NewTimer(s.cfg.LeaderWait)
+		defer deadline.Stop()
+		tick := time.NewTicker(leaderPoll)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return toStatus(ctx.Err())
+			case <-deadline.C:
+				break wait
+			case <-tick.C:
+				if s.cfg.LeaderKnown() {
+					return nil
+				}
+			}
+		}
+	}
+	return status.Error(codes.Unavailable, errNoLeader)
+}
+
+// request sends a command to a grain once a leader is known (every grain
+// command is a write).
+func (s *Server) request(ctx context.Context, kind, id string, msg proto.Message) (*internalpb.Reply, error) {
+	if err := s.requireLeader(ctx); err != nil {
+		return nil, err
+	}
+	r, err := s.cfg.Router.Request(ctx, kind, id, msg)
+	return r, replyStatus(r, err)
+}
+
 // newRequestID returns a random id for a grain command.
 func newRequestID() string { return newUUID() }
 
@@ -150,8 +209,7 @@ func (s *Server) job(ctx context.Context, id string, cmd *internalpb.JobCommand)
 	if cmd.RequestId == "" {
 		cmd.RequestId = newRequestID()
 	}
-	r, err := s.cfg.Router.Request(ctx, actors.KindJob, id, cmd)
-	return r, replyStatus(r, err)
+	return s.request(ctx, actors.KindJob, id, cmd)
 }
 
 func (s *Server) node(ctx context.Context, id string, cmd *internalpb.NodeCommand) (*internalpb.Reply, error) {
@@ -159,8 +217,7 @@ func (s *Server) node(ctx context.Context, id string, cmd *internalpb.NodeComman
 	if cmd.RequestId == "" {
 		cmd.RequestId = newRequestID()
 	}
-	r, err := s.cfg.Router.Request(ctx, actors.KindNode, id, cmd)
-	return r, replyStatus(r, err)
+	return s.request(ctx, actors.KindNode, id, cmd)
 }
 
 // CreateStatusChannel sends Hello with the runtime version, then keeps the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,8 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version of norsk-ctl and of the manager",
 		Long: `Print the version of norsk-ctl (also the version a worker started with
 --mode=worker reports), then ask the manager at --manager-url for its own
-version and the Norsk API level it implements.
+version and the Norsk API level it implements. The text output names the
+manager that answered (one of the --manager-url list).
 
 A version reads like "0.1.0-dev+0123456789ab": the release version, then "+"
 and the Git revision the binary was built from (with "-dirty" if the tree
@@ -35,7 +37,7 @@ code then says why the manager's part is missing.`,
 			if !e.jsonOut {
 				fmt.Fprintf(e.out, "norsk-ctl: %s (%s)\n", clientVersion, runtime.Version())
 			}
-			v, err := m.Version(ctx)
+			v, from, err := m.VersionFrom(ctx)
 			if err != nil {
 				return err
 			}
@@ -44,11 +46,23 @@ code then says why the manager's part is missing.`,
 			}
 			api := v.GetVersion()
 			_, err = fmt.Fprintf(e.out, "manager:   %s (%s) at %s\nNorsk API: %d.%d.%d%s\n",
-				v.GetManagerVersion(), v.GetGoVersion(), e.url,
+				v.GetManagerVersion(), v.GetGoVersion(), ctlAnsweredBy(from, m.Addresses()),
 				api.GetMajorVersion(), api.GetMinorVersion(), api.GetBuildNumber(), ctlVersionLabel(api.GetBranchName(), api.GetLabel()))
 			return err
 		}),
 	})
+}
+
+// ctlAnsweredBy names the manager that answered: its address, else (gRPC
+// did not say) the list asked, labelled as such when it has several.
+func ctlAnsweredBy(from string, addrs []string) string {
+	switch {
+	case from != "":
+		return from
+	case len(addrs) == 1:
+		return addrs[0]
+	}
+	return "one of " + strings.Join(addrs, ",")
 }
 
 // ctlVersionLabel renders the optional branch and label of a Norsk version.

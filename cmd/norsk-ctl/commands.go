@@ -310,10 +310,24 @@ func ctlDescribe(cmd *cobra.Command, err error) (string, int) {
 		if subject != "" {
 			msg += ": " + subject
 		}
-		if m := ctlManagerMessage(st.Message()); m != "" {
-			msg += " (manager said: " + m + ")"
+		switch {
+		case ce.Local:
+			// gRPC's own message (connection refused, no manager serving,
+			// the call's deadline), never quoted as the manager's.
+			if m := ce.ConnectionSummary(); m != "" {
+				msg += " (" + m + ")"
+			}
+		default:
+			if m := ctlManagerMessage(st.Message()); m != "" {
+				msg += " (manager said: " + m + ")"
+			}
 		}
 		return msg, code
+	}
+	// The manager that answered, else the addresses of the command.
+	at := ctlURL(cmd)
+	if ce.Addr != "" {
+		at = ce.Addr
 	}
 	switch st.Code() {
 	case codes.NotFound:
@@ -329,15 +343,15 @@ func ctlDescribe(cmd *cobra.Command, err error) (string, int) {
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return detail("not authorised", ctlExitUnauthorised)
 	case codes.Unavailable:
-		return detail("manager unavailable at "+ctlURL(cmd), ctlExitUnavailable)
+		return detail("manager unavailable at "+at, ctlExitUnavailable)
 	case codes.DeadlineExceeded:
-		return detail("no answer from the manager at "+ctlURL(cmd)+" within --timeout", ctlExitUnavailable)
+		return detail("no answer from the manager at "+at+" within --timeout", ctlExitUnavailable)
 	case codes.Canceled:
 		return "interrupted", ctlExitInterrupted
 	case codes.ResourceExhausted:
 		return detail("resource exhausted", ctlExitFailure)
 	case codes.Unimplemented:
-		return detail("the manager at "+ctlURL(cmd)+" does not implement "+ce.Method, ctlExitFailure)
+		return detail("the manager at "+at+" does not implement "+ce.Method, ctlExitFailure)
 	}
 	return detail(strings.ToLower(st.Code().String()), ctlExitFailure)
 }

@@ -313,3 +313,69 @@ func TestE2E_RefusesBadDataDir(t *testing.T) {
 	require.NotEqual(t, 0, code)
 	require.Contains(t, p.output(), "refusing to start with empty state")
 }
+
+// TestE2E_RefusesDataDirOfOtherMode: a data dir records whether a single
+// manager or a cluster member uses it, and a manager started in the other
+// mode exits with an error naming the dir, both modes and what to do,
+// without touching it (a single manager's writes never went through Raft;
+// a single manager on a member's dir would dial the cluster's workers and
+// accept writes the cluster never sees).
+func TestE2E_RefusesDataDirOfOtherMode(t *testing.T) {
+	clusterFlags := func() []string {
+		return []string{"--name", "m1", "--bootstrap-expect", "1", "--cluster-timings", "local",
+			"--gossip-addr", addr(freePort(t)), "--cluster-addr", addr(freePort(t)), "--raft-addr", addr(freePort(t))}
+	}
+	cases := []struct {
+		name        string
+		first, then []string // extra flags of the first (serving) run and of the refused one
+		want        []string
+	}{
+		{"single dir started as a cluster member", nil, clusterFlags(),
+			[]string{`holds a single manager's state (mode "single"`, "as a cluster member", "fresh --data-dir"}},
+		{"cluster member's dir started as a single manager", clusterFlags(), nil,
+			[]string{`holds a cluster member's state (mode "cluster"`, "as a single manager",
+				"this data dir belongs to a cluster member; start it with its cluster flags", "fresh --data-dir"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			port := freePort(t)
+			m := startManager(t, dir, port, tc.first...)
+			out, code := ctl(t, m.addr, "job", "create", "-f", filepath.Join("..", "..", "examples", "hello-http", "job.json"))
+			require.Equal(t, 0, code, out)
+			m.stop()
+			before := treeOf(t, dir)
+
+			args := append([]string{"norsk-manager", "--data-dir", dir, "--api-addr", addr(port)}, tc.then...)
+			p := start(t, "manager-other-mode", args...)
+			code, ok := p.exited(20 * time.Second)
+			require.True(t, ok, "a manager started in the other mode must refuse the data dir and exit")
+			require.NotEqual(t, 0, code)
+			require.Contains(t, p.output(), dir)
+			for _, w := range tc.want {
+				require.Contains(t, p.output(), w)
+			}
+			require.Equal(t, before, treeOf(t, dir), "a refused data dir must be left untouched")
+
+			// The dir still works in its own mode, with its job.
+			m = startManager(t, dir, port, tc.first...)
+			out, code = ctl(t, m.addr, "job", "get", "hello-http")
+			require.Equal(t, 0, code, out)
+			m.stop()
+		})
+	}
+}
+
+// treeOf lists dir's files with their sizes and modification times.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		out[strings.TrimPrefix(p, dir)] = fmt.Sprintf("%d %s", fi.Size(), fi.ModTime())
+		return nil
+	}))
+	return out
+}

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/norsk-oss/norsk-manager/test/testproc"
 )
 
 // binDir holds norsk-manager and norsk-ctl, built once by TestMain.
@@ -37,6 +39,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
+	testproc.RemoveBin()
 	os.Exit(code)
 }
 

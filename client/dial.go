@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// dialTracker is the connection's dialer: it records the outcome of the
+// last connection attempt to each manager address, so that a call that
+// reaches no manager can say what was tried.
+type dialTracker struct {
+	mu   sync.Mutex
+	last map[string]AddrStatus // guarded by mu
+}
+
+func newDialTracker() *dialTracker { return &dialTracker{last: map[string]AddrStatus{}} }
+
+// dial connects to addr over TCP (gRPC's default, without proxy support)
+// and records the outcome.
+func (d *dialTracker) dial(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		d.record(addr, AddrStatus{Err: err.Error()})
+		return nil, err
+	}
+	d.record(addr, AddrStatus{Connected: true})
+	return &trackedConn{Conn: c, d: d, addr: addr}, nil
+}
+
+func (d *dialTracker) record(addr string, s AddrStatus) {
+	s.Addr = addr
+	d.mu.Lock()
+	d.last[addr] = s
+	d.mu.Unlock()
+}
+
+// statuses returns the last outcome of each of addrs, in order.
+func (d *dialTracker) statuses(addrs []string) []AddrStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]AddrStatus, len(addrs))
+	for i, a := range addrs {
+		s, ok := d.last[a]
+		if !ok {
+			s = AddrStatus{Addr: a}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// trackedConn records a connection that ends before the peer sent a byte
+// (a port that is not a manager's, a manager refusing the connection).
+type trackedConn struct {
+	net.Conn
+	d        *dialTracker
+	addr     string
+	answered atomic.Bool
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.answered.Store(true)
+	} else if err != nil && !c.answered.Load() {
+		c.d.record(c.addr, AddrStatus{Err: "connection closed before the manager answered: " + err.Error()})
+	}
+	return n, err
+}

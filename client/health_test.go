@@ -1,0 +1,165 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/client/clienttest"
+)
+
+// TestNorskManager_SkipsNotServing: a manager whose grpc.health.v1 status
+// is NOT_SERVING (no Raft leader) gets no calls, reads or writes, while
+// another serves; when it serves again it gets calls again.
+func TestNorskManager_SkipsNotServing(t *testing.T) {
+	isolated := clienttest.NewManager(nil)
+	isolated.Fail("", status.Error(codes.Unavailable, "grain did not answer in time"))
+	a := clienttest.Serve(t, isolated, "127.0.0.1:0")
+	a.SetServing(false)
+	b := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
+	m := connect(t, a.Addr, b.Addr)
+	ctx := context.Background()
+	for i := range 8 {
+		if _, err := m.CreateJob(ctx, testJob("j"+string(rune('a'+i)))); err != nil {
+			t.Fatalf("CreateJob #%d: %v", i, err)
+		}
+		if _, addr, err := m.VersionFrom(ctx); err != nil || addr != b.Addr {
+			t.Fatalf("Version #%d answered by %q (%v), want %s", i, addr, err, b.Addr)
+		}
+	}
+	// Back to SERVING: round_robin uses it again.
+	isolated.Fail("", nil)
+	a.SetServing(true)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, addr, err := m.VersionFrom(ctx)
+		if err != nil {
+			t.Fatalf("Version: %v", err)
+		}
+		if addr == a.Addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager serving again never got a call")
+		}
+	}
+}
+
+// TestNorskManager_AllNotServing: when no manager serves, a call fails at
+// once (not after the call timeout) with Unavailable, a local error that
+// lists the managers tried and says they report NOT_SERVING.
+func TestNorskManager_AllNotServing(t *testing.T) {
+	a := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
+	b := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
+	a.SetServing(false)
+	b.SetServing(false)
+	m := connect(t, a.Addr, b.Addr) // 10 s call timeout
+	calls := map[string]func(ctx context.Context) error{
+		"Version":   func(ctx context.Context) error { _, err := m.Version(ctx); return err },
+		"CreateJob": func(ctx context.Context) error { _, err := m.CreateJob(ctx, testJob("x")); return err },
+		"JobSearch": func(ctx context.Context) error { _, err := m.JobSearch(ctx); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			err := call(context.Background())
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("%s took %s with no manager serving", name, took)
+			}
+			wantCode(t, name, err, codes.Unavailable)
+			ce, ok := errors.AsType[*client.CallError](err)
+			if !ok || !ce.Local || ce.Addr != "" {
+				t.Fatalf("%s: %#v, want a local *CallError", name, err)
+			}
+			for _, want := range []string{"tried " + a.Addr + ": connected; " + b.Addr + ": connected", "NOT_SERVING"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: %q does not say %q", name, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestNorskManager_ErrorOrigin: a status from a manager is marked as such
+// with the manager's address; a call that reaches no manager is local and
+// says, for each address, what the last connection attempt gave.
+func TestNorskManager_ErrorOrigin(t *testing.T) {
+	fake := clienttest.NewManager(nil)
+	srv := clienttest.Serve(t, fake, "127.0.0.1:0")
+	down := clienttest.UnusedAddr(t)
+	// A TCP port that closes connections without speaking gRPC.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	mute := lis.Addr().String()
+
+	cases := []struct {
+		name      string
+		addrs     []string
+		fail      error
+		wantLocal bool
+		wantAddr  string
+		want      []string
+	}{
+		{"manager's status", []string{srv.Addr}, status.Error(codes.Unavailable, "no quorum"), false, srv.Addr, []string{"no quorum"}},
+		{"connection refused", []string{down}, nil, true, "", []string{"tried " + down + ": dial tcp " + down, "connection refused"}},
+		{"not a manager", []string{mute}, nil, true, "", []string{"tried " + mute + ": connection closed before the manager answered"}},
+		{"both", []string{down, mute}, nil, true, "", []string{down + ": dial tcp", mute + ": connection closed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake.Fail("ListNodes", tc.fail)
+			defer fake.Fail("ListNodes", nil)
+			m := connect(t, tc.addrs...)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var err error
+			// Until every address was tried once (the first call may fail
+			// before the second address's first attempt is recorded).
+			for {
+				_, err = m.ListNodes(ctx)
+				if ce, ok := errors.AsType[*client.CallError](err); !ok || !ce.Local || ctx.Err() != nil ||
+					!strings.Contains(err.Error(), "not tried") {
+					break
+				}
+			}
+			wantCode(t, "ListNodes", err, codes.Unavailable)
+			ce, ok := errors.AsType[*client.CallError](err)
+			if !ok || ce.Local != tc.wantLocal || ce.Addr != tc.wantAddr {
+				t.Fatalf("%#v: want Local %v, Addr %q", err, tc.wantLocal, tc.wantAddr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestNorskManager_VersionFrom: the address of the manager that answered.
+func TestNorskManager_VersionFrom(t *testing.T) {
+	_, srv, m := serveFake(t)
+	_, addr, err := m.VersionFrom(context.Background())
+	if err != nil || addr != srv.Addr {
+		t.Fatalf("VersionFrom = %q, %v; want %s", addr, err, srv.Addr)
+	}
+}

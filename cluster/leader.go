@@ -7,6 +7,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ type LeaderConfig struct {
 	// DeadServerTimeout is how long a member may stay dead (failed, not
 	// left) before the leader removes it from the Raft voters. Default 5m.
 	DeadServerTimeout time.Duration
+	// Reachable reports whether a Raft address answers (a new member is
+	// added as a voter only then). Default: a TCP connect within 500 ms.
+	Reachable func(addr raft.ServerAddress) bool
 	// ReconcileInterval is how often the leader reconciles voters besides
 	// on every membership change. Default 1 s.
 	ReconcileInterval time.Duration
@@ -47,6 +51,9 @@ func RunLeadership(ctx context.Context, cfg LeaderConfig) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Reachable == nil {
+		cfg.Reachable = dialable
 	}
 	obs := make(chan raft.Observation, 8)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
@@ -130,7 +137,11 @@ func leaderLoop(ctx context.Context, cfg LeaderConfig) {
 			cfg.OnMembershipChange(ctx)
 		}()
 	}
-	reconcile(cfg)
+	// missing: when this leader first noticed each voter missing from
+	// the alive gossip members (its term's view: a new leader starts
+	// counting afresh).
+	missing := map[raft.ServerID]time.Time{}
+	reconcile(cfg, missing)
 	changed()
 	for {
 		select {
@@ -138,60 +149,57 @@ func leaderLoop(ctx context.Context, cfg LeaderConfig) {
 			log.Info("leader duties stopped")
 			return
 		case <-changes:
-			reconcile(cfg)
+			reconcile(cfg, missing)
 			changed()
 		case <-tick.C:
-			reconcile(cfg)
+			reconcile(cfg, missing)
 		}
 	}
 }
 
-// reconcile makes the Raft voters follow the membership: every alive
-// member with a Raft address is a voter; a member that left gracefully, or
-// has been dead longer than DeadServerTimeout, is removed. This manager is
-// never removed by itself.
-func reconcile(cfg LeaderConfig) {
+// reconcile makes the Raft voters follow the membership (planVoters):
+// it adds reachable alive members and removes departed voters.
+func reconcile(cfg LeaderConfig, missing map[raft.ServerID]time.Time) {
 	r := cfg.Replicator.Raft()
 	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		cfg.Logger.Warn("read raft configuration", "error", err)
 		return
 	}
-	voters := map[raft.ServerID]raft.ServerAddress{}
-	for _, s := range f.Configuration().Servers {
-		voters[s.ID] = s.Address
+	plan := planVoters(voterInputs{
+		Self: raft.ServerID(cfg.Replicator.Name()), Servers: f.Configuration().Servers,
+		Members: cfg.Membership.Members(), Left: cfg.Membership.Left(), Now: time.Now(),
+		Missing: missing, DeadServerTimeout: cfg.DeadServerTimeout, Reachable: cfg.Reachable,
+	})
+	log := cfg.Logger
+	for _, n := range plan.Notes {
+		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
-	alive := map[string]bool{}
-	for _, m := range cfg.Membership.Members() {
-		if m.Meta.RaftAddr == "" || m.State != membership.MemberAlive {
+	for _, c := range plan.Add {
+		if err := r.AddVoter(c.ID, c.Addr, 0, 10*time.Second).Error(); err != nil {
+			log.Warn("add raft voter", "name", c.ID, "raft_addr", c.Addr, "error", err)
 			continue
 		}
-		alive[m.Name] = true
-		id, addr := raft.ServerID(m.Name), raft.ServerAddress(m.Meta.RaftAddr)
-		if cur, ok := voters[id]; ok && cur == addr {
-			continue
-		}
-		if err := r.AddVoter(id, addr, 0, 10*time.Second).Error(); err != nil {
-			cfg.Logger.Warn("add raft voter", "name", m.Name, "raft_addr", addr, "error", err)
-			continue
-		}
-		cfg.Logger.Info("raft voter added", "name", m.Name, "raft_addr", addr)
+		log.Info("raft voter added", "name", c.ID, "raft_addr", c.Addr, "reason", c.Reason)
 	}
-	for _, d := range cfg.Membership.Left() {
-		id := raft.ServerID(d.Name)
-		if alive[d.Name] || d.Name == cfg.Replicator.Name() {
+	for _, c := range plan.Remove {
+		if err := r.RemoveServer(c.ID, 0, 10*time.Second).Error(); err != nil {
+			log.Warn("remove raft voter", "name", c.ID, "raft_addr", c.Addr, "error", err)
 			continue
 		}
-		if _, ok := voters[id]; !ok {
-			continue
-		}
-		if !d.Graceful && time.Since(d.Since) < cfg.DeadServerTimeout {
-			continue
-		}
-		if err := r.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
-			cfg.Logger.Warn("remove raft voter", "name", d.Name, "error", err)
-			continue
-		}
-		cfg.Logger.Info("raft voter removed", "name", d.Name, "graceful", d.Graceful, "departed", d.Since)
+		delete(missing, c.ID)
+		log.Info("raft voter removed", "name", c.ID, "raft_addr", c.Addr, "graceful", c.Graceful, "reason", c.Reason)
 	}
+}
+
+// dialable reports whether a TCP connection to addr succeeds within
+// 500 ms (Raft's transport drops a connection that sends nothing, without
+// a log line).
+func dialable(addr raft.ServerAddress) bool {
+	conn, err := net.DialTimeout("tcp", string(addr), 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
@@ -111,6 +113,15 @@ type clustered struct {
 
 	mu      sync.Mutex
 	clients map[string]*grpc.ClientConn // API address → connection; guarded by mu
+
+	// fatal receives at most one error that must stop the manager (Err).
+	fatal chan error
+	// stopConflicts stops watchNameConflicts, which closes conflictsDone.
+	stopConflicts chan struct{}
+	conflictsDone chan struct{}
+	// conflicted is set when another live manager holds this one's name:
+	// shutdown then skips the gossip leave.
+	conflicted atomic.Bool
 }
 
 // initCluster builds membership, Raft and the protoactor cluster.
@@ -136,6 +147,11 @@ func (a *Agent) initCluster(router *lateRouter) error {
 	}
 	mcfg.Meta = membership.Meta{Name: cc.Name, APIAddr: cc.advertised(a.lis.Addr().String()), RaftAddr: cc.advertised(cc.RaftAddr), Version: a.cfg.Version}
 	mcfg.Logger = a.log.With("component", "gossip")
+	// Bind the gossip port but join only once every other listener (API
+	// and metrics in New, Raft and the actor remote below) is bound: a
+	// manager that cannot start must never appear to the others, or the
+	// leader could take it for a new voter.
+	mcfg.DeferJoin = true
 	if c.members, err = membership.New(mcfg); err != nil {
 		c.raftStore.Close()
 		return err
@@ -175,7 +191,95 @@ func (a *Agent) initCluster(router *lateRouter) error {
 	router.Router = c.router
 	a.router = c.router
 	a.cl = c
+	c.fatal = make(chan error, 1)
+	c.stopConflicts = make(chan struct{})
+	c.conflictsDone = make(chan struct{})
+	go c.watchNameConflicts()
+	c.members.StartJoin()
 	return nil
+}
+
+// Err returns a channel that receives an error when the manager cannot go
+// on and must stop (exit non-zero): another manager already uses its
+// --name. Nil (never ready) for a single manager.
+func (a *Agent) Err() <-chan error {
+	if a.cl == nil {
+		return nil
+	}
+	return a.cl.fatal
+}
+
+// watchNameConflicts handles memberlist's name conflicts about this
+// manager: another live member with its --name at another address. A
+// manager that has not joined yet (it is not a Raft voter at its own Raft
+// address) is the newcomer and stops with an error; an established voter
+// keeps its place and only logs.
+func (c *clustered) watchNameConflicts() {
+	defer close(c.conflictsDone)
+	for {
+		var nc membership.NameConflict
+		select {
+		case <-c.stopConflicts:
+			return
+		case nc = <-c.members.NameConflicts():
+		}
+		// Probe its Raft address (Raft's transport drops an empty
+		// connection silently; memberlist would log an error).
+		probe := nc.TheirMeta.RaftAddr
+		if probe == "" {
+			probe = nc.Theirs
+		}
+		if !answers(probe) {
+			// A crashed incarnation of this manager that the others have
+			// not declared dead yet: memberlist accepts the new address
+			// once it is (DeadNodeReclaimTime); the join loop retries.
+			c.a.log.Warn("this manager's name is still held by an address that does not answer (an earlier incarnation?); waiting for the others to release it",
+				"name", nc.Name, "addr", nc.Mine, "other_addr", nc.Theirs)
+			continue
+		}
+		if c.isVoterHere() {
+			c.a.log.Error("another manager uses this manager's name; this one is the Raft voter of that name and stays: --name must be unique",
+				"name", nc.Name, "addr", nc.Mine, "other_addr", nc.Theirs, "other_raft_addr", nc.TheirMeta.RaftAddr)
+			continue
+		}
+		err := fmt.Errorf("cluster: a live manager at %s already uses --name %q (this manager: %s): --name must be unique", nc.Theirs, nc.Name, nc.Mine)
+		c.a.log.Error("another live manager uses this manager's name; stopping: --name must be unique",
+			"name", nc.Name, "addr", nc.Mine, "other_addr", nc.Theirs, "other_raft_addr", nc.TheirMeta.RaftAddr)
+		// Leaving the gossip would announce that a manager of this name
+		// left: the others hold the live one under it.
+		c.conflicted.Store(true)
+		select {
+		case c.fatal <- err:
+		default:
+		}
+		return
+	}
+}
+
+// answers reports whether addr accepts a TCP connection within a second.
+func answers(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// isVoterHere reports whether the Raft configuration this manager knows
+// has it as a server at its own advertised Raft address.
+func (c *clustered) isVoterHere() bool {
+	cc := c.a.cfg.Cluster
+	f := c.rep.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == cc.Name && string(s.Address) == cc.advertised(cc.RaftAddr) {
+			return true
+		}
+	}
+	return false
 }
 
 // startMember runs protoactor's StartMember, which panics on errors.
@@ -279,8 +383,28 @@ const reviveSettle = 3 * membership.PublishInterval
 func (c *clustered) bootstrap(ctx context.Context, expect int) {
 	log := c.a.log.With("component", "bootstrap")
 	log.Info("waiting for managers to bootstrap the cluster", "expect", expect)
-	if err := c.members.WaitForMembers(ctx, expect); err != nil {
-		return
+	every := 10 * time.Second
+	if c.a.cfg.Cluster.LocalTimings {
+		every = 2 * time.Second
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, every)
+		err := c.members.WaitForMembers(wctx, expect)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || errors.Is(err, membership.ErrShutdown) {
+			return
+		}
+		var have []string
+		for _, m := range c.members.Members() {
+			if m.State == membership.MemberAlive {
+				have = append(have, m.Name)
+			}
+		}
+		log.Info(fmt.Sprintf("waiting for managers to bootstrap: have %d of %d: %s", len(have), expect, strings.Join(have, ", ")),
+			"have", len(have), "expect", expect)
 	}
 	ms := c.members.Members()
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
@@ -496,11 +620,15 @@ func (c *clustered) handOff() {
 
 // shutdown leaves the cluster: the actor cluster member, Raft, gossip.
 func (c *clustered) shutdown() {
+	close(c.stopConflicts)
+	<-c.conflictsDone
 	c.router.Stop()
 	c.actors.Shutdown(false)
 	_ = c.provider.Shutdown(false)
 	_ = c.rep.Shutdown()
-	_ = c.members.Leave(2 * time.Second)
+	if !c.conflicted.Load() {
+		_ = c.members.Leave(2 * time.Second)
+	}
 	_ = c.members.Shutdown()
 	c.mu.Lock()
 	for _, cc := range c.clients {

@@ -110,6 +110,12 @@ type Config struct {
 	// broadcast the new meta.
 	BroadcastTimeout time.Duration
 
+	// DeferJoin makes New only create the memberlist (listening on
+	// BindAddr) without joining Join: the caller starts the join loop with
+	// StartJoin once everything else it serves is listening, so a manager
+	// that cannot start never appears to the others.
+	DeferJoin bool
+
 	// Logger receives this package's logs (with "local"=Name) and
 	// memberlist's (with "lib"="memberlist"; its [DEBUG]/[INFO]/[WARN]/[ERR]
 	// map to the slog levels). Nil discards.

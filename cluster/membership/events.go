@@ -143,3 +143,48 @@ func (a acceptance) NotifyMerge(peers []*memberlist.Node) error {
 	}
 	return nil
 }
+
+// NameConflict reports another node that claims this manager's name from
+// a different gossip address.
+type NameConflict struct {
+	// Name is the contested name (this manager's).
+	Name string
+	// Mine is the address memberlist holds for the name: this manager's own
+	// gossip address when the conflict is about us.
+	Mine string
+	// Theirs is the other claimant's gossip address.
+	Theirs string
+	// TheirMeta is what the other claimant advertises (zero if undecodable).
+	TheirMeta Meta
+}
+
+// conflicts implements memberlist.ConflictDelegate. memberlist calls it
+// with its nodeLock held whenever it refuses an alive message for a known
+// name from a different address; it only logs and hands conflicts about
+// this manager's own name to NameConflicts without blocking.
+type conflicts struct{ m *Membership }
+
+var _ memberlist.ConflictDelegate = conflicts{}
+
+// NotifyConflict reports a name claimed from two addresses.
+func (c conflicts) NotifyConflict(existing, other *memberlist.Node) {
+	m := c.m
+	mine, theirs := nodeAddr(existing), nodeAddr(other)
+	if existing.Name != m.cfg.Name {
+		m.logger.Error("two managers claim one name: --name must be unique", "name", existing.Name, "addr", mine, "other_addr", theirs)
+		return
+	}
+	meta, _, _ := decodeMeta(other.Meta)
+	nc := NameConflict{Name: existing.Name, Mine: mine, Theirs: theirs, TheirMeta: meta}
+	m.mu.Lock()
+	dup := m.mu.lastConflict == nc.Theirs
+	m.mu.lastConflict = nc.Theirs
+	m.mu.Unlock()
+	if dup {
+		return
+	}
+	select {
+	case m.conflicts <- nc:
+	default:
+	}
+}

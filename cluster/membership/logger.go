@@ -41,8 +41,31 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if h := hintFor(line); h != "" {
+		w.logger.Log(context.Background(), level, line, "hint", h)
+		return len(p), nil
+	}
 	w.logger.Log(context.Background(), level, line)
 	return len(p), nil
+}
+
+// gossipKeyHint is added to memberlist's lines about mismatched gossip
+// encryption.
+const gossipKeyHint = "the managers' gossip keys differ: give every manager the same --gossip-key (or NORSK_GOSSIP_KEY), or none to all"
+
+// hintFor returns a hint for a memberlist line whose cause is a
+// configuration mistake, or "".
+func hintFor(line string) string {
+	for _, s := range []string{
+		"encryption is configured but remote state is not encrypted",
+		"remote state is encrypted and encryption is not configured",
+		"no installed keys could decrypt the message",
+	} {
+		if strings.Contains(line, s) {
+			return gossipKeyHint
+		}
+	}
+	return ""
 }
 
 // discardLogger is used when Config.Logger is nil.

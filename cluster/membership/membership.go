@@ -91,7 +91,9 @@ type Membership struct {
 	// loopCtx is cancelled by Leave and Shutdown; it stops the join loop.
 	loopCtx    context.Context
 	loopCancel context.CancelFunc
-	joinDone   chan struct{} // closed when the join loop returned
+	joinDone   chan struct{} // closed when the join loop returned (or will never run)
+	joinOnce   sync.Once
+	conflicts  chan NameConflict
 	wg         sync.WaitGroup
 
 	// lifeMu serialises the calls that change our own memberlist state:
@@ -112,7 +114,9 @@ type Membership struct {
 		members  map[string]Member    // alive and leaving, by name, incl. us
 		departed map[string]Departure // left or failed, by name
 		subs     map[uint64]chan struct{}
-		nextSub  uint64
+		// lastConflict is the address of the last NameConflict sent.
+		lastConflict string
+		nextSub      uint64
 	}
 
 	// accepted is set once another member has accepted this node at its
@@ -132,7 +136,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	cfg.Join = slices.Clone(cfg.Join)
 	cfg.GossipKey = slices.Clone(cfg.GossipKey)
-	m := &Membership{cfg: cfg, logger: cfg.Logger, joinDone: make(chan struct{})}
+	m := &Membership{cfg: cfg, logger: cfg.Logger, joinDone: make(chan struct{}), conflicts: make(chan NameConflict, 8)}
 	if m.logger == nil {
 		m.logger = discardLogger()
 	}
@@ -163,14 +167,41 @@ func New(cfg Config) (*Membership, error) {
 		"encrypted", len(cfg.GossipKey) > 0, "seeds", cfg.Join)
 
 	m.loopCtx, m.loopCancel = context.WithCancel(context.Background())
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer close(m.joinDone)
-		m.joinLoop(m.loopCtx)
-	}()
+	if !cfg.DeferJoin {
+		m.StartJoin()
+	}
 	return m, nil
 }
+
+// StartJoin starts the background join loop over Config.Join (New does
+// so itself unless Config.DeferJoin is set). Idempotent; a no-op after
+// Leave or Shutdown.
+func (m *Membership) StartJoin() {
+	m.joinOnce.Do(func() {
+		m.mu.Lock()
+		stopped := m.mu.shutdown || m.mu.leaving
+		if !stopped {
+			m.wg.Add(1)
+		}
+		m.mu.Unlock()
+		if stopped {
+			close(m.joinDone)
+			return
+		}
+		go func() {
+			defer m.wg.Done()
+			defer close(m.joinDone)
+			m.joinLoop(m.loopCtx)
+		}()
+	})
+}
+
+// NameConflicts returns a channel that receives a NameConflict each time
+// memberlist refuses another node that claims this manager's name from a
+// different address (memberlist's "Conflicting address"). Sends never
+// block: conflicts beyond the channel's capacity (8) are dropped, as are
+// repeats of the last one reported. Never closed.
+func (m *Membership) NameConflicts() <-chan NameConflict { return m.conflicts }
 
 // memberlistConfig builds memberlist's Config from m.cfg.
 func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
@@ -210,6 +241,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	c.Events = events{m}
 	c.Ping = acceptance{m}
 	c.Merge = acceptance{m}
+	c.Conflict = conflicts{m}
 	c.LogOutput = nil
 	c.Logger = newStdLogger(m.logger.With("lib", "memberlist"))
 	return c, nil
@@ -426,6 +458,7 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	m.mu.Unlock()
 
 	m.loopCancel()
+	m.joinOnce.Do(func() { close(m.joinDone) }) // the join loop never started
 	m.waitJoinLoop(time.Until(deadline) / 4)
 	var errs []error
 	if err := m.ml.UpdateNode(time.Until(deadline) / 2); err != nil {
@@ -474,6 +507,7 @@ func (m *Membership) Shutdown() error {
 	m.mu.Unlock()
 
 	m.loopCancel()
+	m.joinOnce.Do(func() { close(m.joinDone) }) // the join loop never started
 	err := m.ml.Shutdown()
 	m.wg.Wait()
 	for _, ch := range subs {

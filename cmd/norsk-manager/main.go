@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -191,6 +192,11 @@ func run(ctx context.Context, o *options) error {
 			return &usageError{err: err}
 		}
 	}
+	// Every flag is checked before anything is created on disk.
+	cc, err := o.clusterConfig(log)
+	if err != nil {
+		return err
+	}
 	var cfg agent.Config
 	if o.dev {
 		dir := o.dataDir
@@ -220,9 +226,7 @@ func run(ctx context.Context, o *options) error {
 	cfg.MockWorkerURLs = splitList(o.mockURLs)
 	cfg.Store.EventRetention = o.eventRetention
 	cfg.Store.SyncWrites = !o.noSync
-	if cfg.Cluster, err = o.clusterConfig(); err != nil {
-		return err
-	}
+	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.EnableDebug = o.enableDebug
 	a, err := agent.New(cfg)
@@ -238,14 +242,24 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-a.Err():
+		// Another manager uses our --name (already logged): stop.
+		return err
+	}
 	log.Info("shutting down (jobs keep running on their workers)")
 	return nil
 }
 
 // clusterConfig turns the cluster flags into an agent.ClusterConfig (the
 // zero value when neither --join nor --bootstrap-expect is given).
-func (o *options) clusterConfig() (agent.ClusterConfig, error) {
+//
+// Usage errors (exit code 2) name the flag. --join entries must carry a
+// port: a bare host is refused rather than defaulted, because a default
+// (this manager's own gossip port, as memberlist would use) is wrong as
+// soon as managers use different ports.
+func (o *options) clusterConfig(log *slog.Logger) (agent.ClusterConfig, error) {
 	join := splitList(o.join)
 	if len(join) == 0 && o.bootstrapExpect == 0 {
 		return agent.ClusterConfig{}, nil
@@ -255,6 +269,24 @@ func (o *options) clusterConfig() (agent.ClusterConfig, error) {
 	}
 	if o.bootstrapExpect < 0 {
 		return agent.ClusterConfig{}, usagef("--bootstrap-expect %d: must be 1 or more", o.bootstrapExpect)
+	}
+	for _, j := range join {
+		host, port, err := net.SplitHostPort(j)
+		if err != nil || host == "" || !validPort(port) {
+			return agent.ClusterConfig{}, usagef("--join %q: want host:port, the gossip address of another manager (e.g. %s)", j, net.JoinHostPort(hostOf(j), "7946"))
+		}
+	}
+	if o.advertise != "" {
+		if err := checkAdvertise(o.advertise); err != nil {
+			return agent.ClusterConfig{}, usagef("--advertise %q: %v", o.advertise, err)
+		}
+	}
+	if o.deadServerTimeout <= 0 {
+		return agent.ClusterConfig{}, usagef("--dead-server-timeout %s: must be positive", o.deadServerTimeout)
+	}
+	if o.bootstrapExpect > 1 && o.bootstrapExpect%2 == 0 {
+		log.Warn(fmt.Sprintf("--bootstrap-expect %d is even: a cluster of %d managers tolerates no more failures than one of %d (%d); use an odd number",
+			o.bootstrapExpect, o.bootstrapExpect, o.bootstrapExpect-1, (o.bootstrapExpect-1)/2))
 	}
 	name := o.name
 	if name == "" {
@@ -270,6 +302,9 @@ func (o *options) clusterConfig() (agent.ClusterConfig, error) {
 		if err != nil {
 			return agent.ClusterConfig{}, usagef("--gossip-key: not base64: %v", err)
 		}
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return agent.ClusterConfig{}, usagef("--gossip-key: decodes to %d bytes; it must be 16, 24 or 32 (e.g. head -c 32 /dev/urandom | base64)", n)
+		}
 		key = k
 	}
 	cc := agent.ClusterConfig{
@@ -284,8 +319,8 @@ func (o *options) clusterConfig() (agent.ClusterConfig, error) {
 		return cc, usagef("--cluster-timings %q: want lan or local", o.clusterTimings)
 	}
 	for flag, addr := range map[string]string{"--gossip-addr": o.gossipAddr, "--cluster-addr": o.clusterAddr, "--raft-addr": o.raftAddr} {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || !validPort(port) {
 			return cc, usagef("%s %q: want host:port", flag, addr)
 		}
 		if ip := net.ParseIP(host); o.advertise == "" && (host == "" || ip != nil && ip.IsUnspecified()) {
@@ -293,4 +328,45 @@ func (o *options) clusterConfig() (agent.ClusterConfig, error) {
 		}
 	}
 	return cc, nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n <= 65535
+}
+
+// hostOf returns the host of "host" or "host:port" (for messages).
+func hostOf(s string) string {
+	if h, _, err := net.SplitHostPort(s); err == nil {
+		return h
+	}
+	return strings.Trim(s, "[]")
+}
+
+// checkAdvertise accepts an IP address or a host name, without a port:
+// every bind address keeps its own port.
+func checkAdvertise(s string) error {
+	if ip := net.ParseIP(strings.Trim(s, "[]")); ip != nil {
+		if ip.IsUnspecified() {
+			return errors.New("must be an address other managers can reach, not an unspecified address")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return errors.New("must be a host (IP address or name) without a port: each of --gossip-addr, --cluster-addr and --raft-addr keeps its port")
+	}
+	if len(s) > 253 {
+		return errors.New("not an IP address or host name")
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return errors.New("not an IP address or host name")
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return errors.New("not an IP address or host name")
+			}
+		}
+	}
+	return nil
 }

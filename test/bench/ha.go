@@ -524,5 +524,5 @@ func timingsLine(t string) string {
 			"memberlist probe every 500 ms with a 200 ms timeout, suspicion multiplier 2"
 	}
 	return "`--cluster-timings lan` (the default of norsk-manager): Raft heartbeat and election timeouts 500 ms, leader lease 250 ms; " +
-		"memberlist's LAN profile (probe every 1 s with a 500 ms timeout, suspicion multiplier 4)"
+		"memberlist's LAN profile with faster probes (probe every 500 ms with a 250 ms timeout, suspicion multiplier 4)"
 }

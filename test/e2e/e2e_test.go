@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,67 +16,8 @@ import (
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/test/testproc"
 )
-
-// events records what an EventStream client delivers.
-type events struct {
-	mu  sync.Mutex
-	all []*managerpb.EventStreamEvent
-}
-
-func (e *events) add(ev *managerpb.EventStreamEvent) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-	return nil
-}
-
-func (e *events) snapshot() []*managerpb.EventStreamEvent {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]*managerpb.EventStreamEvent(nil), e.all...)
-}
-
-// has reports whether an event matching f was delivered.
-func (e *events) has(f func(*managerpb.EventStreamEvent) bool) bool {
-	for _, ev := range e.snapshot() {
-		if f(ev) {
-			return true
-		}
-	}
-	return false
-}
-
-// isLogEvent reports whether ev is an entry of the durable log (as opposed
-// to snapshot and per-subscriber classification events).
-func isLogEvent(ev *managerpb.EventStreamEvent) bool {
-	switch ev.GetEvent().(type) {
-	case *managerpb.EventStreamEvent_NodeRunning, *managerpb.EventStreamEvent_JobActive, *managerpb.EventStreamEvent_InitialDataComplete,
-		*managerpb.EventStreamEvent_JobPending, *managerpb.EventStreamEvent_JobOutOfWindow, *managerpb.EventStreamEvent_StreamReset:
-		return false
-	}
-	return true
-}
-
-// requireExactlyOnce checks that the log events delivered after the
-// snapshot have consecutive indexes: none missing, none repeated.
-func (e *events) requireExactlyOnce(t *testing.T) {
-	t.Helper()
-	var prev uint64
-	seen := false
-	for _, ev := range e.snapshot() {
-		if _, ok := ev.GetEvent().(*managerpb.EventStreamEvent_InitialDataComplete); ok && !seen {
-			prev, seen = ev.GetLogIndex(), true
-			continue
-		}
-		if !seen || !isLogEvent(ev) {
-			continue
-		}
-		require.Equal(t, prev+1, ev.GetLogIndex(), "log events must arrive exactly once and in order (got %T)", ev.GetEvent())
-		prev = ev.GetLogIndex()
-	}
-	require.True(t, seen, "no snapshot was delivered")
-}
 
 func jobUpdate(id string, last func(*managerpb.JobHistoryEntry) bool) func(*managerpb.EventStreamEvent) bool {
 	return func(ev *managerpb.EventStreamEvent) bool {
@@ -164,22 +104,22 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	nodeID, token = slots[0].GetNodeId().GetNodeId(), slots[0].GetToken()
 	require.Contains(t, out, token)
 
-	ev := &events{}
+	ev := &testproc.EventLog{}
 	evCtx, stopEvents := context.WithCancel(ctx)
 	defer stopEvents()
 	go func() {
-		_ = mc.EventStream(evCtx, client.EventStreamSettings{PendingWindow: time.Hour, OnEvent: ev.add})
+		_ = mc.EventStream(evCtx, client.EventStreamSettings{PendingWindow: time.Hour, OnEvent: ev.Add})
 	}()
 	eventually(t, 10*time.Second, "event snapshot", func() bool {
-		return ev.has(func(e *managerpb.EventStreamEvent) bool { return e.GetInitialDataComplete() != nil })
+		return ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetInitialDataComplete() != nil })
 	})
 
 	stateDir := filepath.Join(t.TempDir(), "worker")
 	w := startWorker(t, token, m.addr, stateDir, wport)
 	eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, nodeID) })
-	require.True(t, ev.has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarting() != nil }), "node_starting")
+	require.True(t, ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarting() != nil }), "node_starting")
 	eventually(t, 5*time.Second, "node_started event", func() bool {
-		return ev.has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarted() != nil })
+		return ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarted() != nil })
 	})
 
 	pidFile := filepath.Join(t.TempDir(), "web.pid")
@@ -187,12 +127,12 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", client.NodeID(nodeID)))
 	eventually(t, 20*time.Second, "job_running event", func() bool {
-		return ev.has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobRunning() != nil }))
+		return ev.Has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobRunning() != nil }))
 	})
 	eventually(t, 10*time.Second, "the service answers HTTP", func() bool { return httpOK(webPort) })
 	pid, ok := readPID(pidFile)
 	require.True(t, ok, "service pid file")
-	require.True(t, ev.has(func(e *managerpb.EventStreamEvent) bool { return e.GetJobInfo() != nil }), "job_info from the worker")
+	require.True(t, ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetJobInfo() != nil }), "job_info from the worker")
 	before, err := mc.JobByID(ctx, "web")
 	require.NoError(t, err)
 
@@ -230,7 +170,7 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	_, err = mc.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "after"}})
 	require.NoError(t, err)
 	eventually(t, 20*time.Second, "event after the restarts", func() bool {
-		return ev.has(func(e *managerpb.EventStreamEvent) bool {
+		return ev.Has(func(e *managerpb.EventStreamEvent) bool {
 			return e.GetJobUpdated().GetJobWithHistory().GetJob().GetJobId().GetJobId() == "after"
 		})
 	})
@@ -238,18 +178,18 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	// Stop and complete.
 	require.NoError(t, mc.StopJob(ctx, "web", "primary", client.NodeID(nodeID)))
 	eventually(t, 20*time.Second, "job_stopped event", func() bool {
-		return ev.has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobStopped() != nil }))
+		return ev.Has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobStopped() != nil }))
 	})
 	eventually(t, 10*time.Second, "service process gone", func() bool { return !pidAlive(pid) })
 	require.NoError(t, mc.CompleteJob(ctx, "web"))
 	eventually(t, 10*time.Second, "job_completed event", func() bool {
-		return ev.has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobCompleted() != nil }))
+		return ev.Has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobCompleted() != nil }))
 	})
 	final, err := mc.JobByID(ctx, "web")
 	require.NoError(t, err)
 	require.Equal(t, managerpb.Job_POST, final.GetJob().GetJob().GetState())
 	require.Equal(t, []string{"Created", "Provisioned", "Running", "Stopping", "Stopped", "Completed"}, historyKinds(final))
-	ev.requireExactlyOnce(t)
+	require.NoError(t, ev.CheckExactlyOnce())
 
 	// The CLI reads the same state.
 	out, code = ctl(t, m.addr, "job", "get", "web")

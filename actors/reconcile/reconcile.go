@@ -8,6 +8,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"google.golang.org/protobuf/proto"
 	"log/slog"
 	"sync"
 	"time"
@@ -161,26 +162,20 @@ func Revive(ctx context.Context, cfg Config) error {
 	// routed to an owner that just died waits out the lookup's timeout,
 	// and must not hold up the others (Wake is idempotent, so a later
 	// Revive after the membership settles may overlap it harmlessly).
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
+	type target struct {
+		kind, id string
+		cmd      proto.Message
+	}
+	var targets []target
 	for _, id := range wake {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			defer cancel()
-			r, err := cfg.Router.Request(wctx, actors.KindNode, id, &internalpb.NodeCommand{NodeId: id, Cmd: &internalpb.NodeCommand_Wake{Wake: &internalpb.Wake{}}})
-			if err == nil {
-				err = actors.AsError(r)
-			}
-			if err != nil && ctx.Err() == nil {
-				log.Warn("wake node grain", "node_id", id, "error", err)
-			}
-		}()
+		targets = append(targets, target{actors.KindNode, id, &internalpb.NodeCommand{NodeId: id, Cmd: &internalpb.NodeCommand_Wake{Wake: &internalpb.Wake{}}}})
 	}
 	for _, id := range bundles {
+		targets = append(targets, target{actors.KindBundle, id, &internalpb.BundleCommand{BundleId: id, Cmd: &internalpb.BundleCommand_Wake{Wake: &internalpb.Wake{}}}})
+	}
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, tg := range targets {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -188,12 +183,12 @@ func Revive(ctx context.Context, cfg Config) error {
 			defer func() { <-sem }()
 			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()
-			r, err := cfg.Router.Request(wctx, actors.KindBundle, id, &internalpb.BundleCommand{BundleId: id, Cmd: &internalpb.BundleCommand_Wake{Wake: &internalpb.Wake{}}})
+			r, err := cfg.Router.Request(wctx, tg.kind, tg.id, tg.cmd)
 			if err == nil {
 				err = actors.AsError(r)
 			}
 			if err != nil && ctx.Err() == nil {
-				log.Warn("wake bundle grain", "bundle_id", id, "error", err)
+				log.Warn("wake grain", "kind", tg.kind, "id", tg.id, "error", err)
 			}
 		}()
 	}

@@ -1,17 +1,18 @@
 // Package reconcile holds the manager's background loops that act on many
 // grains: the job activator (PRE → ACTIVE when start_date_time passes) and
 // the reviver (wake node grains that own worker sessions and bundle grains
-// with unfinished work, end instances on nodes that no longer exist). In the HA manager these run on the leader
-// only.
+// with unfinished work, end instances on nodes that no longer exist). In
+// the HA manager these run on the leader only.
 package reconcile
 
 import (
 	"context"
 	"errors"
-	"google.golang.org/protobuf/proto"
 	"log/slog"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/persistence"

@@ -13,6 +13,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -127,6 +128,10 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+	// stopping is set when Shutdown begins: the libraries' warnings and
+	// errors about their sockets closing are debug from then on
+	// (quietOnStop, actorLog).
+	stopping atomic.Bool
 }
 
 // New listens on APIAddr, opens the store and builds the agent (and, for
@@ -186,9 +191,10 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("listen on metrics address %s: %w", cfg.MetricsAddr, err)
 		}
 	}
-	a.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(levelFilter{h: log.With("component", "protoactor").Handler(), min: slog.LevelWarn})
-	}))
+	// protoactor is chatty at info; its endpoint retries are one warning
+	// per peer outage (actorLog).
+	actorLogger := slog.New(newActorLog(log.With("component", "protoactor").Handler(), slog.LevelWarn, &a.stopping))
+	a.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
 	// The kinds need the router before it exists.
 	router := &lateRouter{}
 	if cfg.Cluster.Enabled() {
@@ -255,6 +261,8 @@ func (a *Agent) Start() error {
 		gcfg.LeaderKnown = func() bool { return a.cl.rep.Leader() != "" }
 		gcfg.Members = a.clusterMembers
 		gcfg.LiveView = a.liveView
+	} else {
+		gcfg.Members = a.standaloneMembers
 	}
 	a.gateway = gateway.New(gcfg)
 	a.gateway.Register(a.grpc)
@@ -330,6 +338,7 @@ func (a *Agent) Router() actors.Router { return a.router }
 // adopts them. Idempotent.
 func (a *Agent) Shutdown() {
 	a.once.Do(func() {
+		a.stopping.Store(true)
 		if a.health != nil {
 			a.health.Shutdown()
 		}
@@ -380,21 +389,4 @@ func (a *Agent) closeStore() {
 	if err := a.store.Close(); err != nil {
 		a.log.Error("close store", "error", err)
 	}
-}
-
-// levelFilter drops records below min (protoactor is chatty at info).
-type levelFilter struct {
-	h   slog.Handler
-	min slog.Level
-}
-
-func (f levelFilter) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= f.min && f.h.Enabled(ctx, l)
-}
-func (f levelFilter) Handle(ctx context.Context, r slog.Record) error { return f.h.Handle(ctx, r) }
-func (f levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
-	return levelFilter{h: f.h.WithAttrs(as), min: f.min}
-}
-func (f levelFilter) WithGroup(n string) slog.Handler {
-	return levelFilter{h: f.h.WithGroup(n), min: f.min}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
@@ -29,7 +28,6 @@ import (
 	"github.com/norsk-oss/norsk-manager/cluster/replication"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
-	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 // ClusterConfig configures the HA cluster of a manager (docs/design/ha.md).
@@ -155,7 +153,9 @@ func (a *Agent) initCluster(router *lateRouter) error {
 		mcfg.Advertise = cc.advertised(cc.GossipAddr)
 	}
 	mcfg.Meta = membership.Meta{Name: cc.Name, APIAddr: cc.advertised(a.lis.Addr().String()), RaftAddr: cc.advertised(cc.RaftAddr), Version: a.cfg.Version}
-	mcfg.Logger = a.log.With("component", "gossip")
+	// Gossip's and Raft's errors about their sockets closing during a
+	// graceful stop are debug (quietOnStop).
+	mcfg.Logger = newQuietOnStop(a.log.With("component", "gossip"), &a.stopping)
 	// Bind the gossip port but join only once every other listener (API
 	// and metrics in New, Raft and the actor remote below) is bound: a
 	// manager that cannot start must never appear to the others, or the
@@ -167,7 +167,7 @@ func (a *Agent) initCluster(router *lateRouter) error {
 	}
 	rcfg := replication.Config{
 		Name: cc.Name, BindAddr: cc.RaftAddr, Advertise: cc.advertised(cc.RaftAddr), Dir: filepath.Join(a.cfg.Store.Dir, "raft"),
-		Store: a.store, LogStore: c.raftStore, Forward: c.forward, Logger: a.log.With("component", "replication"),
+		Store: a.store, LogStore: c.raftStore, Forward: c.forward, Logger: newQuietOnStop(a.log.With("component", "replication"), &a.stopping),
 	}
 	if cc.LocalTimings {
 		rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
@@ -568,46 +568,6 @@ func latest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// clusterMembers answers Manager/ClusterMembers: every member's own status,
-// collected over the internal service, with the gossip view.
-func (a *Agent) clusterMembers(ctx context.Context) (*managerpb.ClusterMembersResponse, error) {
-	c := a.cl
-	resp := &managerpb.ClusterMembersResponse{Leader: c.rep.Leader()}
-	ms := c.members.Members()
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
-	out := make([]*managerpb.ClusterMember, len(ms))
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		out[i] = &managerpb.ClusterMember{Name: m.Name, ApiAddr: m.Meta.APIAddr, RaftAddr: m.Meta.RaftAddr, GossipAddr: m.Addr,
-			GossipState: lower(m.State.String()), Version: m.Meta.Version, RaftState: "unknown"}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			var st *internalpb.ManagerStatus
-			var err error
-			if m.Name == a.cfg.Cluster.Name {
-				st, err = c.status(sctx)
-			} else {
-				var cl internalpb.ClusterClient
-				if cl, err = c.forward(sctx, m.Name); err == nil {
-					st, err = cl.Status(sctx, &internalpb.StatusRequest{})
-				}
-			}
-			if err != nil {
-				out[i].Error = "unreachable: " + status.Code(err).String()
-				return
-			}
-			out[i].RaftState, out[i].Term, out[i].LastContact = st.GetRaftState(), st.GetTerm(), st.GetLastContact()
-			out[i].AppliedIndex, out[i].CommitIndex, out[i].Voter = st.GetAppliedIndex(), st.GetCommitIndex(), st.GetVoter()
-		}()
-	}
-	wg.Wait()
-	resp.Members = out
-	return resp, nil
 }
 
 // handOff transfers Raft leadership to another voter if this manager

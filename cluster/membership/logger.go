@@ -12,7 +12,9 @@ import (
 // to logger, mapping memberlist's "[DEBUG]", "[INFO]", "[WARN]" and "[ERR]"
 // prefixes to slog levels (unprefixed lines are Info). Per-stream and
 // push/pull chatter is DEBUG in memberlist, so an Info handler sees only
-// joins, failures and conflicts.
+// joins, failures and conflicts. Lines about this manager's own closed
+// sockets (a graceful stop: "use of closed network connection") are
+// debug at any level (lineLevel).
 func newStdLogger(logger *slog.Logger) *log.Logger {
 	return log.New(slogWriter{logger: logger}, "", 0)
 }
@@ -41,12 +43,23 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	level = lineLevel(level, line)
 	if h := hintFor(line); h != "" {
 		w.logger.Log(context.Background(), level, line, "hint", h)
 		return len(p), nil
 	}
 	w.logger.Log(context.Background(), level, line)
 	return len(p), nil
+}
+
+// lineLevel adjusts the level of one memberlist line: a send or read on
+// a socket this manager closed itself (net.ErrClosed: memberlist's
+// goroutines racing its Shutdown) is not a fault.
+func lineLevel(level slog.Level, line string) slog.Level {
+	if level > slog.LevelDebug && strings.Contains(line, "use of closed network connection") {
+		return slog.LevelDebug
+	}
+	return level
 }
 
 // gossipKeyHint is added to memberlist's lines about mismatched gossip

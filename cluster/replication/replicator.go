@@ -8,11 +8,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/norsk-oss/norsk-manager/persistence"
@@ -79,6 +78,9 @@ type Replicator struct {
 	stopCh chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+	// stopping is set by Shutdown: raft's errors about its own shutdown
+	// are logged at debug from then on (hclogAdapter).
+	stopping *atomic.Bool
 }
 
 // New starts the Raft node (it does not bootstrap: see Bootstrap).
@@ -117,7 +119,8 @@ func New(cfg Config) (*Replicator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replication: advertise address %q: %w", cfg.Advertise, err)
 	}
-	hl := hclogAdapter(cfg.Logger.With("component", "raft"))
+	stopping := new(atomic.Bool)
+	hl := newHclogAdapter(cfg.Logger, stopping)
 	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, hl)
 	if err != nil {
 		return nil, fmt.Errorf("replication: raft transport on %s: %w", cfg.BindAddr, err)
@@ -152,7 +155,7 @@ func New(cfg Config) (*Replicator, error) {
 		trans.Close()
 		return nil, fmt.Errorf("replication: start raft: %w", err)
 	}
-	rep := &Replicator{cfg: cfg, log: cfg.Logger, raft: r, fsm: fsm, trans: trans, stopCh: make(chan struct{})}
+	rep := &Replicator{cfg: cfg, log: cfg.Logger, raft: r, fsm: fsm, trans: trans, stopCh: make(chan struct{}), stopping: stopping}
 	rep.wg.Add(1)
 	go rep.watchLeadership()
 	return rep, nil
@@ -244,32 +247,11 @@ func (r *Replicator) WaitForLeader(ctx context.Context) error {
 func (r *Replicator) Shutdown() error {
 	var err error
 	r.once.Do(func() {
+		r.stopping.Store(true)
 		close(r.stopCh)
 		err = r.raft.Shutdown().Error()
 		r.wg.Wait()
 		r.trans.Close()
 	})
 	return err
-}
-
-// hclogAdapter routes hashicorp/raft's hclog output to slog: warnings and
-// errors at their level, the rest at debug (raft is chatty at info).
-func hclogAdapter(l *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: hclogWriter{l: l}})
-}
-
-// hclogWriter receives one hclog entry per Write.
-type hclogWriter struct{ l *slog.Logger }
-
-func (w hclogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	switch {
-	case strings.Contains(line, "[ERROR]"):
-		w.l.Error(line)
-	case strings.Contains(line, "[WARN]"):
-		w.l.Warn(line)
-	default:
-		w.l.Debug(line)
-	}
-	return len(p), nil
 }

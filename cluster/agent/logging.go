@@ -60,6 +60,13 @@ const (
 	// paGossipFailed is protoactor's cluster gossip to a member that does
 	// not answer, a warning every 300 ms while a peer is down.
 	paGossipFailed = "sendGossipForMember failed"
+	// paRequestFailed is protoactor's cluster request to a grain that
+	// failed (dead letter: the activation moved or stopped; timeout). The
+	// grains router retries these until the caller's deadline and reports
+	// a real failure itself, so they are debug (below protoactor's minimum
+	// level, so dropped): during a topology change they came by the hundred
+	// at ERROR.
+	paRequestFailed = "cluster.RequestFuture failed"
 )
 
 // paOutage are the endpoint writer's errors about a peer it cannot reach:
@@ -168,6 +175,12 @@ func (a actorLog) rewrite(r slog.Record) (slog.Record, bool) {
 			out.AddAttrs(errAttr)
 		}
 		return out, true
+	case r.Message == paRequestFailed:
+		if r.Level > slog.LevelDebug {
+			r = r.Clone()
+			r.Level = slog.LevelDebug
+		}
+		return r, r.Level >= a.min
 	case r.Message == paConnected:
 		s.mu.Lock()
 		was := s.down[addr]

@@ -121,6 +121,12 @@ func TestActorLog(t *testing.T) {
 			want: []string{down + "a:1 error=\"connection refused\""},
 		},
 		{
+			name: "grain request failures (retried by the router) are debug, below protoactor's minimum",
+			min:  slog.LevelDebug,
+			in:   []entry{{slog.LevelError, paRequestFailed, []any{slog.String("error", "future: dead letter")}}, {slog.LevelError, "e", nil}},
+			want: []string{"level=ERROR msg=e component=protoactor"},
+		},
+		{
 			name:     "stopping: errors are debug",
 			min:      slog.LevelInfo,
 			stopping: true,

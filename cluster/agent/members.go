@@ -42,7 +42,9 @@ type memberStatus struct {
 // raftView is the Raft configuration as the answering manager has it.
 type raftView struct {
 	// known is false when the configuration could not be read (this
-	// manager is shutting down).
+	// manager is shutting down) or is empty (a manager that has not
+	// joined the Raft cluster yet, e.g. one no voter can reach: it knows
+	// nothing about who votes).
 	known   bool
 	servers []raft.Server
 }
@@ -141,7 +143,7 @@ func (a *Agent) clusterMembers(ctx context.Context) (*managerpb.ClusterMembersRe
 		gossip = append(gossip, c.members.LocalMember())
 	}
 	var conf raftView
-	if f := c.rep.Raft().GetConfiguration(); f.Error() == nil {
+	if f := c.rep.Raft().GetConfiguration(); f.Error() == nil && len(f.Configuration().Servers) > 0 {
 		conf = raftView{known: true, servers: f.Configuration().Servers}
 	}
 	statuses := make(map[string]memberStatus, len(gossip))

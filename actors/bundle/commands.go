@@ -14,9 +14,9 @@ import (
 )
 
 // create stores a new bundle and answers once its derived jobs exist. The
-// bundle arrives validated. First every derived job id is checked to be
-// free (a Get per job, in parallel): a taken id is ALREADY_EXISTS and
-// nothing is written.
+// bundle arrives validated. First every derived job id is checked not to
+// exist as a job, whatever its tags (checkAbsent): a taken id is
+// ALREADY_EXISTS and nothing is written.
 func (g *grain) create(ctx actor.Context, m *internalpb.BundleCommand, b *managerpb.Bundle) {
 	reqID := m.GetRequestId()
 	switch {
@@ -40,15 +40,11 @@ func (g *grain) create(ctx actor.Context, m *internalpb.BundleCommand, b *manage
 	pc := &pendingCreate{reqID: reqID, senders: []*actor.PID{ctx.Sender()}}
 	g.creating = pc
 	deadline := deadlineOf(m)
-	calls := make([]func(func(*internalpb.Reply, error)), len(jobs))
-	for i, js := range jobs {
-		calls[i] = func(then func(*internalpb.Reply, error)) {
-			g.jobCall(ctx, js.GetJobId(), &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Get{Get: &internalpb.GetJob{}}}, then)
-		}
-	}
-	g.fanOut(calls, func(replies []*internalpb.Reply, errs []error) {
+	g.checkAbsent(ctx, jobIDsOf(jobs), func(fail *internalpb.Reply) {
 		g.creating = nil
-		fail := g.checkFree(jobs, replies, errs)
+		if fail == nil && g.rec != nil {
+			fail = actors.Fail(errorpb.Code_ALREADY_EXISTS, "bundle %q already exists", g.id)
+		}
 		if fail == nil {
 			rec := &internalpb.BundleRecord{Bundle: b, Generation: 1, Incarnation: uint64(g.seq), Jobs: jobs}
 			fail = g.commit(reqID, rec, updatedEvent(b))
@@ -67,51 +63,114 @@ func (g *grain) create(ctx actor.Context, m *internalpb.BundleCommand, b *manage
 	})
 }
 
-// checkFree turns the answers of the pre-check Gets into the create's
-// failure, or nil if no derived job exists.
-func (g *grain) checkFree(jobs []*internalpb.BundleJobState, replies []*internalpb.Reply, errs []error) *internalpb.Reply {
-	for i, js := range jobs {
-		switch {
-		case errs[i] != nil:
-			return actors.Fail(errorpb.Code_UNAVAILABLE, "bundle %q: could not check whether job %q exists: %v", g.id, js.GetJobId(), errs[i])
-		case replies[i].GetCode() == errorpb.Code_OK:
-			return actors.Fail(errorpb.Code_ALREADY_EXISTS, "bundle %q: its job %q would have the id of an existing job", g.id, js.GetJobId())
-		case replies[i].GetCode() != errorpb.Code_NOT_FOUND:
-			return replies[i]
+// checkAbsent checks that none of the job ids exists as a job, whatever
+// its tags (a Get per job, in parallel), and continues with then on the
+// actor: nil if none exists, ALREADY_EXISTS naming the first that does,
+// UNAVAILABLE if a job grain did not answer. A job is the bundle's only if
+// the bundle's record lists it, never because of its tags, so callers
+// pass every id new to the record.
+func (g *grain) checkAbsent(ctx actor.Context, ids []string, then func(*internalpb.Reply)) {
+	calls := make([]func(func(*internalpb.Reply, error)), len(ids))
+	for i, id := range ids {
+		calls[i] = func(done func(*internalpb.Reply, error)) {
+			g.jobCall(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Get{Get: &internalpb.GetJob{}}}, done)
 		}
 	}
-	if g.rec != nil {
-		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "bundle %q already exists", g.id)
+	g.checking++
+	g.fanOut(calls, func(replies []*internalpb.Reply, errs []error) {
+		g.checking--
+		for i, id := range ids {
+			switch {
+			case errs[i] != nil:
+				then(actors.Fail(errorpb.Code_UNAVAILABLE, "bundle %q: could not check whether job %q exists: %v", g.id, id, errs[i]))
+				return
+			case replies[i].GetCode() == errorpb.Code_OK:
+				then(actors.Fail(errorpb.Code_ALREADY_EXISTS, "bundle %q: its job %q would have the id of an existing job", g.id, id))
+				return
+			case replies[i].GetCode() != errorpb.Code_NOT_FOUND:
+				then(replies[i])
+				return
+			}
+		}
+		then(nil)
+	})
+}
+
+// newJobIDs returns the ids of jobs that the record rec (nil: none) does
+// not know, neither as derived jobs nor as removals, in order.
+func newJobIDs(rec *internalpb.BundleRecord, jobs []*internalpb.BundleJobState) []string {
+	known := map[string]bool{}
+	for _, js := range rec.GetJobs() {
+		known[js.GetJobId()] = true
 	}
-	return nil
+	for _, js := range rec.GetRemovals() {
+		known[js.GetJobId()] = true
+	}
+	var out []string
+	for _, js := range jobs {
+		if !known[js.GetJobId()] {
+			out = append(out, js.GetJobId())
+		}
+	}
+	return out
+}
+
+func jobIDsOf(jobs []*internalpb.BundleJobState) []string {
+	out := make([]string, len(jobs))
+	for i, js := range jobs {
+		out[i] = js.GetJobId()
+	}
+	return out
 }
 
 // update re-derives the jobs of a new definition of the bundle: jobs whose
 // definition changed get the new generation, removed jobs become removals,
-// new jobs are created. It answers once the jobs reflect the change
-// (removals not included: they finish in the background).
-func (g *grain) update(ctx actor.Context, m *internalpb.BundleCommand, b *managerpb.Bundle) *internalpb.Reply {
+// new jobs are created. Before anything is written, every derived job id
+// new to the record is checked not to exist as a job (as CreateBundle
+// does): a taken id is ALREADY_EXISTS and the record is left as it is. It
+// answers sender once the jobs reflect the change (removals not included:
+// they finish in the background).
+func (g *grain) update(ctx actor.Context, m *internalpb.BundleCommand, b *managerpb.Bundle, sender *actor.PID) {
+	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
+		// Applied while this request was being checked (a redelivery).
+		g.addWaiter(ctx, sender, g.rec.GetGeneration(), actors.OK(), deadlineOf(m))
+		return
+	}
 	if r := g.checkLive(); r != nil {
-		return r
+		g.respond(ctx, sender, r)
+		return
 	}
 	b = proto.Clone(b).(*managerpb.Bundle)
 	b.BundleId = &managerpb.BundleId{BundleId: g.id}
 	b.State = managerpb.BundleState_BUNDLE_STATE_LIVE
 	if proto.Equal(b, g.rec.GetBundle()) {
-		g.wait(ctx, m, g.rec.GetGeneration(), actors.OK())
-		return nil
+		g.addWaiter(ctx, sender, g.rec.GetGeneration(), actors.OK(), deadlineOf(m))
+		return
 	}
-	gen := g.rec.GetGeneration() + 1
-	next := g.next()
-	next.Bundle, next.Generation = b, gen
-	next.Jobs, next.Removals = diff(g.rec, b, gen)
-	if r := g.commit(m.GetRequestId(), next, updatedEvent(b)); r != nil {
-		return r
-	}
-	g.log.Info("bundle updated", "generation", gen, "jobs", len(next.GetJobs()), "removals", len(next.GetRemovals()))
-	g.wait(ctx, m, gen, actors.OK())
-	g.kick(ctx)
-	return nil
+	seq := g.seq
+	g.checkAbsent(ctx, newJobIDs(g.rec, Expand(b, 0)), func(fail *internalpb.Reply) {
+		if g.seq != seq {
+			// The record changed while the ids were checked (another
+			// command was accepted): decide again against the new one.
+			g.update(ctx, m, b, sender)
+			return
+		}
+		if fail != nil {
+			g.respond(ctx, sender, fail)
+			return
+		}
+		gen := g.rec.GetGeneration() + 1
+		next := g.next()
+		next.Bundle, next.Generation = b, gen
+		next.Jobs, next.Removals = diff(g.rec, b, gen)
+		if r := g.commit(m.GetRequestId(), next, updatedEvent(b)); r != nil {
+			g.respond(ctx, sender, r)
+			return
+		}
+		g.log.Info("bundle updated", "generation", gen, "jobs", len(next.GetJobs()), "removals", len(next.GetRemovals()))
+		g.addWaiter(ctx, sender, gen, actors.OK(), deadlineOf(m))
+		g.kick(ctx)
+	})
 }
 
 // diff returns the derived jobs of b at generation gen given the current

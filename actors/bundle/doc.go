@@ -23,6 +23,10 @@
 //     incarnation, the job's generation and the job, so that a repeated
 //     call (a retry, a resumed round) is answered from the job's record
 //     instead of being applied twice.
+//   - A job is the bundle's because the record lists it, never because of
+//     its tags: CreateBundle, and UpdateBundle for every derived job id new
+//     to the record, first check that no job has the id (whatever its
+//     tags) and write nothing if one does (ALREADY_EXISTS).
 //   - DeleteBundle moves the bundle to DELETING; the stop-then-delete saga
 //     completes and deletes every derived job, then removes the bundle
 //     (leaving a tombstone) with a bundle_deleted event.

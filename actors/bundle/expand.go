@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -29,6 +30,18 @@ const (
 
 // ReservedTags lists the tag keys stamped by the manager.
 func ReservedTags() []string { return []string{TagBundleID, TagReplicaIndex, TagJobName, TagDormant} }
+
+// IsReservedTag reports whether key is one of ReservedTags in any case
+// ("BundleId", "DORMANT"): templates may not use such keys, which would
+// read as the manager's tags.
+func IsReservedTag(key string) bool {
+	for _, k := range ReservedTags() {
+		if strings.EqualFold(key, k) {
+			return true
+		}
+	}
+	return false
+}
 
 // Start modes of a job spec.
 const (

@@ -88,6 +88,8 @@ type grain struct {
 	// creating is the CreateBundle whose pre-check (do the derived job ids
 	// exist?) is in flight; nil if none.
 	creating *pendingCreate
+	// checking counts the pre-checks (do job ids exist?) in flight.
+	checking int
 	// waiters are callers told once the derived jobs reflect a generation.
 	waiters []waiter
 
@@ -141,7 +143,7 @@ func (g *grain) Receive(ctx actor.Context) {
 // idle reports whether the grain may passivate: no work left or in
 // flight, nobody waiting.
 func (g *grain) idle() bool {
-	return !g.working && g.creating == nil && len(g.waiters) == 0 && !g.rec.GetPendingWork()
+	return !g.working && g.creating == nil && g.checking == 0 && len(g.waiters) == 0 && !g.rec.GetPendingWork()
 }
 
 // load reads the record from the journal. A read failure panics: the
@@ -176,7 +178,8 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.BundleCommand) {
 		g.create(ctx, m, c.Create.GetBundle()) // answers when the jobs exist
 		return
 	case *internalpb.BundleCommand_Update:
-		r = g.update(ctx, m, c.Update.GetBundle())
+		g.update(ctx, m, c.Update.GetBundle(), ctx.Sender()) // answers when the jobs reflect it
+		return
 	case *internalpb.BundleCommand_Delete:
 		r = g.delete(ctx, m.GetRequestId())
 	case *internalpb.BundleCommand_SetDormant:

@@ -363,3 +363,91 @@ func TestGrain_ExpiredCommandIsNotCarriedOut(t *testing.T) {
 }
 
 func timestampPast() *timestamppb.Timestamp { return timestamppb.New(time.Now().Add(-time.Second)) }
+
+// createPlainJob creates a job that no bundle created, with tags.
+func (e *env) createPlainJob(t *testing.T, id string, tags map[string]string) {
+	t.Helper()
+	r, err := e.host.Request(context.Background(), actors.KindJob, id, &internalpb.JobCommand{JobId: id, RequestId: "plain:" + id,
+		Cmd: &internalpb.JobCommand_Create{Create: &internalpb.CreateJob{Job: &managerpb.Job{JobId: &commonpb.JobId{JobId: id}, Description: "plain", Tags: tags}}}})
+	require.NoError(t, err)
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+}
+
+// foreignTags are the tags of a plain job that takes a derived job's id:
+// none, or a forged bundleId (and more) naming the bundle.
+var foreignTags = []struct {
+	name string
+	tags map[string]string
+}{
+	{"untagged", nil},
+	{"forged bundleId tag", map[string]string{bundle.TagBundleID: "c2", bundle.TagReplicaIndex: "0", bundle.TagJobName: "x"}},
+}
+
+func TestGrain_Create_RefusesExistingJobWhateverItsTags(t *testing.T) {
+	for _, c := range foreignTags {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createPlainJob(t, "c2.0.x", c.tags)
+			before := e.jobs(t)["c2.0.x"]
+
+			r := e.create(t, "c1", testBundle("c2", false, spec("a", "", ""), spec("x", "", "")))
+			require.Equal(t, errorpb.Code_ALREADY_EXISTS, r.GetCode(), r.GetMessage())
+			require.Contains(t, r.GetMessage(), `"c2.0.x"`)
+			require.Nil(t, e.record(t, "c2"), "nothing written")
+			require.Empty(t, e.bundleEvents(t))
+			jobs := e.jobs(t)
+			require.Len(t, jobs, 1, "no derived job created")
+			require.True(t, proto.Equal(before, jobs["c2.0.x"]), "the plain job is untouched")
+		})
+	}
+}
+
+func TestGrain_Update_RefusesExistingJobWhateverItsTags(t *testing.T) {
+	for _, c := range foreignTags {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			require.Equal(t, errorpb.Code_OK, e.create(t, "c1", testBundle("c2", false, spec("a", "", ""))).GetCode())
+			e.createPlainJob(t, "c2.0.x", c.tags)
+			before := e.jobs(t)["c2.0.x"]
+			recBefore := e.record(t, "c2")
+
+			r := e.update(t, "u1", testBundle("c2", false, spec("a", "", ""), spec("x", "", "")))
+			require.Equal(t, errorpb.Code_ALREADY_EXISTS, r.GetCode(), r.GetMessage())
+			require.Contains(t, r.GetMessage(), `"c2.0.x"`)
+			require.True(t, proto.Equal(recBefore, e.record(t, "c2")), "nothing written: generation %d", e.record(t, "c2").GetGeneration())
+			require.EqualValues(t, 1, e.record(t, "c2").GetGeneration())
+			require.Equal(t, []string{"updated:c2:BUNDLE_STATE_LIVE"}, e.bundleEvents(t), "no bundle_updated for the refused update")
+			require.True(t, proto.Equal(before, e.jobs(t)["c2.0.x"]), "the plain job is untouched")
+
+			// A retry with the same request id is refused again (it was
+			// never applied), and an update without the taken id goes through.
+			require.Equal(t, errorpb.Code_ALREADY_EXISTS, e.update(t, "u1", testBundle("c2", false, spec("a", "", ""), spec("x", "", ""))).GetCode())
+			require.Equal(t, errorpb.Code_OK, e.update(t, "u2", testBundle("c2", false, spec("a", "", "v2"))).GetCode())
+			require.EqualValues(t, 2, e.record(t, "c2").GetGeneration())
+
+			// Deleting the bundle removes its own jobs only.
+			require.Equal(t, errorpb.Code_OK, e.del(t, "d1", "c2").GetCode())
+			eventually(t, "bundle deleted", func() bool { return e.record(t, "c2") == nil })
+			jobs := e.jobs(t)
+			require.Len(t, jobs, 1)
+			require.True(t, proto.Equal(before, jobs["c2.0.x"]), "the plain job survives DeleteBundle")
+		})
+	}
+}
+
+// A job the bundle is removing is the bundle's (its record lists it): an
+// update that adds it back is not refused because the job still exists.
+func TestGrain_Update_ReaddingAJobBeingRemoved(t *testing.T) {
+	e := newEnv(t)
+	require.Equal(t, errorpb.Code_OK, e.create(t, "c1", testBundle("b", false, spec("a", "", ""), spec("x", "", ""))).GetCode())
+	e.gate.blockDeletes.Store(true)
+	require.Equal(t, errorpb.Code_OK, e.update(t, "u1", testBundle("b", false, spec("a", "", ""))).GetCode())
+	require.Len(t, e.record(t, "b").GetRemovals(), 1)
+	require.Contains(t, e.jobs(t), "b.0.x", "the removal is held before the delete")
+
+	e.gate.blockDeletes.Store(false)
+	r := e.update(t, "u2", testBundle("b", false, spec("a", "", ""), spec("x", "", "back")))
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	eventually(t, "converged", func() bool { return !e.record(t, "b").GetPendingWork() })
+	require.Equal(t, "back", e.jobs(t)["b.0.x"].GetJob().GetJob().GetDescription())
+}

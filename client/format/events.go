@@ -66,7 +66,7 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		return "job_info", JobInfoDetails(e.JobInfo)
 	case *managerpb.EventStreamEvent_BundleUpdated:
 		b := e.BundleUpdated.GetBundle()
-		return "bundle_updated", fmt.Sprintf("bundle=%s state=%s jobs=%d", b.GetBundleId().GetBundleId(),
+		return "bundle_updated", fmt.Sprintf("bundle=%s state=%s specs=%d", b.GetBundleId().GetBundleId(),
 			Enum(b.GetState().String(), "BUNDLE_STATE_"), len(b.GetJobs()))
 	case *managerpb.EventStreamEvent_BundleDeleted:
 		return "bundle_deleted", "bundle=" + e.BundleDeleted.GetBundleId().GetBundleId()

@@ -61,7 +61,7 @@ func TestEventLine(t *testing.T) {
 		{"bundle_updated", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_BundleUpdated{BundleUpdated: &managerpb.BundleUpdated{
 			Bundle: &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "b1"}, Jobs: []*managerpb.BundleJobSpec{{JobName: "enc"}},
 				State: managerpb.BundleState_BUNDLE_STATE_DELETING}}}},
-			"#6     bundle_updated          bundle=b1 state=deleting jobs=1"},
+			"#6     bundle_updated          bundle=b1 state=deleting specs=1"},
 		{"bundle_deleted", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_BundleDeleted{BundleDeleted: &managerpb.BundleDeleted{
 			BundleId: &managerpb.BundleId{BundleId: "b1"}}}},
 			"#6     bundle_deleted          bundle=b1"},

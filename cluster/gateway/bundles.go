@@ -48,7 +48,8 @@ func (s *Server) CreateBundle(ctx context.Context, b *managerpb.Bundle) (*manage
 // UpdateBundle replaces a bundle's definition and answers once the derived
 // jobs reflect it (jobs removed from the bundle are completed and deleted
 // in the background). NotFound for an unknown bundle, FailedPrecondition
-// for one being deleted.
+// for one being deleted, AlreadyExists (nothing written) if a derived job
+// id new to the bundle is taken by an existing job, whatever its tags.
 func (s *Server) UpdateBundle(ctx context.Context, b *managerpb.Bundle) (*emptypb.Empty, error) {
 	if err := validateBundle(b); err != nil {
 		return nil, err

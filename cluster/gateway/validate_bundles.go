@@ -122,9 +122,9 @@ func validateBundleJob(f string, j *managerpb.BundleJobSpec, index map[string]in
 		if err := validateJob(t); err != nil {
 			return prefixField(err, f+".")
 		}
-		for _, k := range bundle.ReservedTags() {
-			if _, ok := t.GetTags()[k]; ok {
-				return invalid(f+".job.tags", "key %q is reserved: the manager stamps %s on derived jobs", k, strings.Join(bundle.ReservedTags(), ", "))
+		for k := range t.GetTags() {
+			if bundle.IsReservedTag(k) {
+				return invalid(f+".job.tags", "key %q is reserved (in any case): the manager stamps %s on derived jobs", k, strings.Join(bundle.ReservedTags(), ", "))
 			}
 		}
 	}

@@ -82,6 +82,9 @@ func newBundleCreateCommand() *cobra.Command {
 			}
 			id, err := m.CreateBundle(ctx, b)
 			if err != nil {
+				if b.GetBundleId().GetBundleId() == "" {
+					return ctlAbout(err, "new bundle") // the manager assigns the id
+				}
 				return ctlAbout(err, "bundle %s", b.GetBundleId().GetBundleId())
 			}
 			if e.jsonOut {

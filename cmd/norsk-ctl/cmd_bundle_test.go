@@ -93,3 +93,34 @@ func TestCtl_BundleWorkflow(t *testing.T) {
 		t.Errorf("derived jobs left:\n%s", out)
 	}
 }
+
+// TestCtl_BundleCreateErrorSubject checks that a failed create names the
+// bundle by its id, or as "new bundle" when the file has none (the
+// manager would assign it).
+func TestCtl_BundleCreateErrorSubject(t *testing.T) {
+	addr := startTestManager(t)
+	for _, c := range []struct {
+		name, file, want string
+	}{
+		{"without id", `{"jobs": []}`, "invalid request: new bundle ("},
+		{"with id", `{"bundleId": {"bundleId": "b9"}, "jobs": []}`, "invalid request: bundle b9 ("},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCtl(t, testCtx(), c.file, "--manager-url", addr, "bundle", "create", "-f", "-")
+			if r.code != ctlExitUsage || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "bundle  ") {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", r.code, r.stderr, ctlExitUsage, c.want)
+			}
+		})
+	}
+}
+
+// TestCtl_ExitCodesHelpNamesAborted checks that the exit-code table says
+// where Aborted goes (exit 4, with precondition failed).
+func TestCtl_ExitCodesHelpNamesAborted(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"bundle", "--help"}} {
+		r := runCtl(t, testCtx(), "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "  4    precondition failed") || !strings.Contains(r.stdout, "or aborted (a concurrent request") {
+			t.Errorf("%v: exit %d, the exit-code table lacks Aborted under 4:\n%s", args, r.code, r.stdout)
+		}
+	}
+}

@@ -36,7 +36,8 @@ Exit codes:
   1    any other failure
   2    usage error (bad flag or argument), or the manager rejected the request as invalid
   3    not found (job, node, cluster slot)
-  4    precondition failed (stale --hash/currentHash, job or node in the wrong state)
+  4    precondition failed (stale --hash/currentHash, job, node or bundle in the wrong state),
+       or aborted (a concurrent request on the same bundle; safe to retry)
   5    already exists
   6    manager unreachable, without quorum, or too slow (see --timeout)
   7    not authorised (bad or revoked token)

@@ -43,7 +43,7 @@ func webJob(id, pidFile string, port int) *managerpb.Job {
 		Tags:  map[string]string{"suite": "e2e"},
 		Services: []*commonpb.Service{{
 			Name:    "web",
-			Command: fmt.Sprintf("echo $$ > %s; exec norsk-ctl demo http --listen %s", pidFile, addr(port)),
+			Command: fmt.Sprintf("echo $$ > %s; exec norsk-ctl demo http --listen %s", pidFile, testproc.Addr(port)),
 			Restart: commonpb.Service_NEVER,
 		}},
 	}
@@ -51,7 +51,7 @@ func webJob(id, pidFile string, port int) *managerpb.Job {
 
 func httpOK(port int) bool {
 	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + addr(port) + "/")
+	resp, err := c.Get("http://" + testproc.Addr(port) + "/")
 	if err != nil {
 		return false
 	}
@@ -90,7 +90,7 @@ func nodeConnected(t *testing.T, m *client.NorskManager, id string) bool {
 func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	dataDir := filepath.Join(t.TempDir(), "data")
-	mport, wport, webPort := freePort(t), freePort(t), freePort(t)
+	mport, wport, webPort := testproc.FreePort(t), testproc.FreePort(t), testproc.FreePort(t)
 	m := startManager(t, dataDir, mport)
 	mc := connect(t, m.addr)
 
@@ -110,15 +110,15 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	go func() {
 		_ = mc.EventStream(evCtx, client.EventStreamSettings{PendingWindow: time.Hour, OnEvent: ev.Add})
 	}()
-	eventually(t, 10*time.Second, "event snapshot", func() bool {
+	testproc.Eventually(t, 10*time.Second, "event snapshot", func() bool {
 		return ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetInitialDataComplete() != nil })
 	})
 
 	stateDir := filepath.Join(t.TempDir(), "worker")
 	w := startWorker(t, token, m.addr, stateDir, wport)
-	eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, nodeID) })
+	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, nodeID) })
 	require.True(t, ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarting() != nil }), "node_starting")
-	eventually(t, 5*time.Second, "node_started event", func() bool {
+	testproc.Eventually(t, 5*time.Second, "node_started event", func() bool {
 		return ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarted() != nil })
 	})
 
@@ -126,50 +126,50 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", client.NodeID(nodeID)))
-	eventually(t, 20*time.Second, "job_running event", func() bool {
+	testproc.Eventually(t, 20*time.Second, "job_running event", func() bool {
 		return ev.Has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobRunning() != nil }))
 	})
-	eventually(t, 10*time.Second, "the service answers HTTP", func() bool { return httpOK(webPort) })
-	pid, ok := readPID(pidFile)
+	testproc.Eventually(t, 10*time.Second, "the service answers HTTP", func() bool { return httpOK(webPort) })
+	pid, ok := testproc.ReadPID(pidFile)
 	require.True(t, ok, "service pid file")
 	require.True(t, ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetJobInfo() != nil }), "job_info from the worker")
 	before, err := mc.JobByID(ctx, "web")
 	require.NoError(t, err)
 
 	// SIGKILL the manager mid-stream and start it again on the same data.
-	m.kill()
-	require.True(t, pidAlive(pid), "the job must outlive the manager")
+	m.Kill()
+	require.True(t, testproc.PIDAlive(pid), "the job must outlive the manager")
 	m = startManager(t, dataDir, mport)
-	eventually(t, 30*time.Second, "worker re-dialled after the manager restart", func() bool { return nodeConnected(t, mc, nodeID) })
+	testproc.Eventually(t, 30*time.Second, "worker re-dialled after the manager restart", func() bool { return nodeConnected(t, mc, nodeID) })
 	after, err := mc.JobByID(ctx, "web")
 	require.NoError(t, err)
 	require.Equal(t, historyKinds(before), historyKinds(after), "state and history intact; nothing restarted")
 	require.Len(t, after.GetInstances(), 1)
-	cur, ok := readPID(pidFile)
+	cur, ok := testproc.ReadPID(pidFile)
 	require.True(t, ok)
 	require.Equal(t, pid, cur, "the job's process keeps its PID")
-	require.True(t, pidAlive(pid))
+	require.True(t, testproc.PIDAlive(pid))
 	require.True(t, httpOK(webPort))
 
 	// SIGKILL the worker and start it again: it re-adopts the process.
-	w.kill()
-	require.True(t, pidAlive(pid), "the job must outlive the worker")
+	w.Kill()
+	require.True(t, testproc.PIDAlive(pid), "the job must outlive the worker")
 	w = startWorker(t, token, m.addr, stateDir, wport)
-	eventually(t, 30*time.Second, "worker back", func() bool { return nodeConnected(t, mc, nodeID) })
-	eventually(t, 10*time.Second, "instance still recorded", func() bool {
+	testproc.Eventually(t, 30*time.Second, "worker back", func() bool { return nodeConnected(t, mc, nodeID) })
+	testproc.Eventually(t, 10*time.Second, "instance still recorded", func() bool {
 		r, err := mc.JobByID(ctx, "web")
 		return err == nil && len(r.GetInstances()) == 1
 	})
 	again, err := mc.JobByID(ctx, "web")
 	require.NoError(t, err)
 	require.Equal(t, historyKinds(before), historyKinds(again), "a worker restart re-adopts; it does not restart the job")
-	require.True(t, pidAlive(pid))
+	require.True(t, testproc.PIDAlive(pid))
 	require.True(t, httpOK(webPort))
 
 	// A change after both restarts reaches the resumed event client.
 	_, err = mc.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "after"}})
 	require.NoError(t, err)
-	eventually(t, 20*time.Second, "event after the restarts", func() bool {
+	testproc.Eventually(t, 20*time.Second, "event after the restarts", func() bool {
 		return ev.Has(func(e *managerpb.EventStreamEvent) bool {
 			return e.GetJobUpdated().GetJobWithHistory().GetJob().GetJobId().GetJobId() == "after"
 		})
@@ -177,12 +177,12 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 
 	// Stop and complete.
 	require.NoError(t, mc.StopJob(ctx, "web", "primary", client.NodeID(nodeID)))
-	eventually(t, 20*time.Second, "job_stopped event", func() bool {
+	testproc.Eventually(t, 20*time.Second, "job_stopped event", func() bool {
 		return ev.Has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobStopped() != nil }))
 	})
-	eventually(t, 10*time.Second, "service process gone", func() bool { return !pidAlive(pid) })
+	testproc.Eventually(t, 10*time.Second, "service process gone", func() bool { return !testproc.PIDAlive(pid) })
 	require.NoError(t, mc.CompleteJob(ctx, "web"))
-	eventually(t, 10*time.Second, "job_completed event", func() bool {
+	testproc.Eventually(t, 10*time.Second, "job_completed event", func() bool {
 		return ev.Has(jobUpdate("web", func(h *managerpb.JobHistoryEntry) bool { return h.GetJobCompleted() != nil }))
 	})
 	final, err := mc.JobByID(ctx, "web")
@@ -195,31 +195,31 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 	out, code = ctl(t, m.addr, "job", "get", "web")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "web")
-	w.stop()
-	m.stop()
+	w.Stop()
+	m.Stop()
 }
 
 // TestE2E_DeregisterSlot: deregistering a slot stops the worker's jobs,
 // closes its stream and revokes its token; the worker exits.
 func TestE2E_DeregisterSlot(t *testing.T) {
 	ctx := context.Background()
-	mport, wport, webPort := freePort(t), freePort(t), freePort(t)
+	mport, wport, webPort := testproc.FreePort(t), testproc.FreePort(t), testproc.FreePort(t)
 	m := startManager(t, filepath.Join(t.TempDir(), "data"), mport)
 	mc := connect(t, m.addr)
 	nodeID, token, err := mc.RegisterClusterNode(ctx, "doomed", nil)
 	require.NoError(t, err)
 	w := startWorker(t, token, m.addr, filepath.Join(t.TempDir(), "worker"), wport)
-	eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
+	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
 	pidFile := filepath.Join(t.TempDir(), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("j", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "j", "primary", nodeID))
-	eventually(t, 20*time.Second, "service up", func() bool { return httpOK(webPort) })
-	pid, _ := readPID(pidFile)
+	testproc.Eventually(t, 20*time.Second, "service up", func() bool { return httpOK(webPort) })
+	pid, _ := testproc.ReadPID(pidFile)
 
 	require.NoError(t, mc.DeregisterClusterNode(ctx, nodeID))
-	eventually(t, 20*time.Second, "the job's process stopped", func() bool { return !pidAlive(pid) })
-	code, exited := w.exited(30 * time.Second)
+	testproc.Eventually(t, 20*time.Second, "the job's process stopped", func() bool { return !testproc.PIDAlive(pid) })
+	code, exited := w.Exited(30 * time.Second)
 	require.True(t, exited, "the worker of a deregistered slot must exit")
 	require.NotEqual(t, 0, code)
 	r, err := mc.JobByID(ctx, "j")
@@ -235,23 +235,23 @@ func TestE2E_DeregisterSlot(t *testing.T) {
 func TestE2E_RefusesBadDataDir(t *testing.T) {
 	foreign := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o600))
-	p := start(t, "manager-foreign", "norsk-manager", "--data-dir", foreign, "--api-addr", addr(freePort(t)))
-	code, ok := p.exited(20 * time.Second)
+	p := start(t, "manager-foreign", "norsk-manager", "--data-dir", foreign, "--api-addr", testproc.Addr(testproc.FreePort(t)))
+	code, ok := p.Exited(20 * time.Second)
 	require.True(t, ok, "manager should refuse the dir and exit")
 	require.NotEqual(t, 0, code)
-	require.Contains(t, p.output(), "not a norsk-manager data dir")
+	require.Contains(t, p.Output(), "not a norsk-manager data dir")
 
 	// A data dir whose store vanished.
 	dir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	m := startManager(t, dir, port)
-	m.stop()
+	m.Stop()
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "store")))
-	p = start(t, "manager-missing", "norsk-manager", "--data-dir", dir, "--api-addr", addr(port))
-	code, ok = p.exited(20 * time.Second)
+	p = start(t, "manager-missing", "norsk-manager", "--data-dir", dir, "--api-addr", testproc.Addr(port))
+	code, ok = p.Exited(20 * time.Second)
 	require.True(t, ok)
 	require.NotEqual(t, 0, code)
-	require.Contains(t, p.output(), "refusing to start with empty state")
+	require.Contains(t, p.Output(), "refusing to start with empty state")
 }
 
 // TestE2E_RefusesDataDirOfOtherMode: a data dir records whether a single
@@ -263,7 +263,7 @@ func TestE2E_RefusesBadDataDir(t *testing.T) {
 func TestE2E_RefusesDataDirOfOtherMode(t *testing.T) {
 	clusterFlags := func() []string {
 		return []string{"--name", "m1", "--bootstrap-expect", "1", "--cluster-timings", "local",
-			"--gossip-addr", addr(freePort(t)), "--cluster-addr", addr(freePort(t)), "--raft-addr", addr(freePort(t))}
+			"--gossip-addr", testproc.Addr(testproc.FreePort(t)), "--cluster-addr", testproc.Addr(testproc.FreePort(t)), "--raft-addr", testproc.Addr(testproc.FreePort(t))}
 	}
 	cases := []struct {
 		name        string
@@ -279,21 +279,21 @@ func TestE2E_RefusesDataDirOfOtherMode(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			port := freePort(t)
+			port := testproc.FreePort(t)
 			m := startManager(t, dir, port, tc.first...)
 			out, code := ctl(t, m.addr, "job", "create", "-f", filepath.Join("..", "..", "examples", "hello-http", "job.json"))
 			require.Equal(t, 0, code, out)
-			m.stop()
+			m.Stop()
 			before := treeOf(t, dir)
 
-			args := append([]string{"norsk-manager", "--data-dir", dir, "--api-addr", addr(port)}, tc.then...)
+			args := append([]string{"norsk-manager", "--data-dir", dir, "--api-addr", testproc.Addr(port)}, tc.then...)
 			p := start(t, "manager-other-mode", args...)
-			code, ok := p.exited(20 * time.Second)
+			code, ok := p.Exited(20 * time.Second)
 			require.True(t, ok, "a manager started in the other mode must refuse the data dir and exit")
 			require.NotEqual(t, 0, code)
-			require.Contains(t, p.output(), dir)
+			require.Contains(t, p.Output(), dir)
 			for _, w := range tc.want {
-				require.Contains(t, p.output(), w)
+				require.Contains(t, p.Output(), w)
 			}
 			require.Equal(t, before, treeOf(t, dir), "a refused data dir must be left untouched")
 
@@ -301,7 +301,7 @@ func TestE2E_RefusesDataDirOfOtherMode(t *testing.T) {
 			m = startManager(t, dir, port, tc.first...)
 			out, code = ctl(t, m.addr, "job", "get", "hello-http")
 			require.Equal(t, 0, code, out)
-			m.stop()
+			m.Stop()
 		})
 	}
 }

@@ -593,18 +593,31 @@ func (c *clustered) shutdown() {
 	<-c.conflictsDone
 	c.router.Stop()
 	c.actors.Shutdown(false)
-	_ = c.provider.Shutdown(false)
-	_ = c.rep.Shutdown()
-	if !c.conflicted.Load() {
-		_ = c.members.Leave(2 * time.Second)
+	logErr := func(what string, err error) {
+		if err != nil {
+			c.a.log.Warn(what+" failed while stopping", "error", err)
+		}
 	}
-	_ = c.members.Shutdown()
+	logErr("stopping the cluster provider", c.provider.Shutdown(false))
+	logErr("stopping raft", c.rep.Shutdown())
+	if !c.conflicted.Load() {
+		// A failed leave is not an error worth more than a line: the
+		// others declare this manager failed instead, and the leader
+		// removes it after --dead-server-timeout.
+		logErr("leaving the gossip", c.members.Leave(2*time.Second))
+	}
+	logErr("stopping the gossip", c.members.Shutdown())
 	c.mu.Lock()
 	for _, cc := range c.clients {
 		cc.Close()
 	}
 	c.mu.Unlock()
-	_ = c.raftStore.Close()
+	// The Raft log is synced on every write; a close error still means
+	// badger could not finish its own bookkeeping, which an operator
+	// should see.
+	if err := c.raftStore.Close(); err != nil {
+		c.a.log.Error("closing the raft store failed", "error", err)
+	}
 }
 
 func lower(s string) string {

@@ -6,17 +6,15 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/norsk-oss/norsk-manager/worker/internal/svcplan"
 )
 
-// Defaults of the restart policy when a service leaves restart_count or
-// restart_period at 0 with restart ON_FAILURE or ALWAYS: at most
-// DefaultRestartCount restarts within DefaultRestartPeriod; one more exit
-// inside that window fails the job. A live service that crash-loops is
-// failed quickly so the manager can act (move it, or fail over to the
-// backup role) instead of the worker retrying forever.
+// Defaults of the restart policy (svcplan.DefaultRestartCount and
+// svcplan.DefaultRestartPeriod), for callers of this package.
 const (
-	DefaultRestartCount  = 3
-	DefaultRestartPeriod = 60 * time.Second
+	DefaultRestartCount  = svcplan.DefaultRestartCount
+	DefaultRestartPeriod = svcplan.DefaultRestartPeriod
 )
 
 // Config configures a Runtime. Start from DefaultConfig or DevConfig.

@@ -5,6 +5,7 @@ package process
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -253,4 +254,23 @@ func keyOf(id string) worker.JobKey { return worker.JobKey{JobID: worker.JobID(i
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// ephemeralPort asks the OS for a port free on host for network ("tcp" or
+// "udp") now.
+func ephemeralPort(network, host string) (uint32, error) {
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return 0, err
+		}
+		defer pc.Close()
+		return uint32(pc.LocalAddr().(*net.UDPAddr).Port), nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return uint32(l.Addr().(*net.TCPAddr).Port), nil
 }

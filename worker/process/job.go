@@ -12,6 +12,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/svcplan"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -303,7 +304,7 @@ func writeJobFile(workDir string, wf *commonpb.WriteFile) error {
 
 // launch starts (or restarts) s and watches its exit.
 func (j *job) launch(s *service) error {
-	env := mergeEnv(j.r.cfg.Environ, s.spec.Env)
+	env := svcplan.MergeEnv(j.r.cfg.Environ, s.spec.Env)
 	p, err := spawn(j.r.cfg.Shell, s.spec.Command, j.paths.work, env, s.stdout, s.stderr, s.exitFile)
 	if err != nil {
 		return err
@@ -382,13 +383,13 @@ func (j *job) applyPolicy(s *service, st exitStatus) bool {
 		return j.complete(s)
 	}
 	now := time.Now()
-	s.restarts = pruneBefore(s.restarts, now.Add(-s.spec.RestartPeriod))
+	s.restarts = svcplan.Prune(s.restarts, now.Add(-s.spec.RestartPeriod))
 	if n := len(s.restarts); uint32(n) >= s.spec.RestartCount {
 		j.fail(fmt.Sprintf("service %q %s and was already restarted %d times within %s, the most its restart policy (%s, restart_count %d) allows%s",
 			s.spec.Name, st, n, s.spec.RestartPeriod, policy, s.spec.RestartCount, lastOutput(s)))
 		return true
 	}
-	delay := j.backoff(len(s.restarts))
+	delay := svcplan.Backoff(j.r.cfg.RestartBackoff, j.r.cfg.MaxRestartBackoff, len(s.restarts))
 	s.restartAt = now.Add(delay)
 	s.log.Info("restarting service", "in", delay, "restarts_in_window", len(s.restarts))
 	j.info(&commonpb.JobInfoMessage_ServiceRestarting{ServiceRestarting: &commonpb.JobInfoServiceRestarting{ServiceName: s.spec.Name}})
@@ -404,27 +405,6 @@ func lastOutput(s *service) string {
 		return fmt.Sprintf("; last stderr: %q", l)
 	}
 	return ""
-}
-
-func (j *job) backoff(restarts int) time.Duration {
-	d := j.r.cfg.RestartBackoff
-	for range restarts {
-		d *= 2
-		if d >= j.r.cfg.MaxRestartBackoff {
-			return j.r.cfg.MaxRestartBackoff
-		}
-	}
-	return d
-}
-
-func pruneBefore(ts []time.Time, cutoff time.Time) []time.Time {
-	out := ts[:0]
-	for _, t := range ts {
-		if t.After(cutoff) {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // complete marks s done; when every service is, the job has finished.

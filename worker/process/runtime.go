@@ -13,6 +13,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -25,6 +26,7 @@ type Runtime struct {
 	log     *slog.Logger
 	jobsDir string
 	events  chan worker.Event
+	ports   *hostports.Table     // reserved host ports
 	waker   *waker               // wakes exit watchers at shutdown
 	lock    *worker.StateDirLock // held on StateDir from New to Shutdown
 
@@ -35,9 +37,8 @@ type Runtime struct {
 
 	mu struct {
 		sync.Mutex
-		jobs     map[worker.JobKey]*job    // every job not yet finished
-		ports    map[portKey]worker.JobKey // reserved host ports
-		restored bool                      // Restore was called
+		jobs     map[worker.JobKey]*job // every job not yet finished
+		restored bool                   // Restore was called
 	}
 }
 
@@ -78,10 +79,10 @@ func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 		jobsDir:    filepath.Join(cfg.StateDir, "jobs"),
 		lock:       lock,
 		events:     make(chan worker.Event, cfg.EventBuffer),
+		ports:      hostports.NewTable(),
 		shutdownCh: make(chan struct{}),
 	}
 	r.mu.jobs = make(map[worker.JobKey]*job)
-	r.mu.ports = make(map[portKey]worker.JobKey)
 	if err := os.MkdirAll(r.jobsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("process: create %s: %w", r.jobsDir, err)
 	}
@@ -298,11 +299,7 @@ func (r *Runtime) restoreDir(dir string) {
 	specs := make([]*serviceSpec, len(rec.Services))
 	for i, s := range rec.Services {
 		specs[i] = s.Spec
-		for _, p := range s.Spec.Ports {
-			for _, n := range networks(p.Protocol) {
-				r.mu.ports[portKey{n, p.Published}] = key
-			}
-		}
+		r.ports.Hold(key, s.Spec.Ports)
 	}
 	j := r.newJob(key, def, specs)
 	r.mu.jobs[key] = j
@@ -326,7 +323,7 @@ func (r *Runtime) removeJob(j *job) {
 	defer r.mu.Unlock()
 	if r.mu.jobs[j.key] == j {
 		delete(r.mu.jobs, j.key)
-		r.releasePortsLocked(j.key)
+		r.ports.Release(j.key)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
+	"github.com/norsk-oss/norsk-manager/worker/internal/svcplan"
 )
 
 // defaultPath is the PATH of services when Config.Environ is nil.
@@ -21,14 +23,14 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // definition at Start and persisted, so that restarts (and a worker
 // restarted after an update_job) launch exactly what was started.
 type serviceSpec struct {
-	Name          string        `json:"name"`
-	Command       string        `json:"command"`
-	Env           []string      `json:"env"` // on top of Config.Environ
-	Restart       string        `json:"restart"`
-	RestartCount  uint32        `json:"restart_count"`  // effective (defaults applied)
-	RestartPeriod time.Duration `json:"restart_period"` // effective (defaults applied)
-	DependsOn     []string      `json:"depends_on,omitempty"`
-	Ports         []portSpec    `json:"ports,omitempty"`
+	Name          string              `json:"name"`
+	Command       string              `json:"command"`
+	Env           []string            `json:"env"` // on top of Config.Environ
+	Restart       string              `json:"restart"`
+	RestartCount  uint32              `json:"restart_count"`  // effective (defaults applied)
+	RestartPeriod time.Duration       `json:"restart_period"` // effective (defaults applied)
+	DependsOn     []string            `json:"depends_on,omitempty"`
+	Ports         []hostports.Mapping `json:"ports,omitempty"`
 
 	mappings []*commonpb.PortMapping // requested mappings; only during Start
 }
@@ -66,7 +68,7 @@ func planServices(job *workerpb.WorkerJob) ([]*serviceSpec, error) {
 	if err := validateFiles(job.GetWriteFiles(), index); err != nil {
 		return nil, err
 	}
-	return startOrder(specs)
+	return svcplan.StartOrder(specs, func(s *serviceSpec) string { return s.Name }, func(s *serviceSpec) []string { return s.DependsOn })
 }
 
 func planService(i int, svc *commonpb.Service) (*serviceSpec, error) {
@@ -82,20 +84,13 @@ func planService(i int, svc *commonpb.Service) (*serviceSpec, error) {
 		return nil, fmt.Errorf("%w: service %q has %s; the process runtime runs services by their command", worker.ErrInvalidJob, name, what)
 	}
 	spec := &serviceSpec{
-		Name:          name,
-		Command:       svc.GetCommand(),
-		Restart:       svc.GetRestart().String(),
-		RestartCount:  svc.GetRestartCount(),
-		RestartPeriod: time.Duration(svc.GetRestartPeriod()) * time.Second,
-		DependsOn:     slices.Clone(svc.GetDependsOn()),
-		mappings:      svc.GetParameters().GetPortMappings(),
+		Name:      name,
+		Command:   svc.GetCommand(),
+		Restart:   svc.GetRestart().String(),
+		DependsOn: slices.Clone(svc.GetDependsOn()),
+		mappings:  svc.GetParameters().GetPortMappings(),
 	}
-	if spec.RestartCount == 0 {
-		spec.RestartCount = DefaultRestartCount
-	}
-	if spec.RestartPeriod == 0 {
-		spec.RestartPeriod = DefaultRestartPeriod
-	}
+	spec.RestartCount, spec.RestartPeriod = svcplan.EffectiveRestart(svc)
 	for j, ev := range svc.GetParameters().GetEnvironmentVariables() {
 		if ev.GetName() == "" || strings.ContainsAny(ev.GetName(), "=\x00") {
 			return nil, fmt.Errorf("%w: service %q environment_variables[%d].name %q is not a valid variable name",
@@ -104,7 +99,7 @@ func planService(i int, svc *commonpb.Service) (*serviceSpec, error) {
 		spec.Env = append(spec.Env, ev.GetName()+"="+ev.GetValue())
 	}
 	for j, pm := range spec.mappings {
-		if err := validateMapping(pm); err != nil {
+		if err := hostports.Validate(pm); err != nil {
 			return nil, fmt.Errorf("%w: service %q port_mappings[%d]: %v", worker.ErrInvalidJob, name, j, err)
 		}
 	}
@@ -129,47 +124,6 @@ func validateFiles(files []*commonpb.WriteFile, services map[string]int) error {
 	return nil
 }
 
-// startOrder sorts specs topologically by DependsOn (Kahn's algorithm,
-// stable: among ready services the one given first starts first). A cycle
-// is an error naming the services in it.
-func startOrder(specs []*serviceSpec) ([]*serviceSpec, error) {
-	pending := make(map[string]int, len(specs)) // unmet dependencies
-	for _, s := range specs {
-		pending[s.Name] = len(s.DependsOn)
-	}
-	var ordered []*serviceSpec
-	started := make(map[string]bool, len(specs))
-	for len(ordered) < len(specs) {
-		progressed := false
-		for _, s := range specs {
-			if started[s.Name] || pending[s.Name] > 0 {
-				continue
-			}
-			started[s.Name] = true
-			ordered = append(ordered, s)
-			progressed = true
-			for _, t := range specs {
-				for _, dep := range t.DependsOn {
-					if dep == s.Name {
-						pending[t.Name]--
-					}
-				}
-			}
-			break // restart the scan so earlier services keep priority
-		}
-		if !progressed {
-			var cycle []string
-			for _, s := range specs {
-				if !started[s.Name] {
-					cycle = append(cycle, strconv.Quote(s.Name))
-				}
-			}
-			return nil, fmt.Errorf("%w: dependsOn has a cycle among services %s", worker.ErrInvalidJob, strings.Join(cycle, ", "))
-		}
-	}
-	return ordered, nil
-}
-
 // serviceEnv returns the job-specific environment of a service: NORSK_JOB_*
 // and NORSK_SERVICE_NAME, then the service's environment_variables, then
 // NORSK_PORT_<container_port> (and NORSK_PORT_<container_port>_TCP/_UDP)
@@ -190,26 +144,7 @@ func serviceEnv(key worker.JobKey, spec *serviceSpec) []string {
 			env = append(env, fmt.Sprintf("NORSK_PORT_%d=%s", p.ContainerPort, port),
 				fmt.Sprintf("NORSK_ADDR_%d=%s", p.ContainerPort, net.JoinHostPort(p.Host, port)))
 		}
-		env = append(env, fmt.Sprintf("NORSK_PORT_%d_%s=%s", p.ContainerPort, strings.ToUpper(p.network()), port))
+		env = append(env, fmt.Sprintf("NORSK_PORT_%d_%s=%s", p.ContainerPort, strings.ToUpper(p.Network()), port))
 	}
 	return env
-}
-
-// mergeEnv returns base with extra on top: a later NAME=value replaces an
-// earlier one in place; new names are appended in order.
-func mergeEnv(base, extra []string) []string {
-	out := make([]string, 0, len(base)+len(extra))
-	pos := make(map[string]int, len(base)+len(extra))
-	for _, list := range [][]string{base, extra} {
-		for _, kv := range list {
-			name, _, _ := strings.Cut(kv, "=")
-			if i, ok := pos[name]; ok {
-				out[i] = kv
-				continue
-			}
-			pos[name] = len(out)
-			out = append(out, kv)
-		}
-	}
-	return out
 }

@@ -288,6 +288,33 @@ func (a *Agent) update(job *workerpb.WorkerJob, log *slog.Logger) {
 	})
 }
 
+// deleteJobData lets the runtime drop what it keeps for every role of a
+// job the manager deleted (Runtime implementations of JobDataDeleter),
+// after every command queued before it for any role of the job and before
+// any queued after it. A runtime that keeps nothing for a job beyond its
+// runs does not implement JobDataDeleter; the message is then only logged.
+// Failures are logged and not retried (the manager does not send
+// delete_job again either). The call runs off the session's loop, under
+// Run's context.
+func (a *Agent) deleteJobData(id JobID, log *slog.Logger) {
+	log = log.With("job_id", id)
+	if id == "" {
+		log.Warn("ignoring delete_job without a job id")
+		return
+	}
+	d, ok := a.rt.(JobDataDeleter)
+	if !ok {
+		log.Debug("job deleted on the manager; the runtime keeps nothing for it")
+		return
+	}
+	a.ops.DoJob(id, func() {
+		log.Info("job deleted on the manager; deleting its data")
+		if err := d.DeleteJobData(a.opsContext(), id); err != nil {
+			log.Warn("deleting the data of a deleted job", "error", err)
+		}
+	})
+}
+
 // workerServer adapts the agent to the generated WorkerServer interface.
 type workerServer struct {
 	workerpb.UnimplementedWorkerServer

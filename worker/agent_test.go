@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -500,4 +501,121 @@ func TestAgent_WorkerRestartKeepsJobs(t *testing.T) {
 	if err := <-done2; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAgent_DeleteJob_CallsJobDataDeleter: delete_job from the current
+// session reaches a runtime that implements JobDataDeleter with the job's
+// id, once; one carrying another epoch, or no job id, is ignored, and a
+// failing DeleteJobData is only logged.
+func TestAgent_DeleteJob_CallsJobDataDeleter(t *testing.T) {
+	rt := newDeleterRuntime(t)
+	a, _ := worker.TestAgent(t, rt, nil)
+	s, _ := open(t, a.Addr().String(), "mock-node-1", "", 2)
+
+	s.send(t, deleteJob("job-gone", 2))
+	rt.waitCall(t, "delete job-gone")
+
+	s.send(t, deleteJob("stale", 1)) // another epoch: ignored
+	s.send(t, deleteJob("", 2))      // no job id: ignored
+	s.send(t, deleteJob("fails", 2)) // the runtime fails: logged
+	s.send(t, deleteJob("marker", 2))
+	calls := rt.waitCall(t, "delete marker")
+	if slices.Contains(calls, "delete stale") || slices.Contains(calls, "delete ") {
+		t.Errorf("a delete_job with another epoch or without a job id reached the runtime: %v", calls)
+	}
+	if !slices.Contains(calls, "delete fails") {
+		t.Errorf("delete fails was not called: %v", calls)
+	}
+	if n := count(calls, "delete job-gone"); n != 1 {
+		t.Errorf("DeleteJobData(job-gone) called %d times, want 1: %v", n, calls)
+	}
+	// The session still commands the worker after the failure.
+	unknown := worker.JobKey{JobID: "never-ran", Role: "primary"}
+	s.send(t, stopJob(unknown, 2))
+	s.waitFor(t, "job_stopped of unknown", isStopped(unknown))
+}
+
+// TestAgent_DeleteJob_OrderedWithEveryRole: delete_job runs after the
+// commands sent before it for any role of the job (here two stops held up
+// by the runtime) and before the commands sent after it; other jobs do not
+// wait for it.
+func TestAgent_DeleteJob_OrderedWithEveryRole(t *testing.T) {
+	rt := newDeleterRuntime(t)
+	a, _ := worker.TestAgent(t, rt, nil)
+	s, _ := open(t, a.Addr().String(), "mock-node-1", "", 1)
+	primary := sleeper("job-vol")
+	backup := sleeper("job-vol")
+	backup.Role = "backup"
+	pk, bk := worker.KeyOf(primary), worker.KeyOf(backup)
+	s.send(t, provision(primary, 1))
+	s.send(t, provision(backup, 1))
+	s.waitFor(t, "primary started", isStarted(pk))
+	rt.waitCall(t, "start "+bk.String())
+
+	release := rt.holdStops(t)
+	s.send(t, stopJob(pk, 1))
+	s.send(t, stopJob(bk, 1))
+	s.send(t, deleteJob("job-vol", 1))
+	s.send(t, provision(primary, 1))
+	s.send(t, deleteJob("other-job", 1))
+	calls := rt.waitCall(t, "delete other-job")
+	if slices.Contains(calls, "delete job-vol") || count(calls, "start "+pk.String()) != 1 {
+		t.Fatalf("delete_job (or the provision after it) overtook the stops of the job: %v", calls)
+	}
+
+	release()
+	calls = rt.waitCallN(t, "start "+pk.String(), 2)
+	del := slices.Index(calls, "delete job-vol")
+	if i := slices.Index(calls, "stop "+pk.String()); i < 0 || i > del {
+		t.Errorf("stop of %s did not finish before delete: %v", pk, calls)
+	}
+	if i := slices.Index(calls, "stop "+bk.String()); i < 0 || i > del {
+		t.Errorf("stop of %s did not finish before delete: %v", bk, calls)
+	}
+	if i := lastIndex(calls, "start "+pk.String()); i < del {
+		t.Errorf("the provision sent after delete_job ran before it: %v", calls)
+	}
+	rt.mu.Lock()
+	running := rt.mu.runningAtDel["job-vol"]
+	rt.mu.Unlock()
+	if len(running) != 0 {
+		t.Errorf("roles %v of the job were still running when DeleteJobData ran", running)
+	}
+	s.send(t, stopJob(pk, 1))
+	s.waitFor(t, "primary stopped", isStopped(pk))
+}
+
+// TestAgent_DeleteJob_RuntimeWithoutDeleter: a runtime that does not
+// implement JobDataDeleter keeps nothing for a deleted job; delete_job is
+// logged and the session carries on.
+func TestAgent_DeleteJob_RuntimeWithoutDeleter(t *testing.T) {
+	plain := struct{ worker.Runtime }{newRuntime(t, t.TempDir())} // only the Runtime methods
+	logs := &logRecorder{}
+	a, _ := worker.TestAgent(t, plain, func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	s, _ := open(t, a.Addr().String(), "mock-node-1", "", 1)
+	job := sleeper("job-plain")
+	key := worker.KeyOf(job)
+	s.send(t, provision(job, 1))
+	s.waitFor(t, "job_started", isStarted(key))
+	s.send(t, stopJob(key, 1))
+	s.waitFor(t, "job_stopped", isStopped(key))
+	s.send(t, deleteJob("job-plain", 1))
+	waitUntil(t, "delete_job logged", func() bool {
+		return strings.Contains(logs.String(), "the runtime keeps nothing for it") && strings.Contains(logs.String(), "job_id=job-plain")
+	})
+	s.send(t, provision(job, 1))
+	s.waitFor(t, "job_started after delete_job", isStarted(key))
+	s.send(t, stopJob(key, 1))
+	s.waitFor(t, "job_stopped", isStopped(key))
+}
+
+func lastIndex(calls []string, call string) int {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i] == call {
+			return i
+		}
+	}
+	return -1
 }

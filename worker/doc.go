@@ -10,8 +10,9 @@
 //     the manager dials back, including the session handshake (proofs,
 //     session epochs) described in proto/worker.proto and
 //     docs/design/worker-sessions.md;
-//   - routing of job commands (provision, stop, update) to a Runtime and of
-//     the Runtime's events (job started/stopped/failed, job info) to the
+//   - routing of job commands (provision, stop, update; delete_job to a
+//     Runtime that implements JobDataDeleter) to a Runtime and of the
+//     Runtime's events (job started/stopped/failed, job info) to the
 //     current session;
 //   - measuring the load reported in hello and health messages.
 //

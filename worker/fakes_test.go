@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -336,4 +337,137 @@ func sleeper(id string) *workerpb.WorkerJob {
 			}}},
 		}},
 	}
+}
+
+// deleterRuntime is a process runtime that also implements
+// worker.JobDataDeleter. It records, in order, the Start, Stop and
+// DeleteJobData calls it completes, and what was running for the job when
+// DeleteJobData was called. While stopGate is open (not closed), Stop waits
+// before stopping.
+type deleterRuntime struct {
+	*process.Runtime
+	stopGate chan struct{} // closed: Stop proceeds
+
+	mu struct {
+		sync.Mutex
+		calls        []string                  // "start j/r", "stop j/r", "delete j"
+		runningAtDel map[worker.JobID][]string // roles listed when DeleteJobData(j) ran
+		changed      chan struct{}
+	}
+}
+
+var _ worker.JobDataDeleter = (*deleterRuntime)(nil)
+
+func newDeleterRuntime(t *testing.T) *deleterRuntime {
+	t.Helper()
+	r := &deleterRuntime{Runtime: newRuntime(t, t.TempDir()), stopGate: make(chan struct{})}
+	close(r.stopGate)
+	r.mu.runningAtDel = map[worker.JobID][]string{}
+	r.mu.changed = make(chan struct{})
+	return r
+}
+
+// holdStops makes Stop wait until the returned function is called (at the
+// latest when the test ends).
+func (r *deleterRuntime) holdStops(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	r.mu.Lock()
+	r.stopGate = gate
+	r.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return release
+}
+
+func (r *deleterRuntime) record(call string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.calls = append(r.mu.calls, call)
+	close(r.mu.changed)
+	r.mu.changed = make(chan struct{})
+}
+
+func (r *deleterRuntime) Start(ctx context.Context, job *workerpb.WorkerJob) (worker.PortMappings, error) {
+	pm, err := r.Runtime.Start(ctx, job)
+	r.record("start " + worker.KeyOf(job).String())
+	return pm, err
+}
+
+func (r *deleterRuntime) Stop(ctx context.Context, key worker.JobKey, grace time.Duration) error {
+	r.mu.Lock()
+	gate := r.stopGate
+	r.mu.Unlock()
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := r.Runtime.Stop(ctx, key, grace)
+	r.record("stop " + key.String())
+	return err
+}
+
+func (r *deleterRuntime) DeleteJobData(_ context.Context, id worker.JobID) error {
+	var roles []string
+	for _, rj := range r.List() {
+		if rj.Key().JobID == id {
+			roles = append(roles, rj.Key().Role)
+		}
+	}
+	r.mu.Lock()
+	r.mu.runningAtDel[id] = roles
+	r.mu.Unlock()
+	r.record("delete " + string(id))
+	if id == "fails" {
+		return errors.New("volume in use")
+	}
+	return nil
+}
+
+func (r *deleterRuntime) calls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.mu.calls...)
+}
+
+// waitCall waits until call was recorded and returns every call so far.
+func (r *deleterRuntime) waitCall(t *testing.T, call string) []string {
+	t.Helper()
+	return r.waitCallN(t, call, 1)
+}
+
+// waitCallN waits until call was recorded n times and returns every call
+// so far.
+func (r *deleterRuntime) waitCallN(t *testing.T, call string, n int) []string {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		calls, changed := append([]string(nil), r.mu.calls...), r.mu.changed
+		r.mu.Unlock()
+		if count(calls, call) >= n {
+			return calls
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for the runtime call %q (%d times); calls %v", call, n, calls)
+		}
+	}
+}
+
+func count(calls []string, call string) int {
+	n := 0
+	for _, c := range calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+func deleteJob(id string, epoch uint64) *workerpb.NodeControllerMessage {
+	return &workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_DeleteJob{DeleteJob: &commonpb.JobId{JobId: id}}, SessionEpoch: epoch}
 }

@@ -218,3 +218,19 @@ func NewInfo(key JobKey, now time.Time) Event {
 		Timestamp: timestamppb.New(now),
 	}}
 }
+
+// JobDataDeleter is implemented by runtimes that keep resources of a job
+// beyond its runs on this host: the Docker runtime's named volumes (the
+// job's `volumes`), which survive stop and DOWN so that the next run of
+// the job finds them. The agent calls DeleteJobData when the manager
+// reports that the job was deleted (NodeControllerMessage.delete_job);
+// runtimes without such resources do not implement it.
+type JobDataDeleter interface {
+	// DeleteJobData removes what the runtime keeps for every role of job
+	// id on this host. A role of the job that is still running keeps its
+	// resources (they are removed when it is deleted again after it
+	// stopped); an unknown job is not an error. Errors are the runtime's
+	// (a volume in use, the container engine unreachable) and are logged by
+	// the agent; nothing is retried.
+	DeleteJobData(ctx context.Context, id JobID) error
+}

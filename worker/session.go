@@ -275,6 +275,8 @@ func (a *Agent) dispatch(s *session, m *workerpb.NodeControllerMessage, log *slo
 		a.stop(KeyFromProto(msg.StopJob), log)
 	case *workerpb.NodeControllerMessage_UpdateJob:
 		a.update(msg.UpdateJob, log)
+	case *workerpb.NodeControllerMessage_DeleteJob:
+		a.deleteJobData(JobID(msg.DeleteJob.GetJobId()), log)
 	case *workerpb.NodeControllerMessage_HelloResponse:
 		log.Debug("ignoring a repeated hello_response")
 	default:

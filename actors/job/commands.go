@@ -3,11 +3,14 @@ package job
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -89,7 +92,58 @@ func (g *grain) delete(reqID string) *internalpb.Reply {
 	}
 	g.rec = nil
 	g.log.Info("job deleted")
+	g.tellWorkersDeleted()
 	return actors.OK()
+}
+
+// tellWorkersDeleted asks the grain of every node that may hold a worker
+// session to send delete_job for this job on it, so that the worker's
+// runtime drops what it keeps for the job beyond its runs (the Docker
+// runtime's named volumes). Call it only once the deletion is committed.
+//
+// The node grain decides: it sends delete_job if its worker session is up
+// when the command arrives, and ignores it otherwise (nodes where the job
+// never ran ignore delete_job too). Best effort: the commands are one-way
+// sends (the grain does not wait for any node, local or on another
+// manager); each carries a deadline of NodeTimeout, so one held up (a
+// manager failing over) is dropped rather than delivered late, after the
+// job id may have been created again; a worker that is offline then keeps
+// the job's data; nothing is retried.
+func (g *grain) tellWorkersDeleted() {
+	if g.cfg.Store == nil {
+		return
+	}
+	nodes, err := sessionNodes(g.cfg.Store)
+	if err != nil {
+		g.log.Warn("could not list the nodes to tell about the deletion; their workers keep the job's data", "error", err)
+		return
+	}
+	// actors.Expired compares with the wall clock, not the grain's Clock.
+	deadline := time.Now().Add(g.cfg.NodeTimeout)
+	for _, node := range nodes {
+		g.cfg.Router.Send(actors.KindNode, node, &internalpb.NodeCommand{NodeId: node, Deadline: timestamppb.New(deadline),
+			Cmd: &internalpb.NodeCommand_DeleteJobData{DeleteJobData: &internalpb.DeleteJobData{JobId: g.id}}})
+	}
+	g.log.Debug("asked the nodes' workers to delete the job's data", "nodes", len(nodes))
+}
+
+// sessionNodes lists the nodes whose grain may hold a worker session: those
+// with a dial-back address that were not stopped on purpose (the rule by
+// which the reviver wakes node grains). It reads the local store instead
+// of asking every manager which sessions are up, so the job grain makes no
+// remote call; the node grains know their sessions.
+func sessionNodes(store *persistence.Store) ([]string, error) {
+	var ids []string
+	err := store.View(func(r *persistence.Reader) error {
+		return r.Nodes(func(n *internalpb.NodeRecord) error {
+			if n.GetAddress() != "" && !(n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED &&
+				n.GetStopReason() == managerpb.NodeStopping_USER_REQUESTED) {
+				ids = append(ids, n.GetNodeId())
+			}
+			return nil
+		})
+	})
+	return ids, err
 }
 
 // start provisions (job, role) on a node: the node grain checks the node is

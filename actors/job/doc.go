@@ -12,4 +12,8 @@
 //   - ACTIVE never returns to PRE, whatever later updates do to the start.
 //   - CompleteJob moves a job to POST (from PRE or ACTIVE) and stops every
 //     instance; POST is final. The state a client sends is ignored.
+//
+// DeleteJob is refused while the job has instances. Once a deletion is
+// committed, the grain asks every node that may hold a worker session to
+// send delete_job (best effort; docs/design/jobs.md).
 package job

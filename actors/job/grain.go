@@ -42,6 +42,10 @@ type Config struct {
 	NodeTimeout time.Duration
 	// AppendTimeout bounds one journal append. Default 10 s.
 	AppendTimeout time.Duration
+	// Store is read after a deletion commits, for the nodes whose workers
+	// are told about it (delete_job; see tellWorkersDeleted). Nil: workers
+	// are not told (grain tests that have no nodes).
+	Store *persistence.Store
 }
 
 func (c *Config) defaults() {

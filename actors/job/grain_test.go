@@ -26,11 +26,14 @@ import (
 )
 
 // fakeNodes answers node commands: Provision succeeds for nodes in online,
-// StopInstance is recorded.
+// StopInstance and DeleteJobData are recorded, Get is answered OK (a
+// marker: what was sent to the node before it has been handled).
 type fakeNodes struct {
-	mu     sync.Mutex
-	online map[string]bool
-	stops  []string
+	mu      sync.Mutex
+	online  map[string]bool
+	stops   []string
+	deletes []string // node/job
+	undated []string // DeleteJobData commands without a deadline
 }
 
 func (f *fakeNodes) kind() actors.Kind {
@@ -52,6 +55,13 @@ func (f *fakeNodes) kind() actors.Kind {
 					Metadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}}}}})
 			case *internalpb.NodeCommand_StopInstance:
 				f.stops = append(f.stops, id+"/"+c.StopInstance.GetJobId()+"/"+c.StopInstance.GetRole())
+			case *internalpb.NodeCommand_DeleteJobData:
+				f.deletes = append(f.deletes, id+"/"+c.DeleteJobData.GetJobId())
+				if m.GetDeadline() == nil {
+					f.undated = append(f.undated, id+"/"+c.DeleteJobData.GetJobId())
+				}
+			case *internalpb.NodeCommand_Get:
+				ctx.Respond(actors.OK())
 			}
 		})
 	}}
@@ -106,7 +116,7 @@ func newEnv(t *testing.T) *env {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	router := &late{}
 	host, err := actors.NewHost(system, actors.HostConfig{RequestTimeout: 5 * time.Second},
-		job.Kind(job.Config{Journal: e.journal, Router: router, Clock: func() time.Time { return *e.now.Load() }}),
+		job.Kind(job.Config{Journal: e.journal, Router: router, Store: store, Clock: func() time.Time { return *e.now.Load() }}),
 		e.nodes.kind())
 	require.NoError(t, err)
 	router.Router = host
@@ -273,6 +283,54 @@ func TestJob_InstanceReconciliation(t *testing.T) {
 	// An unknown job reported running is stopped on its worker.
 	e.do(t, "ghost", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
 	e.nodes.waitStop(t, "n1/ghost/primary")
+}
+
+// TestJob_DeleteTellsNodesThatMayHaveSessions: once a deletion commits,
+// the grain sends DeleteJobData (one-way, with a deadline) to every node
+// that may hold a worker session (a dial-back address, not stopped on
+// purpose), whether the job ran there or not; a refused deletion sends
+// nothing.
+func TestJob_DeleteTellsNodesThatMayHaveSessions(t *testing.T) {
+	e := newEnv(t)
+	putNode := func(rec *internalpb.NodeRecord) {
+		b, err := proto.Marshal(rec)
+		require.NoError(t, err)
+		_, err = e.journal.Append(context.Background(), persistence.NodeKey(rec.GetNodeId()), 0, persistence.Change{Record: b, At: time.Now()})
+		require.NoError(t, err)
+	}
+	userStop, lost := managerpb.NodeStopping_USER_REQUESTED, managerpb.NodeStopping_HEALTH_PING_TIME_EXCEEDED
+	putNode(&internalpb.NodeRecord{NodeId: "n1", Address: "10.0.0.1", Port: 7001, State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED})
+	putNode(&internalpb.NodeRecord{NodeId: "n2", Address: "10.0.0.2", Port: 7001, State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED, StopReason: &lost})
+	putNode(&internalpb.NodeRecord{NodeId: "n3", Address: "10.0.0.3", Port: 7001, State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED, StopReason: &userStop})
+	putNode(&internalpb.NodeRecord{NodeId: "n4", State: managerpb.NodeLifecycle_NODE_LIFECYCLE_REGISTERED})
+	del := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Delete{Delete: &internalpb.DeleteJob{}}}
+	// handled waits until every node grain handled what was sent to it
+	// before (a Get behind it in its mailbox) and returns the deletes.
+	handled := func() []string {
+		for _, n := range []string{"n1", "n2", "n3", "n4"} {
+			r, err := e.host.Request(context.Background(), actors.KindNode, n, &internalpb.NodeCommand{NodeId: n, Cmd: &internalpb.NodeCommand_Get{Get: &internalpb.GetNode{}}})
+			require.NoError(t, err)
+			require.Equal(t, errorpb.Code_OK, r.GetCode())
+		}
+		e.nodes.mu.Lock()
+		defer e.nodes.mu.Unlock()
+		return slices.Clone(e.nodes.deletes)
+	}
+
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, e.do(t, "j", proto.Clone(del).(*internalpb.JobCommand)).GetCode())
+	require.Equal(t, errorpb.Code_NOT_FOUND, e.do(t, "nope", proto.Clone(del).(*internalpb.JobCommand)).GetCode())
+	require.Empty(t, handled(), "a refused deletion tells no worker")
+
+	e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "primary", "n1"))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", proto.Clone(del).(*internalpb.JobCommand)).GetCode())
+	deletes := handled()
+	slices.Sort(deletes)
+	require.Equal(t, []string{"n1/j", "n2/j"}, deletes)
+	e.nodes.mu.Lock()
+	require.Empty(t, e.nodes.undated, "DeleteJobData carries a deadline")
+	e.nodes.mu.Unlock()
 }
 
 func TestJob_CompleteStopsInstancesAndIsFinal(t *testing.T) {

@@ -220,6 +220,19 @@ func (g *grain) stopInstance(ctx actor.Context, c *internalpb.StopInstance) *int
 	return actors.OK()
 }
 
+// deleteJobData sends delete_job (a job was deleted on the manager) to the
+// worker if its session is up now; a node without a session ignores it,
+// and its worker keeps what it holds for the job (best effort, not
+// retried when the session comes back).
+func (g *grain) deleteJobData(c *internalpb.DeleteJobData) *internalpb.Reply {
+	if g.connected && c.GetJobId() != "" {
+		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_DeleteJob{
+			DeleteJob: &commonpb.JobId{JobId: c.GetJobId()}}})
+		g.log.Debug("told the worker that a job was deleted", "job_id", c.GetJobId())
+	}
+	return actors.OK()
+}
+
 func (g *grain) updatePhysical(reqID string, c *internalpb.UpdatePhysicalNode) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()

@@ -211,6 +211,8 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 		r = g.provision(ctx, c.Provision)
 	case *internalpb.NodeCommand_StopInstance:
 		r = g.stopInstance(ctx, c.StopInstance)
+	case *internalpb.NodeCommand_DeleteJobData:
+		r = g.deleteJobData(c.DeleteJobData)
 	case *internalpb.NodeCommand_Get:
 		r = g.get()
 	case *internalpb.NodeCommand_Wake:

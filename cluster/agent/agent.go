@@ -51,7 +51,8 @@ type Config struct {
 	// Node configures node grains (health and reconnect timeouts). Its
 	// Journal, Store, Router, Liveness and Logger are set by the agent.
 	Node node.Config
-	// Job configures job grains (history limit, timeouts).
+	// Job configures job grains (history limit, timeouts). Its Journal,
+	// Router, Store and Logger are set by the agent.
 	Job job.Config
 	// Bundle configures bundle grains (timeouts, retry backoff). Its
 	// Journal, Router and Logger are set by the agent.
@@ -223,7 +224,7 @@ func New(cfg Config) (*Agent, error) {
 // replica.
 func (a *Agent) kinds(router actors.Router, barrier func(context.Context) error) []actors.Kind {
 	jc := a.cfg.Job
-	jc.Journal, jc.Router, jc.Logger = a.journal, router, a.log.With("component", "job")
+	jc.Journal, jc.Router, jc.Store, jc.Logger = a.journal, router, a.store, a.log.With("component", "job")
 	nc := a.cfg.Node
 	nc.Journal, nc.Store, nc.Router, nc.Liveness, nc.Logger = a.journal, a.store, router, a.live, a.log.With("component", "node")
 	nc.Barrier = barrier

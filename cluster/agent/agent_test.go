@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,60 @@ func TestAgent_RestartAdoptsRunningJobs(t *testing.T) {
 	for _, m := range w.received {
 		require.Nil(t, m.GetStopJob(), "a manager restart must not stop a job")
 	}
+}
+
+// TestAgent_DeleteJob_TellsWorkers: a committed DeleteJob sends delete_job
+// with the job's id to every worker whose session is up (the one that ran
+// the job and one where it never ran), on the current session; a refused
+// DeleteJob (instances running, unknown job) sends nothing.
+func TestAgent_DeleteJob_TellsWorkers(t *testing.T) {
+	ctx := context.Background()
+	_, c := startAgent(t, t.TempDir())
+	node, w1 := registerWorker(t, c, "w1")
+	_, w2 := registerWorker(t, c, "w2")
+	id := &commonpb.JobId{JobId: "j-del"}
+	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: id})
+	require.NoError(t, err)
+	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: id, Role: "primary", NodeId: &commonpb.NodeId{NodeId: node}})
+	require.NoError(t, err)
+	eventually(t, "worker runs j-del", func() bool { return w1.isRunning("j-del", "primary") })
+
+	// Refused: the job has an instance; an unknown job.
+	_, err = c.DeleteJob(ctx, id)
+	requireCode(t, err, codes.FailedPrecondition, "primary", node)
+	_, err = c.DeleteJob(ctx, &commonpb.JobId{JobId: "no-such-job"})
+	requireCode(t, err, codes.NotFound)
+	// A committed delete of another job: the node grains handle commands
+	// in order, so once its delete_job arrived, one sent by the refused
+	// deletes would have arrived before it.
+	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "marker"}})
+	require.NoError(t, err)
+	_, err = c.DeleteJob(ctx, &commonpb.JobId{JobId: "marker"})
+	require.NoError(t, err)
+	for _, w := range []*fakeWorker{w1, w2} {
+		eventually(t, "delete_job of marker", func() bool { return slices.Contains(w.deletedJobs(), "marker") })
+		require.Equal(t, []string{"marker"}, w.deletedJobs(), "a refused DeleteJob must not send delete_job")
+	}
+
+	_, err = c.StopJob(ctx, &managerpb.StopJobRequest{JobId: id, Role: "primary", NodeId: &commonpb.NodeId{NodeId: node}})
+	require.NoError(t, err)
+	eventually(t, "instance gone", func() bool { return len(instanceOf(t, c, "j-del")) == 0 })
+	_, err = c.DeleteJob(ctx, id)
+	require.NoError(t, err)
+	for _, w := range []*fakeWorker{w1, w2} {
+		eventually(t, "delete_job of j-del", func() bool { return slices.Contains(w.deletedJobs(), "j-del") })
+		require.Equal(t, []string{"marker", "j-del"}, w.deletedJobs())
+		w.mu.Lock()
+		epoch := w.epochs[len(w.epochs)-1]
+		for _, m := range w.received {
+			if m.GetDeleteJob() != nil {
+				require.Equal(t, epoch, m.GetSessionEpoch(), "delete_job carries the session's epoch")
+			}
+		}
+		w.mu.Unlock()
+	}
+	_, err = c.JobById(ctx, id)
+	requireCode(t, err, codes.NotFound)
 }
 
 var _ = internalpb.InstanceStatus_INSTANCE_RUNNING

@@ -146,3 +146,17 @@ func first(v []string) string {
 	}
 	return v[0]
 }
+
+// deletedJobs returns the job ids of the delete_job messages received, in
+// order.
+func (w *fakeWorker) deletedJobs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ids []string
+	for _, m := range w.received {
+		if d := m.GetDeleteJob(); d != nil {
+			ids = append(ids, d.GetJobId())
+		}
+	}
+	return ids
+}

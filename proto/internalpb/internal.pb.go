@@ -1907,6 +1907,7 @@ type NodeCommand struct {
 	//	*NodeCommand_Get
 	//	*NodeCommand_Wake
 	//	*NodeCommand_UpdatePhysical
+	//	*NodeCommand_DeleteJobData
 	Cmd           isNodeCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2060,6 +2061,15 @@ func (x *NodeCommand) GetUpdatePhysical() *UpdatePhysicalNode {
 	return nil
 }
 
+func (x *NodeCommand) GetDeleteJobData() *DeleteJobData {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_DeleteJobData); ok {
+			return x.DeleteJobData
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Cmd interface {
 	isNodeCommand_Cmd()
 }
@@ -2104,6 +2114,10 @@ type NodeCommand_UpdatePhysical struct {
 	UpdatePhysical *UpdatePhysicalNode `protobuf:"bytes,19,opt,name=update_physical,json=updatePhysical,proto3,oneof"`
 }
 
+type NodeCommand_DeleteJobData struct {
+	DeleteJobData *DeleteJobData `protobuf:"bytes,20,opt,name=delete_job_data,json=deleteJobData,proto3,oneof"`
+}
+
 func (*NodeCommand_RegisterSlot) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_MemberRegister) isNodeCommand_Cmd() {}
@@ -2123,6 +2137,8 @@ func (*NodeCommand_Get) isNodeCommand_Cmd() {}
 func (*NodeCommand_Wake) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_UpdatePhysical) isNodeCommand_Cmd() {}
+
+func (*NodeCommand_DeleteJobData) isNodeCommand_Cmd() {}
 
 type RegisterSlot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2605,6 +2621,53 @@ func (x *UpdatePhysicalNode) GetDaemonVersion() string {
 	return ""
 }
 
+// Sent (one-way, with a deadline) by a job grain after its deletion
+// committed: a node grain whose worker session is up sends delete_job for
+// job_id on it; one without a session ignores it.
+type DeleteJobData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteJobData) Reset() {
+	*x = DeleteJobData{}
+	mi := &file_internal_internal_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteJobData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteJobData) ProtoMessage() {}
+
+func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
+func (*DeleteJobData) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DeleteJobData) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 // Commands of the mock-pool grain (identity "mock").
 type PoolCommand struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2619,7 +2682,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2694,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2707,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -2689,7 +2752,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2764,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2777,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -2741,7 +2804,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2816,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2829,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -2902,7 +2965,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +2977,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +2990,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -2946,7 +3009,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3021,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3034,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -2989,7 +3052,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3064,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3077,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -3029,7 +3092,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3104,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3117,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -3086,7 +3149,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3161,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3174,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 var File_internal_internal_proto protoreflect.FileDescriptor
@@ -3266,7 +3329,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\x9e\x06\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xea\x06\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -3285,7 +3348,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rstop_instance\x18\x10 \x01(\v2\x1f.norsk.internal.v1.StopInstanceH\x00R\fstopInstance\x12.\n" +
 	"\x03get\x18\x11 \x01(\v2\x1a.norsk.internal.v1.GetNodeH\x00R\x03get\x12-\n" +
 	"\x04wake\x18\x12 \x01(\v2\x17.norsk.internal.v1.WakeH\x00R\x04wake\x12P\n" +
-	"\x0fupdate_physical\x18\x13 \x01(\v2%.norsk.internal.v1.UpdatePhysicalNodeH\x00R\x0eupdatePhysicalB\x05\n" +
+	"\x0fupdate_physical\x18\x13 \x01(\v2%.norsk.internal.v1.UpdatePhysicalNodeH\x00R\x0eupdatePhysical\x12J\n" +
+	"\x0fdelete_job_data\x18\x14 \x01(\v2 .norsk.internal.v1.DeleteJobDataH\x00R\rdeleteJobDataB\x05\n" +
 	"\x03cmd\"\xb0\x01\n" +
 	"\fRegisterSlot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
@@ -3319,7 +3383,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aGetNode\"\x06\n" +
 	"\x04Wake\";\n" +
 	"\x12UpdatePhysicalNode\x12%\n" +
-	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion\"f\n" +
+	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion\"&\n" +
+	"\rDeleteJobData\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"f\n" +
 	"\vPoolCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
@@ -3370,7 +3436,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
 	(InstanceReport_Kind)(0),                      // 1: norsk.internal.v1.InstanceReport.Kind
@@ -3406,71 +3472,72 @@ var file_internal_internal_proto_goTypes = []any{
 	(*GetNode)(nil),                               // 31: norsk.internal.v1.GetNode
 	(*Wake)(nil),                                  // 32: norsk.internal.v1.Wake
 	(*UpdatePhysicalNode)(nil),                    // 33: norsk.internal.v1.UpdatePhysicalNode
-	(*PoolCommand)(nil),                           // 34: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                            // 35: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                         // 36: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                          // 37: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                          // 38: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                          // 39: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                   // 40: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                             // 41: norsk.internal.v1.GetBundle
-	nil,                                           // 42: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                           // 43: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                           // 44: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                           // 45: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                 // 46: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                 // 47: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),          // 48: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),              // 49: norsk.api.manager.JobWithHistory
-	(managerpb.NodeProvider)(0),                   // 50: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                  // 51: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),            // 52: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),             // 53: norsk.api.manager.ClusterHardware
-	(*managerpb.Bundle)(nil),                      // 54: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),            // 55: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                             // 56: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                     // 57: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil), // 58: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 59: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 60: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 61: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 62: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 63: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 64: norsk.api.common.ResolvedPortMappings
+	(*DeleteJobData)(nil),                         // 34: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                           // 35: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                            // 36: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                         // 37: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                          // 38: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                          // 39: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                          // 40: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                   // 41: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                             // 42: norsk.internal.v1.GetBundle
+	nil,                                           // 43: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                           // 44: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                           // 45: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                           // 46: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                 // 47: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                 // 48: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),          // 49: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),              // 50: norsk.api.manager.JobWithHistory
+	(managerpb.NodeProvider)(0),                   // 51: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                  // 52: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),            // 53: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),             // 54: norsk.api.manager.ClusterHardware
+	(*managerpb.Bundle)(nil),                      // 55: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),            // 56: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                             // 57: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                     // 58: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil), // 59: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 60: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 61: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 62: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 63: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 64: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 65: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	42, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	46, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	47, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	48, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	49, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	43, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	47, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	48, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	49, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	50, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	2,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	50, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	51, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	47, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	48, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	52, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	46, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	53, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	46, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	54, // 15: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	51, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	52, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	48, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	49, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	53, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	47, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	54, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	47, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	55, // 15: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
 	7,  // 16: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
 	7,  // 17: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	55, // 18: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	46, // 19: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	56, // 18: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	47, // 19: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
 	8,  // 20: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	55, // 21: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	46, // 22: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	56, // 23: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	57, // 24: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	56, // 21: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	47, // 22: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	57, // 23: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	58, // 24: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
 	3,  // 25: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
 	4,  // 26: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	58, // 27: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	59, // 28: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	59, // 27: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	60, // 28: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
 	6,  // 29: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	60, // 30: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	46, // 31: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	61, // 30: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	47, // 31: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
 	13, // 32: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
 	14, // 33: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
 	15, // 34: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
@@ -3481,14 +3548,14 @@ var file_internal_internal_proto_depIdxs = []int32{
 	20, // 39: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
 	21, // 40: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
 	22, // 41: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	61, // 42: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	61, // 43: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	62, // 42: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	62, // 43: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
 	1,  // 44: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	43, // 45: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	47, // 46: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	48, // 47: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	62, // 48: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	46, // 49: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	44, // 45: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	48, // 46: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	49, // 47: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	63, // 48: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	47, // 49: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
 	24, // 50: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
 	25, // 51: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
 	26, // 52: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
@@ -3499,27 +3566,28 @@ var file_internal_internal_proto_depIdxs = []int32{
 	31, // 57: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
 	32, // 58: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
 	33, // 59: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	44, // 60: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	53, // 61: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	45, // 62: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	63, // 63: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	35, // 64: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	46, // 65: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	37, // 66: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	38, // 67: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	39, // 68: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	40, // 69: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	41, // 70: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	32, // 71: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	54, // 72: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	54, // 73: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	64, // 74: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	64, // 75: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	34, // 60: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	45, // 61: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	54, // 62: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	46, // 63: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	64, // 64: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	36, // 65: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	47, // 66: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	38, // 67: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	39, // 68: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	40, // 69: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	41, // 70: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	42, // 71: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	32, // 72: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	55, // 73: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	55, // 74: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	65, // 75: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	65, // 76: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -3561,11 +3629,12 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_Get)(nil),
 		(*NodeCommand_Wake)(nil),
 		(*NodeCommand_UpdatePhysical)(nil),
+		(*NodeCommand_DeleteJobData)(nil),
 	}
-	file_internal_internal_proto_msgTypes[32].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[34].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[35].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -3579,7 +3648,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -16,9 +16,9 @@
 //   3. The manager checks the proof and answers hello_response with
 //      signature = hex(HMAC-SHA256(credential, "norsk-manager-proof|" +
 //      node_id + "|" + worker_nonce)) and the session_epoch of this session.
-//   4. The worker obeys provision_job / stop_job / update_job only on a
-//      session whose hello_response it verified, and only on the session with
-//      the highest epoch; it closes older sessions.
+//   4. The worker obeys provision_job / stop_job / update_job / delete_job
+//      only on a session whose hello_response it verified, and only on the
+//      session with the highest epoch; it closes older sessions.
 // A worker started without a token (a mock-pool worker) sends no token and
 // accepts any manager.
 
@@ -879,6 +879,7 @@ type NodeControllerMessage struct {
 	//	*NodeControllerMessage_ProvisionJob
 	//	*NodeControllerMessage_StopJob
 	//	*NodeControllerMessage_UpdateJob
+	//	*NodeControllerMessage_DeleteJob
 	Message isNodeControllerMessage_Message `protobuf_oneof:"message"`
 	// Added. Epoch of the session that sent this message; strictly increasing
 	// per node across sessions. The worker ignores messages from a session
@@ -961,6 +962,15 @@ func (x *NodeControllerMessage) GetUpdateJob() *WorkerJob {
 	return nil
 }
 
+func (x *NodeControllerMessage) GetDeleteJob() *commonpb.JobId {
+	if x != nil {
+		if x, ok := x.Message.(*NodeControllerMessage_DeleteJob); ok {
+			return x.DeleteJob
+		}
+	}
+	return nil
+}
+
 func (x *NodeControllerMessage) GetSessionEpoch() uint64 {
 	if x != nil {
 		return x.SessionEpoch
@@ -988,6 +998,18 @@ type NodeControllerMessage_UpdateJob struct {
 	UpdateJob *WorkerJob `protobuf:"bytes,4,opt,name=update_job,json=updateJob,proto3,oneof"`
 }
 
+type NodeControllerMessage_DeleteJob struct {
+	// Added (not in 1.0.384). The job was deleted on the manager: the
+	// worker may drop every resource it keeps for the job beyond its runs
+	// (all roles of the job id; e.g. the Docker runtime's named volumes,
+	// which survive stop and start). Sent, best effort, to every node
+	// whose worker session is up when the deletion commits; a worker that
+	// is offline then is not told later. A role that is still running
+	// keeps its resources. Obeyed, like provision_job, stop_job and
+	// update_job, only from the current session.
+	DeleteJob *commonpb.JobId `protobuf:"bytes,5,opt,name=delete_job,json=deleteJob,proto3,oneof"`
+}
+
 func (*NodeControllerMessage_HelloResponse) isNodeControllerMessage_Message() {}
 
 func (*NodeControllerMessage_ProvisionJob) isNodeControllerMessage_Message() {}
@@ -995,6 +1017,8 @@ func (*NodeControllerMessage_ProvisionJob) isNodeControllerMessage_Message() {}
 func (*NodeControllerMessage_StopJob) isNodeControllerMessage_Message() {}
 
 func (*NodeControllerMessage_UpdateJob) isNodeControllerMessage_Message() {}
+
+func (*NodeControllerMessage_DeleteJob) isNodeControllerMessage_Message() {}
 
 var File_worker_proto protoreflect.FileDescriptor
 
@@ -1078,13 +1102,15 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"job_failed\x18\x05 \x01(\v2!.norsk.api.worker.WorkerJobFailedH\x00R\tjobFailed\x12=\n" +
 	"\bjob_info\x18\x06 \x01(\v2 .norsk.api.common.JobInfoMessageH\x00R\ajobInfoB\t\n" +
-	"\amessage\"\xd6\x02\n" +
+	"\amessage\"\x90\x03\n" +
 	"\x15NodeControllerMessage\x12N\n" +
 	"\x0ehello_response\x18\x01 \x01(\v2%.norsk.api.worker.WorkerHelloResponseH\x00R\rhelloResponse\x12B\n" +
 	"\rprovision_job\x18\x02 \x01(\v2\x1b.norsk.api.worker.WorkerJobH\x00R\fprovisionJob\x12;\n" +
 	"\bstop_job\x18\x03 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyH\x00R\astopJob\x12<\n" +
 	"\n" +
-	"update_job\x18\x04 \x01(\v2\x1b.norsk.api.worker.WorkerJobH\x00R\tupdateJob\x12#\n" +
+	"update_job\x18\x04 \x01(\v2\x1b.norsk.api.worker.WorkerJobH\x00R\tupdateJob\x128\n" +
+	"\n" +
+	"delete_job\x18\x05 \x01(\v2\x17.norsk.api.common.JobIdH\x00R\tdeleteJob\x12#\n" +
 	"\rsession_epoch\x18\n" +
 	" \x01(\x04R\fsessionEpochB\t\n" +
 	"\amessage2n\n" +
@@ -1164,15 +1190,16 @@ var file_worker_proto_depIdxs = []int32{
 	2,  // 27: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
 	24, // 28: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
 	2,  // 29: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
-	26, // 30: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	26, // 31: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	11, // 32: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
-	10, // 33: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
-	33, // [33:34] is the sub-list for method output_type
-	32, // [32:33] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 30: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
+	26, // 31: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	26, // 32: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	11, // 33: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
+	10, // 34: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
+	34, // [34:35] is the sub-list for method output_type
+	33, // [33:34] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -1194,6 +1221,7 @@ func file_worker_proto_init() {
 		(*NodeControllerMessage_ProvisionJob)(nil),
 		(*NodeControllerMessage_StopJob)(nil),
 		(*NodeControllerMessage_UpdateJob)(nil),
+		(*NodeControllerMessage_DeleteJob)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

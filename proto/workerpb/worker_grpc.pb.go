@@ -16,9 +16,9 @@
 //   3. The manager checks the proof and answers hello_response with
 //      signature = hex(HMAC-SHA256(credential, "norsk-manager-proof|" +
 //      node_id + "|" + worker_nonce)) and the session_epoch of this session.
-//   4. The worker obeys provision_job / stop_job / update_job only on a
-//      session whose hello_response it verified, and only on the session with
-//      the highest epoch; it closes older sessions.
+//   4. The worker obeys provision_job / stop_job / update_job / delete_job
+//      only on a session whose hello_response it verified, and only on the
+//      session with the highest epoch; it closes older sessions.
 // A worker started without a token (a mock-pool worker) sends no token and
 // accepts any manager.
 

@@ -18,6 +18,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/docker"
 	"github.com/norsk-oss/norsk-manager/worker/process"
 )
 
@@ -52,6 +53,8 @@ type workerOptions struct {
 	stopGrace      time.Duration
 	dialBack       time.Duration
 	runtime        string
+	dockerNetwork  string
+	mediaImages    []string
 	logLevel       string
 }
 
@@ -77,7 +80,11 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f.DurationVar(&o.dialBack, "dial-back-timeout", def.DialBackTimeout,
 		"worker mode: register again when no manager session was established for this long (a worker of a deregistered slot learns it then and exits)")
 	f.StringVar(&o.runtime, "runtime", "process",
-		`worker mode: how services run: "process" (local process groups)`)
+		`worker mode: how services run: "process" (each service's command as a local process group) or "docker" (each service's image as a container, through the Docker Engine API at $DOCKER_HOST or the local socket)`)
+	f.StringVar(&o.dockerNetwork, "docker-network", docker.NetworkJob,
+		`worker mode, --runtime=docker: "job" (a bridge network per job and role; port mappings are published on the host) or "host" (containers share the host's network; services bind the resolved host ports given in NORSK_PORT_*/NORSK_ADDR_*)`)
+	f.StringArrayVar(&o.mediaImages, "media-image", nil,
+		"worker mode, --runtime=docker: VERSION=IMAGE, the Norsk Media image for a norsk_media_version (RECOMMENDED, LATEST, PREVIOUS_RECOMMENDED, LTS); repeatable or comma-separated. Without any, jobs run only their own services")
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
 }
 
@@ -106,19 +113,11 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = logger
 
-	rtCfg := process.DefaultConfig()
-	rtCfg.StateDir = filepath.Join(cfg.StateDir, "process")
-	rtCfg.Environ = os.Environ()
-	rtCfg.FailStopGrace = cfg.StopGrace
-	rtCfg.Logger = logger
-	rt, err := process.New(rtCfg)
+	rt, shutdown, err := o.newRuntime(ctx, cfg, logger)
 	if err != nil {
-		if !errors.Is(err, worker.ErrStateDirInUse) {
-			err = fmt.Errorf("--state-dir %s: %w", cfg.StateDir, err)
-		}
 		return fail(workerFailure(cfg.StateDir, err))
 	}
-	defer rt.Shutdown() // leaves every job running
+	defer shutdown() // leaves every job running
 	cfg.Runtime = rt
 
 	agent, err := worker.New(cfg)
@@ -131,6 +130,46 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
 	return nil
+}
+
+// newRuntime creates the runtime --runtime selects over its directory
+// under the worker's state directory (process/ or docker/), and returns
+// its Shutdown.
+func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logger *slog.Logger) (worker.Runtime, func(), error) {
+	if o.runtime == "docker" {
+		dc := docker.DefaultConfig()
+		dc.StateDir = filepath.Join(cfg.StateDir, "docker")
+		dc.Network = o.dockerNetwork
+		dc.FailStopGrace = cfg.StopGrace
+		dc.Logger = logger
+		dc.MediaImages, _ = docker.ParseMediaImages(o.mediaImages) // checked by config
+		rt, err := docker.New(ctx, dc)
+		if err != nil {
+			return nil, nil, stateDirError(dc.StateDir, err)
+		}
+		return rt, rt.Shutdown, nil
+	}
+	pc := process.DefaultConfig()
+	pc.StateDir = filepath.Join(cfg.StateDir, "process")
+	pc.Environ = os.Environ()
+	pc.FailStopGrace = cfg.StopGrace
+	pc.Logger = logger
+	rt, err := process.New(pc)
+	if err != nil {
+		return nil, nil, stateDirError(cfg.StateDir, err)
+	}
+	return rt, rt.Shutdown, nil
+}
+
+// stateDirError names the state directory in a runtime's error about it
+// (not in a lock conflict, which workerFailure words, nor in an engine that
+// does not answer).
+func stateDirError(dir string, err error) error {
+	var pathErr *os.PathError
+	if errors.Is(err, worker.ErrStateDirInUse) || !errors.As(err, &pathErr) {
+		return err
+	}
+	return fmt.Errorf("--state-dir %s: %w", dir, err)
 }
 
 // workerFailure turns an error of the worker into the message for the
@@ -190,8 +229,17 @@ func (o *workerOptions) config() (worker.Config, error) {
 		return cfg, fmt.Errorf("--advertise is required when --listen (%s) binds every interface: give the address the manager can dial back", o.listen)
 	}
 	switch {
-	case o.runtime != "process":
-		return cfg, fmt.Errorf("--runtime %q is not supported: the only runtime is \"process\" (\"docker\" is planned)", o.runtime)
+	case o.runtime != "process" && o.runtime != "docker":
+		return cfg, fmt.Errorf("--runtime %q is not supported: want \"process\" or \"docker\"", o.runtime)
+	case o.runtime == "docker" && o.dockerNetwork != docker.NetworkJob && o.dockerNetwork != docker.NetworkHost:
+		return cfg, fmt.Errorf("--docker-network %q: want %q or %q", o.dockerNetwork, docker.NetworkJob, docker.NetworkHost)
+	case o.runtime != "docker" && len(o.mediaImages) > 0:
+		return cfg, errors.New("--media-image needs --runtime=docker")
+	}
+	if _, err := docker.ParseMediaImages(o.mediaImages); err != nil {
+		return cfg, fmt.Errorf("--media-image %w", err)
+	}
+	switch {
 	case o.healthInterval <= 0:
 		return cfg, fmt.Errorf("--health-interval %s must be positive", o.healthInterval)
 	case o.stopGrace < 0:

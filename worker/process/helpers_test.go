@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,104 +20,11 @@ import (
 // waitTimeout bounds every wait in these tests.
 const waitTimeout = 10 * time.Second
 
-// collector drains a runtime's events into a list tests can wait on.
-type collector struct {
-	wg   sync.WaitGroup
-	stop chan struct{}
-	mu   struct {
-		sync.Mutex
-		events  []worker.Event
-		changed chan struct{}
-	}
-}
+type collector = worker.Collector
 
-func collect(t *testing.T, r *Runtime) *collector {
-	c := &collector{stop: make(chan struct{})}
-	c.mu.changed = make(chan struct{})
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		for {
-			select {
-			case ev := <-r.Events():
-				c.mu.Lock()
-				c.mu.events = append(c.mu.events, ev)
-				close(c.mu.changed)
-				c.mu.changed = make(chan struct{})
-				c.mu.Unlock()
-			case <-c.stop:
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		close(c.stop)
-		c.wg.Wait()
-	})
-	return c
-}
+func collect(t *testing.T, r *Runtime) *collector { return worker.Collect(t, r) }
 
-func (c *collector) all() []worker.Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]worker.Event(nil), c.mu.events...)
-}
-
-// waitN waits until n events match pred and returns them.
-func (c *collector) waitN(t *testing.T, n int, what string, pred func(worker.Event) bool) []worker.Event {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		var got []worker.Event
-		for _, ev := range c.mu.events {
-			if pred(ev) {
-				got = append(got, ev)
-			}
-		}
-		changed := c.mu.changed
-		c.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %d× %s; have %d; events:\n%s", n, what, len(got), describe(c.all()))
-		}
-	}
-}
-
-func (c *collector) wait(t *testing.T, what string, pred func(worker.Event) bool) worker.Event {
-	t.Helper()
-	return c.waitN(t, 1, what, pred)[0]
-}
-
-func (c *collector) count(pred func(worker.Event) bool) int {
-	n := 0
-	for _, ev := range c.all() {
-		if pred(ev) {
-			n++
-		}
-	}
-	return n
-}
-
-func describe(evs []worker.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		b.WriteString("  " + ev.Kind.String() + " " + ev.Key.String())
-		if ev.Reason != "" {
-			b.WriteString(" reason=" + ev.Reason)
-		}
-		if ev.Info != nil {
-			b.WriteString(" " + ev.Info.String())
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
+func describe(evs []worker.Event) string { return worker.DescribeEvents(evs) }
 
 // Event predicates.
 

@@ -65,16 +65,16 @@ exec sleep 30`)
 	if m := maps[2]; m.GetPublished() < lo || m.GetPublished() > lo+50 {
 		t.Errorf("range mapping %v not in %d..%d", m, lo, lo+50)
 	}
-	started := c.wait(t, "job_started", isKind(key, worker.EventStarted))
+	started := c.Wait(t, "job_started", isKind(key, worker.EventStarted))
 	if got := started.Ports["app"].GetMappings()[0].GetPublished(); got != eph.GetPublished() {
 		t.Errorf("job_started port %d, Start returned %d", got, eph.GetPublished())
 	}
-	c.wait(t, "env line", isOutput(key, "app", fmt.Sprintf("stdout: foo=bar port=%d job=job-env/primary svc=app", eph.GetPublished())))
-	c.wait(t, "stderr line", isOutput(key, "app", "stderr: oops"))
-	c.wait(t, "file line", isOutput(key, "app", "stdout: hi from a file"))
-	c.wait(t, "CREATE", isStage(key, commonpb.JobInfoComposeMessage_CREATE))
-	c.wait(t, "START", isStage(key, commonpb.JobInfoComposeMessage_START))
-	c.wait(t, "service_started", isServiceStarted(key, "app"))
+	c.Wait(t, "env line", isOutput(key, "app", fmt.Sprintf("stdout: foo=bar port=%d job=job-env/primary svc=app", eph.GetPublished())))
+	c.Wait(t, "stderr line", isOutput(key, "app", "stderr: oops"))
+	c.Wait(t, "file line", isOutput(key, "app", "stdout: hi from a file"))
+	c.Wait(t, "CREATE", isStage(key, commonpb.JobInfoComposeMessage_CREATE))
+	c.Wait(t, "START", isStage(key, commonpb.JobInfoComposeMessage_START))
+	c.Wait(t, "service_started", isServiceStarted(key, "app"))
 	fi, err := os.Stat(filepath.Join(workDir(r, key), "conf", "hello.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -89,10 +89,10 @@ exec sleep 30`)
 	if err := r.Stop(context.Background(), key, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, "job_stopped", isKind(key, worker.EventStopped))
-	c.wait(t, "exit by SIGTERM", isOutput(key, "app", "killed by signal SIGTERM"))
-	c.wait(t, "STOP", isStage(key, commonpb.JobInfoComposeMessage_STOP))
-	c.wait(t, "DOWN", isStage(key, commonpb.JobInfoComposeMessage_DOWN))
+	c.Wait(t, "job_stopped", isKind(key, worker.EventStopped))
+	c.Wait(t, "exit by SIGTERM", isOutput(key, "app", "killed by signal SIGTERM"))
+	c.Wait(t, "STOP", isStage(key, commonpb.JobInfoComposeMessage_STOP))
+	c.Wait(t, "DOWN", isStage(key, commonpb.JobInfoComposeMessage_DOWN))
 	if len(r.List()) != 0 {
 		t.Errorf("List after stop = %v", r.List())
 	}
@@ -136,7 +136,7 @@ func TestRuntime_RestartPolicy(t *testing.T) {
 			if _, err := r.Start(context.Background(), job); err != nil {
 				t.Fatal(err)
 			}
-			ev := c.wait(t, "end of job", func(ev worker.Event) bool {
+			ev := c.Wait(t, "end of job", func(ev worker.Event) bool {
 				return ev.Key == key && (ev.Kind == worker.EventFailed || ev.Kind == worker.EventStopped)
 			})
 			if ev.Kind != tc.want {
@@ -147,10 +147,10 @@ func TestRuntime_RestartPolicy(t *testing.T) {
 					t.Errorf("reason %q lacks %q", ev.Reason, frag)
 				}
 			}
-			if got := c.count(isRestarting(key, "s")); got != tc.restarts {
+			if got := c.Count(isRestarting(key, "s")); got != tc.restarts {
 				t.Errorf("service_restarting × %d, want %d", got, tc.restarts)
 			}
-			if got := c.count(isServiceStarted(key, "s")); got != tc.restarts+1 {
+			if got := c.Count(isServiceStarted(key, "s")); got != tc.restarts+1 {
 				t.Errorf("service_started × %d, want %d", got, tc.restarts+1)
 			}
 			if len(r.List()) != 0 {
@@ -172,18 +172,18 @@ func TestRuntime_Restart_KeepsOtherServicesAndPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := ports["flaky"].GetMappings()[0].GetPublished()
-	c.waitN(t, 2, "two service_started of flaky", isServiceStarted(key, "flaky"))
-	lines := c.waitN(t, 2, "two port lines", isOutput(key, "flaky", "stdout: port="))
+	c.WaitN(t, 2, "two service_started of flaky", isServiceStarted(key, "flaky"))
+	lines := c.WaitN(t, 2, "two port lines", isOutput(key, "flaky", "stdout: port="))
 	for _, l := range lines {
 		if want := fmt.Sprintf("stdout: port=%d", port); l.Info.GetContainerEvent().GetText() != want {
 			t.Errorf("line %q, want %q (ports are kept across restarts)", l.Info.GetContainerEvent().GetText(), want)
 		}
 	}
-	c.wait(t, "exit 1", isOutput(key, "flaky", "exited with code 1"))
-	if n := c.count(isServiceStarted(key, "steady")); n != 1 {
+	c.Wait(t, "exit 1", isOutput(key, "flaky", "exited with code 1"))
+	if n := c.Count(isServiceStarted(key, "steady")); n != 1 {
 		t.Errorf("steady started %d times, want 1", n)
 	}
-	if c.count(isKind(key, worker.EventFailed)) != 0 {
+	if c.Count(isKind(key, worker.EventFailed)) != 0 {
 		t.Error("job failed")
 	}
 }
@@ -195,7 +195,7 @@ func TestRuntime_Stop_KillsAfterGrace(t *testing.T) {
 	if _, err := r.Start(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, "ready", isOutput(key, "stubborn", "stdout: ready"))
+	c.Wait(t, "ready", isOutput(key, "stubborn", "stdout: ready"))
 	const grace = 300 * time.Millisecond
 	begin := time.Now()
 	if err := r.Stop(context.Background(), key, grace); err != nil {
@@ -204,9 +204,9 @@ func TestRuntime_Stop_KillsAfterGrace(t *testing.T) {
 	if took := time.Since(begin); took < grace {
 		t.Errorf("stop took %s, less than the grace period %s", took, grace)
 	}
-	c.wait(t, "SIGKILL note", isOutput(key, "stubborn", "sending SIGKILL"))
-	c.wait(t, "killed", isOutput(key, "stubborn", "killed by signal SIGKILL"))
-	c.wait(t, "job_stopped", isKind(key, worker.EventStopped))
+	c.Wait(t, "SIGKILL note", isOutput(key, "stubborn", "sending SIGKILL"))
+	c.Wait(t, "killed", isOutput(key, "stubborn", "killed by signal SIGKILL"))
+	c.Wait(t, "job_stopped", isKind(key, worker.EventStopped))
 }
 
 func TestRuntime_DependsOnOrder(t *testing.T) {
@@ -223,7 +223,7 @@ func TestRuntime_DependsOnOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
-	for _, ev := range c.waitN(t, 3, "service_started", func(ev worker.Event) bool {
+	for _, ev := range c.WaitN(t, 3, "service_started", func(ev worker.Event) bool {
 		return ev.Key == key && ev.Info.GetServiceStarted() != nil
 	}) {
 		order = append(order, ev.Info.GetServiceStarted().GetServiceName())
@@ -232,13 +232,13 @@ func TestRuntime_DependsOnOrder(t *testing.T) {
 		t.Errorf("start order %s, want c,b,a", got)
 	}
 	for _, name := range []string{"a", "b", "c"} {
-		c.wait(t, name+" ready", isOutput(key, name, "stdout: ready"))
+		c.Wait(t, name+" ready", isOutput(key, name, "stdout: ready"))
 	}
 	if err := r.Stop(context.Background(), key, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var exits []string
-	for _, ev := range c.all() {
+	for _, ev := range c.All() {
 		if ce := ev.Info.GetContainerEvent(); ev.Key == key && ce != nil &&
 			(strings.HasPrefix(ce.GetText(), "exited") || strings.HasPrefix(ce.GetText(), "killed")) {
 			exits = append(exits, ce.GetServiceName())
@@ -282,7 +282,7 @@ func TestRuntime_Start_InvalidJobs(t *testing.T) {
 	r, c := newTestRuntime(t, t.TempDir(), nil)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := c.count(func(ev worker.Event) bool { return ev.Kind == worker.EventFailed })
+			before := c.Count(func(ev worker.Event) bool { return ev.Kind == worker.EventFailed })
 			_, err := r.Start(context.Background(), tc.job)
 			if !errors.Is(err, worker.ErrInvalidJob) {
 				t.Fatalf("err = %v, want ErrInvalidJob", err)
@@ -290,7 +290,7 @@ func TestRuntime_Start_InvalidJobs(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("err %q lacks %q", err, tc.reason)
 			}
-			evs := c.waitN(t, before+1, "job_failed", func(ev worker.Event) bool { return ev.Kind == worker.EventFailed })
+			evs := c.WaitN(t, before+1, "job_failed", func(ev worker.Event) bool { return ev.Kind == worker.EventFailed })
 			if got := evs[before].Reason; !strings.Contains(got, tc.reason) {
 				t.Errorf("job_failed reason %q lacks %q", got, tc.reason)
 			}
@@ -315,13 +315,13 @@ func TestRuntime_Start_CommandNotFound(t *testing.T) {
 	if _, err := r.Start(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	ev := c.wait(t, "job_failed", isKind(key, worker.EventFailed))
+	ev := c.Wait(t, "job_failed", isKind(key, worker.EventFailed))
 	for _, frag := range []string{"exited with code 127 (command not found)", `last stderr: "`, "no-such-command-norsk: not found"} {
 		if !strings.Contains(ev.Reason, frag) {
 			t.Errorf("reason %q lacks %q", ev.Reason, frag)
 		}
 	}
-	c.wait(t, "shell's complaint", isOutput(key, "ghost", "stderr: "))
+	c.Wait(t, "shell's complaint", isOutput(key, "ghost", "stderr: "))
 }
 
 func TestRuntime_Start_Idempotent(t *testing.T) {
@@ -341,8 +341,8 @@ func TestRuntime_Start_Idempotent(t *testing.T) {
 	if a, b := first["app"].GetMappings()[0].GetPublished(), second["app"].GetMappings()[0].GetPublished(); a != b {
 		t.Errorf("second Start returned port %d, first %d", b, a)
 	}
-	c.waitN(t, 2, "job_started twice", isKind(key, worker.EventStarted))
-	if n := c.count(isServiceStarted(key, "app")); n != 1 {
+	c.WaitN(t, 2, "job_started twice", isKind(key, worker.EventStarted))
+	if n := c.Count(isServiceStarted(key, "app")); n != 1 {
 		t.Errorf("service started %d times, want 1", n)
 	}
 	if n := len(r.List()); n != 1 {
@@ -356,7 +356,7 @@ func TestRuntime_Stop_UnknownJob(t *testing.T) {
 	if err := r.Stop(context.Background(), key, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, "job_stopped", isKind(key, worker.EventStopped))
+	c.Wait(t, "job_stopped", isKind(key, worker.EventStopped))
 }
 
 func TestRuntime_Update_StoresWithoutRestart(t *testing.T) {
@@ -366,7 +366,7 @@ func TestRuntime_Update_StoresWithoutRestart(t *testing.T) {
 	if _, err := r.Start(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, "job_started", isKind(key, worker.EventStarted)) // and every event before it
+	c.Wait(t, "job_started", isKind(key, worker.EventStarted)) // and every event before it
 	upd := testJob("job-upd", svc("app", "exec sleep 31"))
 	upd.Description = "v2"
 	if err := r.Update(context.Background(), upd); err != nil {
@@ -375,7 +375,7 @@ func TestRuntime_Update_StoresWithoutRestart(t *testing.T) {
 	if got := r.List(); len(got) != 1 || got[0].Job.GetDescription() != "v2" {
 		t.Errorf("List after update = %v", got)
 	}
-	if n := c.count(isServiceStarted(key, "app")); n != 1 {
+	if n := c.Count(isServiceStarted(key, "app")); n != 1 {
 		t.Errorf("service started %d times", n)
 	}
 	err := r.Update(context.Background(), testJob("other", svc("a", "true")))
@@ -391,8 +391,8 @@ func TestRuntime_OutputRateLimit(t *testing.T) {
 	if _, err := r.Start(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	note := c.wait(t, "suppressed note", isOutput(key, "chatty", "lines suppressed"))
-	lines := c.count(isOutput(key, "chatty", "stdout: line"))
+	note := c.Wait(t, "suppressed note", isOutput(key, "chatty", "lines suppressed"))
+	lines := c.Count(isOutput(key, "chatty", "stdout: line"))
 	if lines > 20 {
 		t.Errorf("%d lines reported, limit is 10/s", lines)
 	}
@@ -420,7 +420,7 @@ func TestRuntime_Restore_SameProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca.wait(t, "started", isKind(key, worker.EventStarted))
+	ca.Wait(t, "started", isKind(key, worker.EventStarted))
 	wd := workDir(a, key)
 	livePID := readPID(t, filepath.Join(wd, "live.pid"))
 	diesPID := readPID(t, filepath.Join(wd, "dies.pid"))
@@ -448,9 +448,9 @@ func TestRuntime_Restore_SameProcess(t *testing.T) {
 		t.Fatal("live service was killed by restore")
 	}
 	// The dead service is restarted per its policy.
-	cb.wait(t, "exit of dies reported", isOutput(key, "dies", "killed by signal SIGTERM"))
-	cb.wait(t, "dies restarting", isRestarting(key, "dies"))
-	cb.wait(t, "dies started again", isServiceStarted(key, "dies"))
+	cb.Wait(t, "exit of dies reported", isOutput(key, "dies", "killed by signal SIGTERM"))
+	cb.Wait(t, "dies restarting", isRestarting(key, "dies"))
+	cb.Wait(t, "dies started again", isServiceStarted(key, "dies"))
 	waitUntil(t, "new pid of dies", func() bool {
 		data, _ := os.ReadFile(filepath.Join(wd, "dies.pid"))
 		return len(strings.Fields(string(data))) == 2
@@ -458,7 +458,7 @@ func TestRuntime_Restore_SameProcess(t *testing.T) {
 	if readPID(t, filepath.Join(wd, "live.pid")) != livePID {
 		t.Error("live service was restarted")
 	}
-	if n := cb.count(isServiceStarted(key, "live")); n != 0 {
+	if n := cb.Count(isServiceStarted(key, "live")); n != 0 {
 		t.Errorf("live service_started × %d after restore, want 0", n)
 	}
 	// The adopted process's exit is detected (from its exit file: this
@@ -466,7 +466,7 @@ func TestRuntime_Restore_SameProcess(t *testing.T) {
 	if err := syscallKill(livePID); err != nil {
 		t.Fatal(err)
 	}
-	ev := cb.wait(t, "job_failed", isKind(key, worker.EventFailed))
+	ev := cb.Wait(t, "job_failed", isKind(key, worker.EventFailed))
 	if !strings.Contains(ev.Reason, `service "live" killed by signal SIGTERM`) {
 		t.Errorf("reason %q", ev.Reason)
 	}
@@ -496,7 +496,7 @@ func TestRuntime_Restore_AfterWorkerCrash(t *testing.T) {
 	if err := syscallKill(pid); err != nil {
 		t.Fatal(err)
 	}
-	ev := c.wait(t, "job_failed", isKind(key, worker.EventFailed))
+	ev := c.Wait(t, "job_failed", isKind(key, worker.EventFailed))
 	if !strings.Contains(ev.Reason, "killed by signal SIGTERM") {
 		t.Errorf("reason %q", ev.Reason)
 	}

@@ -1,0 +1,103 @@
+package docker
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
+)
+
+// recordVersion is the version of the job record format.
+//
+// # Version History
+//
+// 1: first version.
+const recordVersion = 1
+
+// phase is where a job is in its life, as recorded for a worker restart.
+type phase string
+
+const (
+	// phaseStarting: images, network, volumes and containers are being
+	// prepared and started; a worker restarted in this phase removes the
+	// project's containers and fails the job.
+	phaseStarting phase = "starting"
+	// phaseRunning: every service was started; a restarted worker
+	// re-adopts the containers.
+	phaseRunning phase = "running"
+	// phaseStopping: a stop began; a restarted worker finishes it.
+	phaseStopping phase = "stopping"
+	// phaseFailing: the job failed and its containers are being stopped; a
+	// restarted worker finishes that and reports the failure.
+	phaseFailing phase = "failing"
+)
+
+// record is what the runtime keeps about a project (StateDir/jobs/<project>/
+// job.json, mode 0600, written atomically on every change) to re-adopt it
+// after a worker restart. The containers themselves are found by their
+// labels.
+type record struct {
+	Version   int           `json:"version"`
+	JobID     string        `json:"job_id"`
+	Role      string        `json:"role"`
+	Project   string        `json:"project"`
+	Network   string        `json:"network,omitempty"` // per-project network; "" with host networking
+	Phase     phase         `json:"phase"`
+	StopGrace time.Duration `json:"stop_grace,omitempty"` // of the stop in progress
+	// FailReason is set while the job is being stopped because it failed.
+	FailReason string          `json:"fail_reason,omitempty"`
+	Job        json.RawMessage `json:"job"`      // current WorkerJob, protojson
+	Services   []serviceRecord `json:"services"` // in start order
+}
+
+// serviceRecord is one service's spec and container.
+type serviceRecord struct {
+	Spec        *serviceSpec `json:"spec"`
+	ContainerID string       `json:"container_id,omitempty"`
+	Restarts    []time.Time  `json:"restarts,omitempty"` // within the restart window
+	Completed   bool         `json:"completed,omitempty"`
+}
+
+func (rec *record) key() worker.JobKey {
+	return worker.JobKey{JobID: worker.JobID(rec.JobID), Role: rec.Role}
+}
+
+func (rec *record) job() (*workerpb.WorkerJob, error) {
+	job := &workerpb.WorkerJob{}
+	if err := protojson.Unmarshal(rec.Job, job); err != nil {
+		return nil, fmt.Errorf("decode job definition: %w", err)
+	}
+	return job, nil
+}
+
+func writeRecord(path string, rec *record) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode job record: %w", err)
+	}
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
+		return fmt.Errorf("write job record: %w", err)
+	}
+	return nil
+}
+
+func readRecord(path string) (*record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rec := &record{}
+	if err := json.Unmarshal(data, rec); err != nil {
+		return nil, fmt.Errorf("decode job record %s: %w", path, err)
+	}
+	if rec.Version != recordVersion {
+		return nil, fmt.Errorf("job record %s has version %d; this worker reads version %d", path, rec.Version, recordVersion)
+	}
+	return rec, nil
+}

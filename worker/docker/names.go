@@ -60,7 +60,7 @@ func sanitise(s string) string {
 			break
 		}
 		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.':
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == '-':
 			b.WriteRune(r)
 		default:
 			b.WriteByte('_')

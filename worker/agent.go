@@ -46,6 +46,9 @@ type Agent struct {
 		identity *Identity       // nil until registered (never set for a mock-pool worker)
 		addr     net.Addr        // set before readyCh is closed
 		opsCtx   context.Context // Run's context: job commands run under it
+		// starting cancels the context of the Start in flight per key, so
+		// that a stop_job does not wait behind it (see stop).
+		starting map[JobKey]map[*context.CancelFunc]struct{}
 	}
 }
 
@@ -256,17 +259,57 @@ func (a *Agent) provision(job *workerpb.WorkerJob, log *slog.Logger) {
 		log.Warn("ignoring provision_job without a job id")
 		return
 	}
+	// The context is registered now, not when the queued Start runs, so
+	// that a stop_job received after this message cancels it even while it
+	// waits in the queue.
+	ctx, cancel := context.WithCancel(a.opsContext())
+	a.mu.Lock()
+	if a.mu.starting == nil {
+		a.mu.starting = make(map[JobKey]map[*context.CancelFunc]struct{})
+	}
+	if a.mu.starting[key] == nil {
+		a.mu.starting[key] = make(map[*context.CancelFunc]struct{})
+	}
+	a.mu.starting[key][&cancel] = struct{}{}
+	a.mu.Unlock()
 	a.ops.Do(key, func() {
+		defer func() {
+			a.mu.Lock()
+			delete(a.mu.starting[key], &cancel)
+			if len(a.mu.starting[key]) == 0 {
+				delete(a.mu.starting, key)
+			}
+			a.mu.Unlock()
+			cancel()
+		}()
+		if ctx.Err() != nil && a.opsContext().Err() == nil {
+			log.Info("not starting the job: a stop for it came after the provision")
+			return
+		}
 		log.Info("provisioning job", "services", len(job.GetServices()))
-		if _, err := a.rt.Start(a.opsContext(), job); err != nil {
+		_, err := a.rt.Start(ctx, job)
+		switch {
+		case errors.Is(err, context.Canceled) && a.opsContext().Err() == nil:
+			log.Info("no longer waiting for the job to start: a stop is queued behind it")
+		case err != nil:
 			log.Warn("job did not start", "error", err)
 		}
 	})
 }
 
-// stop stops a job, serialised with other commands for its key.
+// stop stops a job, serialised with other commands for its key. A Start
+// of the key still in flight stops being waited for (its context is
+// cancelled; the runtime goes on starting the job and reports the outcome
+// on its events), so that the Stop reaches the runtime during a long start
+// (an image pull) instead of after it; a runtime can then cut the start
+// short.
 func (a *Agent) stop(key JobKey, log *slog.Logger) {
 	log = log.With("job_id", key.JobID, "role", key.Role)
+	a.mu.Lock()
+	for cancel := range a.mu.starting[key] {
+		(*cancel)()
+	}
+	a.mu.Unlock()
 	a.ops.Do(key, func() {
 		log.Info("stopping job", "grace", a.cfg.StopGrace)
 		if err := a.rt.Stop(a.opsContext(), key, a.cfg.StopGrace); err != nil {

@@ -619,3 +619,41 @@ func lastIndex(calls []string, call string) int {
 	}
 	return -1
 }
+
+// slowStartRuntime is a process runtime whose Start blocks until its
+// context ends, like a Start waiting for a long image pull.
+type slowStartRuntime struct {
+	worker.Runtime
+	stops chan worker.JobKey
+}
+
+func (r *slowStartRuntime) Start(ctx context.Context, _ *workerpb.WorkerJob) (worker.PortMappings, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (r *slowStartRuntime) Stop(_ context.Context, key worker.JobKey, _ time.Duration) error {
+	r.stops <- key
+	return nil
+}
+
+// TestAgent_StopDoesNotWaitForStart: a stop_job reaches the runtime while
+// the Start of the same key is still in flight (the agent stops waiting
+// for that Start), so a runtime can cut a long start short.
+func TestAgent_StopDoesNotWaitForStart(t *testing.T) {
+	rt := &slowStartRuntime{Runtime: newRuntime(t, t.TempDir()), stops: make(chan worker.JobKey, 1)}
+	a, _ := worker.TestAgent(t, rt, nil)
+	s, _ := open(t, a.Addr().String(), "mock-node-1", "", 1)
+	job := sleeper("job-slow")
+	key := worker.KeyOf(job)
+	s.send(t, provision(job, 1))
+	s.send(t, stopJob(key, 1))
+	select {
+	case got := <-rt.stops:
+		if got != key {
+			t.Fatalf("stopped %s, want %s", got, key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop waited behind the Start in flight")
+	}
+}

@@ -56,6 +56,14 @@ type job struct {
 
 	ctx    context.Context // cancelled when the job leaves the runtime or at shutdown
 	cancel context.CancelFunc
+	// startCtx (a child of ctx) bounds the engine calls that start
+	// containers: a Stop during the start phase cancels it, so that a
+	// long pull does not hold the stop up.
+	startCtx    context.Context
+	startCancel context.CancelFunc
+	startMu     sync.Mutex
+	startDone   bool           // the start phase has ended (startMu)
+	pendingStop *time.Duration // grace of a Stop that came during the start phase (startMu)
 
 	exitCh    chan exitReport
 	stopCh    chan time.Duration            // Stop, with its grace
@@ -122,6 +130,7 @@ func (r *Runtime) newJob(key worker.JobKey, def *workerpb.WorkerJob, specs []*se
 		doneCh:    make(chan struct{}),
 		phase:     phaseStarting,
 	}
+	j.startCtx, j.startCancel = context.WithCancel(ctx)
 	j.mu.def = def
 	for _, spec := range specs {
 		j.svcs = append(j.svcs, &service{spec: spec, log: j.log.With("service", spec.Name)})
@@ -169,7 +178,18 @@ func (j *job) reportAgain(ctx context.Context) (ports worker.PortMappings, runni
 	}
 }
 
+// requestStop hands a stop to the job; false if the job ended first. A
+// stop during the start phase cancels the start and is carried out when
+// the start phase ends (errStoppedWhileStarting).
 func (j *job) requestStop(ctx context.Context, grace time.Duration) bool {
+	j.startMu.Lock()
+	if !j.startDone {
+		j.pendingStop = &grace
+		j.startMu.Unlock()
+		j.startCancel()
+		return true
+	}
+	j.startMu.Unlock()
 	select {
 	case j.stopCh <- grace:
 		return true
@@ -261,6 +281,10 @@ func (j *job) loop() {
 // job is failed (its containers removed) before it returns.
 func (j *job) startAll() error {
 	fail := func(err error) error {
+		if grace, ok := j.endStartPhase(); ok {
+			j.stop(grace)
+			return errStoppedWhileStarting
+		}
 		j.fail(err.Error())
 		return err
 	}
@@ -286,6 +310,10 @@ func (j *job) startAll() error {
 			return fail(fmt.Errorf("start service %q: %w", s.spec.Name, err))
 		}
 	}
+	if grace, ok := j.endStartPhase(); ok {
+		j.stop(grace)
+		return errStoppedWhileStarting
+	}
 	j.phase = phaseRunning
 	if err := j.persist(); err != nil {
 		j.log.Error("saving job record", "error", err)
@@ -293,6 +321,22 @@ func (j *job) startAll() error {
 	j.log.Info("job started", "services", len(j.svcs))
 	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Ports: j.ports()})
 	return nil
+}
+
+// errStoppedWhileStarting is Start's error for a job stopped before its
+// start phase ended; it is reported as job_stopped, not job_failed.
+var errStoppedWhileStarting = errors.New("docker: the job was stopped while it was starting")
+
+// endStartPhase marks the start phase as ended; it returns the grace of a
+// Stop that came during it, if one did.
+func (j *job) endStartPhase() (time.Duration, bool) {
+	j.startMu.Lock()
+	defer j.startMu.Unlock()
+	j.startDone = true
+	if j.pendingStop == nil {
+		return 0, false
+	}
+	return *j.pendingStop, true
 }
 
 func (j *job) networkNote() string {
@@ -316,7 +360,7 @@ func (j *job) ensureImages() (map[string]image.InspectResponse, error) {
 	}
 	j.compose(stageBuild, fmt.Sprintf("checking %d images", len(refs)))
 	for _, ref := range refs {
-		ctx, cancel := context.WithTimeout(j.ctx, engineTimeout)
+		ctx, cancel := context.WithTimeout(j.startCtx, engineTimeout)
 		info, err := j.r.cli.ImageInspect(ctx, ref)
 		cancel()
 		if err == nil {
@@ -339,7 +383,7 @@ func (j *job) pull(ref string) (image.InspectResponse, error) {
 	began := time.Now()
 	j.compose(stageBuild, "pulling image "+ref)
 	j.log.Info("pulling image", "image", ref)
-	ctx, cancel := context.WithTimeout(j.ctx, j.r.cfg.PullTimeout)
+	ctx, cancel := context.WithTimeout(j.startCtx, j.r.cfg.PullTimeout)
 	defer cancel()
 	rc, err := j.r.cli.ImagePull(ctx, ref, image.PullOptions{})
 	if err == nil {
@@ -371,7 +415,7 @@ func (j *job) create(images map[string]image.InspectResponse) error {
 	if err := j.writeFiles(def); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(j.ctx, engineTimeout)
+	ctx, cancel := context.WithTimeout(j.startCtx, engineTimeout)
 	defer cancel()
 	if err := j.removeContainers(ctx); err != nil {
 		return fmt.Errorf("remove containers of an earlier run: %w", err)
@@ -514,7 +558,7 @@ func (j *job) createContainer(ctx context.Context, s *service, img image.Inspect
 // startContainer starts s's container (again, for a restart), watches its
 // exit and follows its output.
 func (j *job) startContainer(s *service) error {
-	ctx, cancel := context.WithTimeout(j.ctx, engineTimeout)
+	ctx, cancel := context.WithTimeout(j.startCtx, engineTimeout)
 	defer cancel()
 	began := time.Now()
 	if err := j.r.cli.ContainerStart(ctx, s.id, container.StartOptions{}); err != nil {
@@ -857,6 +901,7 @@ func (j *job) finish(kind worker.EventKind, reason string) {
 // runRestored is the goroutine of a job re-adopted by Restore.
 func (j *job) runRestored(rec *record, containers []container.Summary) {
 	defer j.r.wg.Done()
+	j.endStartPhase() // there is no start phase to cancel
 	j.phase = rec.Phase
 	byService := map[string]container.Summary{}
 	for _, c := range containers {

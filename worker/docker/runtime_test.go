@@ -543,3 +543,52 @@ func TestRuntime_MediaContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRuntime_StopDuringPullIsAStop(t *testing.T) {
+	e := newEnv(t, nil)
+	// A "registry" that accepts connections and never answers: the pull
+	// hangs until the stop cuts it short.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	s := e.svc("x", "sleep")
+	s.GetDocker().ContainerUrl.Url = l.Addr().String() + "/hangs/forever:v1"
+	j := mkJob("slow-pull", e.svc("ok", "sleep"), s)
+	key := worker.KeyOf(j)
+	startErr := make(chan error, 1)
+	go func() {
+		_, err := e.r.Start(context.Background(), j)
+		startErr <- err
+	}()
+	e.c.Wait(t, "pulling", isInfo(key, "", "pulling image"))
+	if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.c.Wait(t, "job_stopped", isKind(key, worker.EventStopped))
+	if err := <-startErr; !errors.Is(err, errStoppedWhileStarting) {
+		t.Errorf("Start = %v, want errStoppedWhileStarting", err)
+	}
+	if n := e.c.Count(isKind(key, worker.EventFailed)); n != 0 {
+		t.Errorf("a stopped start was also reported failed")
+	}
+	if left := e.leftovers(); len(left) != 0 {
+		t.Fatalf("left %v", left)
+	}
+}

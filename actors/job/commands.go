@@ -156,12 +156,14 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) {
 	}
 	role, node := c.GetRole(), c.GetNodeId()
 	g.pending[role] = node
+	delete(g.endedWhilePending, role)
 	cmd := &internalpb.NodeCommand{RequestId: reqID, NodeId: node, Cmd: &internalpb.NodeCommand_Provision{
 		Provision: &internalpb.Provision{Job: WorkerJob(g.rec.GetJob().GetJob(), role)}}}
 	f := g.cfg.Router.RequestFuture(actors.KindNode, node, cmd, g.cfg.NodeTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		delete(g.pending, role)
 		ctx.Respond(g.started(ctx, reqID, role, node, res, err))
+		delete(g.endedWhilePending, role)
 	})
 }
 
@@ -202,6 +204,11 @@ func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, er
 	}
 	if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
 		return actors.OK() // the worker reported it started before this continuation ran
+	}
+	if g.endedWhilePending[role] == node {
+		// The worker reported it failed or stopped before this continuation
+		// ran; reportGone recorded provisioned, stopping and stopped.
+		return actors.OK()
 	}
 	nodeRec := reply.GetNode()
 	now := g.now()

@@ -96,12 +96,17 @@ type grain struct {
 	seq persistence.Seq
 	// pending holds roles whose StartJob waits for the node grain: role → node.
 	pending map[string]string
+	// endedWhilePending holds roles of pending whose worker reported the
+	// instance failed or stopped before the provision's answer arrived:
+	// role → node (reportGone recorded it; started must not).
+	endedWhilePending map[string]string
 }
 
 func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.pending = map[string]string{}
+		g.endedWhilePending = map[string]string{}
 		g.load()
 		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
 	case *actor.ReceiveTimeout:

@@ -34,6 +34,10 @@ type fakeNodes struct {
 	stops   []string
 	deletes []string // node/job
 	undated []string // DeleteJobData commands without a deadline
+	// gate, when set, holds every Provision answer until it is closed;
+	// held counts the Provisions held so far.
+	gate atomic.Pointer[chan struct{}]
+	held atomic.Int32
 }
 
 func (f *fakeNodes) kind() actors.Kind {
@@ -42,6 +46,10 @@ func (f *fakeNodes) kind() actors.Kind {
 			m, ok := ctx.Message().(*internalpb.NodeCommand)
 			if !ok {
 				return
+			}
+			if g := f.gate.Load(); g != nil && m.GetProvision() != nil {
+				f.held.Add(1)
+				<-*g
 			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -283,6 +291,42 @@ func TestJob_InstanceReconciliation(t *testing.T) {
 	// An unknown job reported running is stopped on its worker.
 	e.do(t, "ghost", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
 	e.nodes.waitStop(t, "n1/ghost/primary")
+}
+
+// TestJob_FailureBeforeProvisionAnswer: a worker that fails (or finishes)
+// a job before the node grain's answer to the provision reaches the job
+// grain (a Docker start refused at once) is recorded as provisioned,
+// stopping with the reason and stopped — not left "provisioned".
+func TestJob_FailureBeforeProvisionAnswer(t *testing.T) {
+	for _, kind := range []internalpb.InstanceReport_Kind{internalpb.InstanceReport_FAILED, internalpb.InstanceReport_STOPPED} {
+		t.Run(kind.String(), func(t *testing.T) {
+			e := newEnv(t)
+			e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+			gate := make(chan struct{})
+			e.nodes.gate.Store(&gate)
+			started := make(chan *internalpb.Reply, 1)
+			go func() { started <- e.do(t, "j", start("primary", "n1")) }()
+			// Report only once the start is pending (the node holds its
+			// Provision); before that it would be a report of an unknown role.
+			require.Eventually(t, func() bool { return e.nodes.held.Load() == 1 }, 5*time.Second, time.Millisecond)
+			rep := report(kind, "primary", "n1")
+			rep.GetInstanceReport().Reason = "pull image x: refused"
+			require.Equal(t, errorpb.Code_OK, e.do(t, "j", rep).GetCode())
+			close(gate)
+			require.Equal(t, errorpb.Code_OK, (<-started).GetCode())
+			rec := e.record(t, "j")
+			want := "stopping:JOB_STOPPED_JOB_FAILED"
+			if kind == internalpb.InstanceReport_STOPPED {
+				want = "stopping:JOB_STOPPED_UNKNOWN_JOB"
+			}
+			require.Equal(t, []string{"created", "provisioned", want, "stopped"}, history(rec))
+			require.Empty(t, rec.GetInstances())
+			// The role can be started again.
+			e.nodes.gate.Store(nil)
+			require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+			require.Len(t, e.record(t, "j").GetInstances(), 1)
+		})
+	}
 }
 
 // TestJob_DeleteTellsNodesThatMayHaveSessions: once a deletion commits,

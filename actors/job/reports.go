@@ -95,10 +95,26 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 // reportGone records that (job, role) no longer runs on the reporting node.
 func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason managerpb.JobHistoryJobStopping_Reason) *internalpb.Reply {
 	i := instanceIndex(g.rec, r.GetRole())
-	if i < 0 || g.rec.GetInstances()[i].GetNodeId() != r.GetNodeId() {
+	next := g.next()
+	switch {
+	case i < 0 && g.pending[r.GetRole()] == r.GetNodeId() && r.GetKind() != internalpb.InstanceReport_MISSING:
+		// The worker failed (or finished) the job before the node grain's
+		// answer to the provision reached this grain: record the instance
+		// and its end now, and tell the continuation (started) not to
+		// record it as provisioning afterwards.
+		now := g.now()
+		in := &internalpb.Instance{Role: r.GetRole(), NodeId: r.GetNodeId(), Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
+			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata()}
+		putInstance(next, in)
+		g.addHistory(next, hProvisioned(now, in))
+		defer func() {
+			if g.rec == next { // committed
+				g.endedWhilePending[r.GetRole()] = r.GetNodeId()
+			}
+		}()
+	case i < 0 || g.rec.GetInstances()[i].GetNodeId() != r.GetNodeId():
 		return actors.OK()
 	}
-	next := g.next()
 	g.endInstance(next, r.GetRole(), reason)
 	events := []*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}
 	if r.GetReason() != "" {

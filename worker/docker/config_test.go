@@ -83,3 +83,26 @@ func TestExitStateString(t *testing.T) {
 		}
 	}
 }
+
+func TestReadPull(t *testing.T) {
+	stream := `{"status":"Pulling from x","id":"v1"}
+{"status":"Pulling fs layer","progressDetail":{},"id":"a"}
+{"status":"Downloading","progressDetail":{"current":500000,"total":1000000},"id":"a"}
+{"status":"Already exists","progressDetail":{},"id":"b"}
+{"status":"Downloading","progressDetail":{"current":1000000,"total":1000000},"id":"a"}
+{"status":"Pull complete","progressDetail":{},"id":"a"}
+`
+	var got []string
+	if err := readPull(strings.NewReader(stream), 0, func(p pullProgress) { got = append(got, p.String()) }); err != nil {
+		t.Fatal(err)
+	}
+	if last := got[len(got)-1]; last != "2 of 2 layers done, 1.0 of 1.0 MB" {
+		t.Errorf("last progress %q (all: %q)", last, got)
+	}
+	err := readPull(strings.NewReader(`{"status":"Downloading","progressDetail":{"current":1},"id":"a"}
+{"errorDetail":{"message":"manifest unknown"},"error":"manifest unknown"}
+`), time.Hour, func(pullProgress) {})
+	if err == nil || err.Error() != "manifest unknown" {
+		t.Errorf("stream error = %v", err)
+	}
+}

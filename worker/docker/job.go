@@ -2,8 +2,10 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path"
@@ -387,7 +389,9 @@ func (j *job) pull(ref string) (image.InspectResponse, error) {
 	defer cancel()
 	rc, err := j.r.cli.ImagePull(ctx, ref, image.PullOptions{})
 	if err == nil {
-		err = jsonmessage.DisplayJSONMessagesStream(rc, discard{}, 0, false, nil)
+		err = readPull(rc, pullProgressEvery, func(p pullProgress) {
+			j.compose(stageBuild, fmt.Sprintf("pulling image %s: %s", ref, p))
+		})
 		_ = rc.Close()
 	}
 	if err != nil {
@@ -404,9 +408,77 @@ func (j *job) pull(ref string) (image.InspectResponse, error) {
 	return info, nil
 }
 
-type discard struct{}
+// pullProgressEvery is how often a pull in progress is reported.
+const pullProgressEvery = 5 * time.Second
 
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
+// pullProgress sums the layers of a pull as the engine reports them.
+type pullProgress struct {
+	layers, done   int
+	current, total int64 // bytes downloaded, of the layers whose size is known
+}
+
+// String reads like "3 of 7 layers done, 120.0 of 300.0 MB".
+func (p pullProgress) String() string {
+	return fmt.Sprintf("%d of %d layers done, %.1f of %.1f MB", p.done, p.layers, float64(p.current)/1e6, float64(p.total)/1e6)
+}
+
+// readPull reads the engine's pull stream (JSON messages) to its end,
+// calling report with the progress at most once per every, and returns
+// the error the stream reports, if any.
+func readPull(r io.Reader, every time.Duration, report func(pullProgress)) error {
+	type layer struct {
+		current, total int64
+		done           bool
+	}
+	layers := map[string]*layer{}
+	var order []string
+	last := time.Now()
+	dec := json.NewDecoder(r)
+	for {
+		var m jsonmessage.JSONMessage
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read the engine's pull progress: %w", err)
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		if m.ErrorMessage != "" {
+			return errors.New(m.ErrorMessage)
+		}
+		if m.ID == "" || m.Progress == nil && m.Status != "Pull complete" && m.Status != "Already exists" {
+			continue
+		}
+		l := layers[m.ID]
+		if l == nil {
+			l = &layer{}
+			layers[m.ID] = l
+			order = append(order, m.ID)
+		}
+		switch {
+		case m.Status == "Pull complete" || m.Status == "Already exists":
+			l.done = true
+		case m.Status == "Downloading" && m.Progress != nil:
+			l.current, l.total = m.Progress.Current, max(l.total, m.Progress.Total)
+		}
+		if time.Since(last) >= every {
+			last = time.Now()
+			var p pullProgress
+			for _, id := range order {
+				l := layers[id]
+				p.layers++
+				if l.done {
+					p.done++
+					l.current = l.total
+				}
+				p.current += l.current
+				p.total += l.total
+			}
+			report(p)
+		}
+	}
+}
 
 // create writes the job's files, removes leftovers of an earlier run of the
 // project, and creates the network, the volumes and the containers.

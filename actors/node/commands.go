@@ -54,8 +54,12 @@ func (g *grain) memberReply() *internalpb.Reply {
 // memberRegister binds the slot to a worker (first registration) or
 // re-registers the bound worker, then dials it back.
 func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.MemberRegister) *internalpb.Reply {
-	if g.rec == nil || g.rec.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
+	if g.rec == nil || (g.rec.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER && g.rec.GetCloud() == nil) {
 		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown, "unknown registration token or node credential")
+	}
+	if g.rec.GetCloud() != nil && c.GetCredential() == "" && (g.tokenExpired() || g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED) {
+		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown,
+			"the registration token of node %s has expired or its node was stopped", g.id)
 	}
 	if c.GetToken() != "" && !workerauth.Equal(c.GetToken(), g.rec.GetToken()) {
 		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown, "unknown registration token")
@@ -80,7 +84,11 @@ func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.Me
 	}
 	next.Address, next.Port = c.GetAddress(), c.GetPort()
 	next.Hardware, next.WorkerVersion = c.GetHardware(), c.GetWorkerVersion()
-	next.RunningMetadata = &commonpb.RunningNodeMetadata{PrivateIpAddress: c.GetAddress(), PrivateDnsName: c.GetHardware().GetHostname()}
+	if next.GetCloud() == nil {
+		// A cloud node keeps what its provider reported (instance id, IPs
+		// and DNS names); a slot's worker is described by its registration.
+		next.RunningMetadata = &commonpb.RunningNodeMetadata{PrivateIpAddress: c.GetAddress(), PrivateDnsName: c.GetHardware().GetHostname()}
+	}
 	var events []*managerpb.EventStreamEvent
 	if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
 		next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING
@@ -145,6 +153,7 @@ func (g *grain) terminate(ctx actor.Context, reqID string) *internalpb.Reply {
 	g.closeSessionGracefully(ctx)
 	g.stopTimers()
 	g.tellJobsNodeGone(managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED)
+	g.terminateCloud(ctx)
 	g.log.Info("node terminated")
 	return actors.OK()
 }

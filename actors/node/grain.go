@@ -20,6 +20,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
+	"github.com/norsk-oss/norsk-manager/providers"
 )
 
 // Config configures node grains.
@@ -53,6 +54,24 @@ type Config struct {
 	IdleTimeout time.Duration
 	// DialOptions are added to every dial of a worker.
 	DialOptions []grpc.DialOption
+	// Providers are the cloud providers by kind (AWS, OCI); a missing one
+	// makes CreateAwsNode/CreateOciNode fail with FAILED_PRECONDITION.
+	Providers map[managerpb.NodeProvider]providers.Provider
+	// ManagerURLs are the API addresses written into a cloud node's user
+	// data, for its worker to register with.
+	ManagerURLs []string
+	// UserData builds a cloud node's boot script; nil: DefaultUserData.
+	UserData func(nodeID, token string, managerURLs []string) string
+	// PendingTimeout bounds a cloud node's create → instance running
+	// (PENDING_TIME_EXCEEDED). Default 10 minutes.
+	PendingTimeout time.Duration
+	// StartupTimeout bounds instance running → worker registered and
+	// pinging (STARTUP_TIME_EXCEEDED). Default 10 minutes. The registration
+	// token expires PendingTimeout + StartupTimeout after the create.
+	StartupTimeout time.Duration
+	// CloudPollInterval is how often a pending instance is described, and
+	// the delay before a failed termination is retried. Default 5 s.
+	CloudPollInterval time.Duration
 	// Barrier, if set (an HA cluster), is called before reading which
 	// instances job records place on the node, so the read reflects every
 	// acknowledged write.
@@ -82,6 +101,9 @@ func (c *Config) defaults() {
 	def(&c.RedialMax, 10*time.Second)
 	def(&c.AppendTimeout, 10*time.Second)
 	def(&c.IdleTimeout, 5*time.Minute)
+	def(&c.PendingTimeout, 10*time.Minute)
+	def(&c.StartupTimeout, 10*time.Minute)
+	def(&c.CloudPollInterval, 5*time.Second)
 }
 
 // Kind returns the node grain kind for an actors.Host.
@@ -125,6 +147,10 @@ type grain struct {
 	cancelLost   scheduler.CancelFunc
 	lastFailure  managerpb.NodeStopping_Reason
 	pendingNonce string // nonce of the current session
+
+	cloudGen    uint64             // generation of the cloud work in flight; older results are stale
+	cloudCtx    context.Context    // of the cloud goroutines; cancelled when the grain stops
+	cloudCancel context.CancelFunc // nil until the first cloud call
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -134,12 +160,18 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.system = ctx.ActorSystem()
 		g.load()
 		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
+		if g.rec != nil {
+			g.cloudWork(ctx) // resume a create or termination after a restart
+		}
 	case *actor.ReceiveTimeout:
-		if g.session == nil && g.cancelRedial == nil {
+		if g.session == nil && g.cancelRedial == nil && !g.cloudBusy() {
 			ctx.Send(ctx.Parent(), &actors.Passivate{})
 		}
 	case *actor.Stopping:
 		g.stopTimers()
+		if g.cloudCancel != nil {
+			g.cloudCancel()
+		}
 		if g.connected {
 			g.cfg.Liveness.Update(g.id, func(l *actors.NodeLiveness) { l.Connected = false })
 		}
@@ -156,6 +188,18 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.ensureSession(ctx)
 	case *lostTimeout:
 		g.onLost(ctx, m)
+	case *cloudLaunched:
+		g.onCloudLaunched(ctx, m)
+	case *cloudDescribed:
+		g.onCloudDescribed(ctx, m)
+	case *cloudTerminated:
+		g.onCloudTerminated(ctx, m)
+	case *cloudTimer:
+		g.onCloudTimer(ctx, m)
+	case *cloudPoll:
+		if m.gen == g.cloudGen {
+			g.cloudWork(ctx)
+		}
 	}
 }
 
@@ -207,6 +251,8 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 		r = g.terminate(ctx, m.GetRequestId())
 	case *internalpb.NodeCommand_CreateMock:
 		r = g.createMock(ctx, m.GetRequestId(), c.CreateMock)
+	case *internalpb.NodeCommand_CreateCloud:
+		r = g.createCloud(ctx, m.GetRequestId(), c.CreateCloud)
 	case *internalpb.NodeCommand_Provision:
 		r = g.provision(ctx, c.Provision)
 	case *internalpb.NodeCommand_StopInstance:

@@ -141,7 +141,13 @@ func Revive(ctx context.Context, cfg Config) error {
 		nodes := map[string]bool{}
 		if err := r.Nodes(func(n *internalpb.NodeRecord) error {
 			nodes[n.GetNodeId()] = true
-			if n.GetAddress() != "" && !(n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED &&
+			cloudBusy := false
+			switch n.GetCloud().GetPhase() {
+			case internalpb.CloudNode_LAUNCHING, internalpb.CloudNode_PENDING, internalpb.CloudNode_RUNNING, internalpb.CloudNode_TERMINATING:
+				// A create or termination to carry on (or a startup timer).
+				cloudBusy = n.GetCloud() != nil
+			}
+			if cloudBusy || n.GetAddress() != "" && !(n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED &&
 				n.GetStopReason() == managerpb.NodeStopping_USER_REQUESTED) {
 				wake = append(wake, n.GetNodeId())
 			}

@@ -228,6 +228,9 @@ func (a *Agent) kinds(router actors.Router, barrier func(context.Context) error)
 	nc := a.cfg.Node
 	nc.Journal, nc.Store, nc.Router, nc.Liveness, nc.Logger = a.journal, a.store, router, a.live, a.log.With("component", "node")
 	nc.Barrier = barrier
+	if len(nc.ManagerURLs) == 0 {
+		nc.ManagerURLs = []string{a.lis.Addr().String()}
+	}
 	bc := a.cfg.Bundle
 	bc.Journal, bc.Router, bc.Logger = a.journal, router, a.log.With("component", "bundle")
 	kinds := []actors.Kind{job.Kind(jc), node.Kind(nc), bundle.Kind(bc),

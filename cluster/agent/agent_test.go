@@ -23,6 +23,12 @@ func startAgent(t *testing.T, dir string) (*Agent, managerpb.ManagerClient) {
 	cfg := DevConfig(dir)
 	cfg.Store.SyncWrites = false
 	cfg.Store.GCInterval = 0
+	return startAgentWith(t, cfg)
+}
+
+// startAgentWith starts a manager with cfg and returns it with a client.
+func startAgentWith(t *testing.T, cfg Config) (*Agent, managerpb.ManagerClient) {
+	t.Helper()
 	a, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, a.Start())

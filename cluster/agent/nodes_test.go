@@ -229,8 +229,24 @@ func TestGateway_BadInput(t *testing.T) {
 			_, err := c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{Token: "x", Address: "127.0.0.1", Port: 0})
 			return err
 		}, codes.InvalidArgument, "port"},
-		{"aws not configured", func() error { _, err := c.CreateAwsNode(ctx, &managerpb.CreateAwsNodeRequest{}); return err }, codes.FailedPrecondition, "AWS provider"},
-		{"oci not configured", func() error { _, err := c.CreateOciNode(ctx, &managerpb.CreateOciNodeRequest{}); return err }, codes.FailedPrecondition, "OCI provider"},
+		{"aws not configured", func() error {
+			_, err := c.CreateAwsNode(ctx, &managerpb.CreateAwsNodeRequest{NodeId: nid("a"), Region: "eu-west-2",
+				Template: &managerpb.AwsLaunchTemplate{Template: &managerpb.AwsLaunchTemplate_Name{Name: "t"}}})
+			return err
+		}, codes.FailedPrecondition, "AWS provider"},
+		{"aws without template", func() error {
+			_, err := c.CreateAwsNode(ctx, &managerpb.CreateAwsNodeRequest{NodeId: nid("a"), Region: "eu-west-2"})
+			return err
+		}, codes.InvalidArgument, "template"},
+		{"aws without node id", func() error { _, err := c.CreateAwsNode(ctx, &managerpb.CreateAwsNodeRequest{}); return err }, codes.InvalidArgument, "node_id"},
+		{"oci not configured", func() error {
+			_, err := c.CreateOciNode(ctx, &managerpb.CreateOciNodeRequest{NodeId: nid("o"), AvailabilityDomain: "AD-1", Shape: "VM.Standard.E4.Flex", Subnet: "ocid1.subnet.x"})
+			return err
+		}, codes.FailedPrecondition, "OCI provider"},
+		{"oci bad architecture", func() error {
+			_, err := c.CreateOciNode(ctx, &managerpb.CreateOciNodeRequest{NodeId: nid("o"), AvailabilityDomain: "AD-1", Shape: "s", Subnet: "n", Architecture: "sparc"})
+			return err
+		}, codes.InvalidArgument, "architecture"},
 		{"mock pool empty", func() error {
 			_, err := c.CreateMockNode(ctx, &managerpb.CreateMockNodeRequest{NodeId: nid("m")})
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -243,16 +244,94 @@ func (s *Server) UpdatePhysicalNode(ctx context.Context, in *managerpb.UpdatePhy
 	return empty(err)
 }
 
-// CreateAwsNode answers FailedPrecondition until the AWS provider exists.
-func (s *Server) CreateAwsNode(context.Context, *managerpb.CreateAwsNodeRequest) (*emptypb.Empty, error) {
-	return nil, status.Error(codes.FailedPrecondition,
-		"the AWS provider is not configured on this manager (no AWS region, credentials or launch template configuration); use cluster slots or the mock pool")
+// CreateAwsNode creates a node backed by an EC2 instance: the node grain
+// records it (node_starting) and launches the instance from the request's
+// launch template in its region; its worker registers with the token in
+// the user data (node_started), or the node stops with CREATE_FAILED,
+// PENDING_TIME_EXCEEDED or STARTUP_TIME_EXCEEDED (docs/design/providers.md).
+// Errors: InvalidArgument naming the field; AlreadyExists for a known node
+// id; FailedPrecondition when this manager has no AWS provider.
+func (s *Server) CreateAwsNode(ctx context.Context, in *managerpb.CreateAwsNodeRequest) (*emptypb.Empty, error) {
+	id, err := nodeID("node_id", in.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := validateAwsNode(in); err != nil {
+		return nil, err
+	}
+	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_CreateCloud{CreateCloud: &internalpb.CreateCloudNode{
+		Request: &internalpb.CreateCloudNode_Aws{Aws: in}}}})
+	return empty(err)
 }
 
-// CreateOciNode answers FailedPrecondition until the OCI provider exists.
-func (s *Server) CreateOciNode(context.Context, *managerpb.CreateOciNodeRequest) (*emptypb.Empty, error) {
-	return nil, status.Error(codes.FailedPrecondition,
-		"the OCI provider is not configured on this manager (no OCI config file, tenancy or compartment configuration); use cluster slots or the mock pool")
+// CreateOciNode creates a node backed by an OCI compute instance in the
+// request's availability domain, shape and subnet, with an image chosen by
+// architecture; otherwise as CreateAwsNode. Errors: InvalidArgument naming
+// the field; AlreadyExists; FailedPrecondition when this manager has no
+// OCI provider.
+func (s *Server) CreateOciNode(ctx context.Context, in *managerpb.CreateOciNodeRequest) (*emptypb.Empty, error) {
+	id, err := nodeID("node_id", in.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := validateOciNode(in); err != nil {
+		return nil, err
+	}
+	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_CreateCloud{CreateCloud: &internalpb.CreateCloudNode{
+		Request: &internalpb.CreateCloudNode_Oci{Oci: in}}}})
+	return empty(err)
+}
+
+func validateAwsNode(in *managerpb.CreateAwsNodeRequest) error {
+	if err := checkTags("tags", in.GetTags()); err != nil {
+		return err
+	}
+	if err := checkText("region", in.GetRegion(), maxNameLen); err != nil {
+		return err
+	}
+	t := in.GetTemplate()
+	switch {
+	case t.GetId() == "" && t.GetName() == "":
+		return invalid("template", "a launch template id or name is required (it holds the image, network and role)")
+	case in.GetInstanceType() != "" && !isCloudName(in.GetInstanceType()):
+		return invalid("instance_type", "%q is not an instance type", in.GetInstanceType())
+	}
+	for i, g := range in.GetExtraSecurityGroups() {
+		if err := checkText(fmt.Sprintf("extra_security_groups[%d]", i), g, maxNameLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateOciNode(in *managerpb.CreateOciNodeRequest) error {
+	if err := checkTags("tags", in.GetTags()); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{
+		{"availabilityDomain", in.GetAvailabilityDomain()}, {"shape", in.GetShape()}, {"subnet", in.GetSubnet()},
+	} {
+		if err := checkText(f.name, f.v, maxNameLen*4); err != nil {
+			return err
+		}
+	}
+	switch strings.ToLower(in.GetArchitecture()) {
+	case "", "x86_64", "amd64", "aarch64", "arm64":
+	default:
+		return invalid("architecture", "%q is not x86_64 or aarch64", in.GetArchitecture())
+	}
+	return nil
+}
+
+// isCloudName reports whether s looks like an instance type or shape name
+// (letters, digits, '.', '-', '_').
+func isCloudName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // ClusterMembers answers the managers of the cluster (a single manager:

@@ -1108,7 +1108,9 @@ func (x *RunningAwsMetadata) GetInstanceId() string {
 }
 
 type RunningOciMetadata struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added (not in 1.0.384). The OCI instance's OCID.
+	InstanceId    string `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1141,6 +1143,13 @@ func (x *RunningOciMetadata) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RunningOciMetadata.ProtoReflect.Descriptor instead.
 func (*RunningOciMetadata) Descriptor() ([]byte, []int) {
 	return file_shared_common_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RunningOciMetadata) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type RunningNodeProviderMetadata struct {
@@ -2862,8 +2871,10 @@ const file_shared_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
 	"\x12RunningAwsMetadata\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\"\x14\n" +
-	"\x12RunningOciMetadata\"\xd9\x01\n" +
+	"instanceId\"5\n" +
+	"\x12RunningOciMetadata\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\"\xd9\x01\n" +
 	"\x1bRunningNodeProviderMetadata\x128\n" +
 	"\x03aws\x18\x01 \x01(\v2$.norsk.api.common.RunningAwsMetadataH\x00R\x03aws\x128\n" +
 	"\x03oci\x18\x02 \x01(\v2$.norsk.api.common.RunningOciMetadataH\x00R\x03oci\x12:\n" +

@@ -81,6 +81,67 @@ func (InstanceStatus) EnumDescriptor() ([]byte, []int) {
 	return file_internal_internal_proto_rawDescGZIP(), []int{0}
 }
 
+type CloudNode_Phase int32
+
+const (
+	// RunInstances/LaunchInstance not yet answered (or to be retried: a
+	// restarted manager first looks for an instance tagged with the node id).
+	CloudNode_LAUNCHING CloudNode_Phase = 0
+	// The instance exists and is not running yet.
+	CloudNode_PENDING CloudNode_Phase = 1
+	// The instance runs; its worker registers with the token.
+	CloudNode_RUNNING CloudNode_Phase = 2
+	// The instance is being terminated.
+	CloudNode_TERMINATING CloudNode_Phase = 3
+	// Terminated (or never launched): nothing left in the cloud.
+	CloudNode_TERMINATED CloudNode_Phase = 4
+)
+
+// Enum value maps for CloudNode_Phase.
+var (
+	CloudNode_Phase_name = map[int32]string{
+		0: "LAUNCHING",
+		1: "PENDING",
+		2: "RUNNING",
+		3: "TERMINATING",
+		4: "TERMINATED",
+	}
+	CloudNode_Phase_value = map[string]int32{
+		"LAUNCHING":   0,
+		"PENDING":     1,
+		"RUNNING":     2,
+		"TERMINATING": 3,
+		"TERMINATED":  4,
+	}
+)
+
+func (x CloudNode_Phase) Enum() *CloudNode_Phase {
+	p := new(CloudNode_Phase)
+	*p = x
+	return p
+}
+
+func (x CloudNode_Phase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CloudNode_Phase) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_internal_proto_enumTypes[1].Descriptor()
+}
+
+func (CloudNode_Phase) Type() protoreflect.EnumType {
+	return &file_internal_internal_proto_enumTypes[1]
+}
+
+func (x CloudNode_Phase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CloudNode_Phase.Descriptor instead.
+func (CloudNode_Phase) EnumDescriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{3, 0}
+}
+
 type InstanceReport_Kind int32
 
 const (
@@ -119,11 +180,11 @@ func (x InstanceReport_Kind) String() string {
 }
 
 func (InstanceReport_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_internal_proto_enumTypes[1].Descriptor()
+	return file_internal_internal_proto_enumTypes[2].Descriptor()
 }
 
 func (InstanceReport_Kind) Type() protoreflect.EnumType {
-	return &file_internal_internal_proto_enumTypes[1]
+	return &file_internal_internal_proto_enumTypes[2]
 }
 
 func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
@@ -132,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -323,8 +384,11 @@ type NodeRecord struct {
 	RegisteredAt  *timestamppb.Timestamp     `protobuf:"bytes,25,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	WorkerVersion string                     `protobuf:"bytes,26,opt,name=worker_version,json=workerVersion,proto3" json:"worker_version,omitempty"`
 	// Mock provider: the pool URL this node was given.
-	MockUrl        string   `protobuf:"bytes,30,opt,name=mock_url,json=mockUrl,proto3" json:"mock_url,omitempty"`
-	RecentRequests []string `protobuf:"bytes,40,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	MockUrl string `protobuf:"bytes,30,opt,name=mock_url,json=mockUrl,proto3" json:"mock_url,omitempty"`
+	// Cloud providers (AWS, OCI): the instance behind the node. The
+	// registration token above is the single-use token in its user data.
+	Cloud          *CloudNode `protobuf:"bytes,31,opt,name=cloud,proto3" json:"cloud,omitempty"`
+	RecentRequests []string   `protobuf:"bytes,40,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -492,12 +556,170 @@ func (x *NodeRecord) GetMockUrl() string {
 	return ""
 }
 
+func (x *NodeRecord) GetCloud() *CloudNode {
+	if x != nil {
+		return x.Cloud
+	}
+	return nil
+}
+
 func (x *NodeRecord) GetRecentRequests() []string {
 	if x != nil {
 		return x.RecentRequests
 	}
 	return nil
 }
+
+// The cloud side of an AWS or OCI node (docs/design/providers.md).
+type CloudNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Request:
+	//
+	//	*CloudNode_Aws
+	//	*CloudNode_Oci
+	Request    isCloudNode_Request `protobuf_oneof:"request"`
+	Phase      CloudNode_Phase     `protobuf:"varint,3,opt,name=phase,proto3,enum=norsk.internal.v1.CloudNode_Phase" json:"phase,omitempty"`
+	InstanceId string              `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// AWS region or OCI availability domain.
+	Location  string                 `protobuf:"bytes,5,opt,name=location,proto3" json:"location,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	RunningAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=running_at,json=runningAt,proto3" json:"running_at,omitempty"`
+	// The registration token cannot be used after this instant.
+	TokenExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=token_expires_at,json=tokenExpiresAt,proto3" json:"token_expires_at,omitempty"`
+	// Why the node is being (or was) terminated.
+	TerminateReason *managerpb.NodeStopping_Reason `protobuf:"varint,9,opt,name=terminate_reason,json=terminateReason,proto3,enum=norsk.api.manager.NodeStopping_Reason,oneof" json:"terminate_reason,omitempty"`
+	// The last cloud error, for operators.
+	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloudNode) Reset() {
+	*x = CloudNode{}
+	mi := &file_internal_internal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloudNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloudNode) ProtoMessage() {}
+
+func (x *CloudNode) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloudNode.ProtoReflect.Descriptor instead.
+func (*CloudNode) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CloudNode) GetRequest() isCloudNode_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *CloudNode) GetAws() *managerpb.CreateAwsNodeRequest {
+	if x != nil {
+		if x, ok := x.Request.(*CloudNode_Aws); ok {
+			return x.Aws
+		}
+	}
+	return nil
+}
+
+func (x *CloudNode) GetOci() *managerpb.CreateOciNodeRequest {
+	if x != nil {
+		if x, ok := x.Request.(*CloudNode_Oci); ok {
+			return x.Oci
+		}
+	}
+	return nil
+}
+
+func (x *CloudNode) GetPhase() CloudNode_Phase {
+	if x != nil {
+		return x.Phase
+	}
+	return CloudNode_LAUNCHING
+}
+
+func (x *CloudNode) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *CloudNode) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *CloudNode) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *CloudNode) GetRunningAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RunningAt
+	}
+	return nil
+}
+
+func (x *CloudNode) GetTokenExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TokenExpiresAt
+	}
+	return nil
+}
+
+func (x *CloudNode) GetTerminateReason() managerpb.NodeStopping_Reason {
+	if x != nil && x.TerminateReason != nil {
+		return *x.TerminateReason
+	}
+	return managerpb.NodeStopping_Reason(0)
+}
+
+func (x *CloudNode) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type isCloudNode_Request interface {
+	isCloudNode_Request()
+}
+
+type CloudNode_Aws struct {
+	Aws *managerpb.CreateAwsNodeRequest `protobuf:"bytes,1,opt,name=aws,proto3,oneof"`
+}
+
+type CloudNode_Oci struct {
+	Oci *managerpb.CreateOciNodeRequest `protobuf:"bytes,2,opt,name=oci,proto3,oneof"`
+}
+
+func (*CloudNode_Aws) isCloudNode_Request() {}
+
+func (*CloudNode_Oci) isCloudNode_Request() {}
 
 // Singleton record of the mock provider: how many pool URLs were handed out.
 type MockPoolRecord struct {
@@ -510,7 +732,7 @@ type MockPoolRecord struct {
 
 func (x *MockPoolRecord) Reset() {
 	*x = MockPoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[3]
+	mi := &file_internal_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +744,7 @@ func (x *MockPoolRecord) String() string {
 func (*MockPoolRecord) ProtoMessage() {}
 
 func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[3]
+	mi := &file_internal_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +757,7 @@ func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockPoolRecord.ProtoReflect.Descriptor instead.
 func (*MockPoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{3}
+	return file_internal_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MockPoolRecord) GetNext() uint32 {
@@ -584,7 +806,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +818,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +831,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+	return file_internal_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BundleRecord) GetBundle() *managerpb.Bundle {
@@ -681,7 +903,7 @@ type BundleJobState struct {
 
 func (x *BundleJobState) Reset() {
 	*x = BundleJobState{}
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +915,7 @@ func (x *BundleJobState) String() string {
 func (*BundleJobState) ProtoMessage() {}
 
 func (x *BundleJobState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +928,7 @@ func (x *BundleJobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
 func (*BundleJobState) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{5}
+	return file_internal_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BundleJobState) GetJobId() string {
@@ -780,7 +1002,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1014,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1027,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{6}
+	return file_internal_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -867,7 +1089,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1101,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1114,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -914,7 +1136,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1148,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1161,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -980,7 +1202,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1214,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1227,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -1191,7 +1413,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1425,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1438,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -1410,7 +1632,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1644,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1657,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -1454,7 +1676,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1688,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1701,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -1497,7 +1719,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1731,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1744,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 type StartJob struct {
@@ -1535,7 +1757,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1769,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1782,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartJob) GetRole() string {
@@ -1587,7 +1809,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1821,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1834,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StopJob) GetRole() string {
@@ -1637,7 +1859,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1871,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1884,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 type GetJob struct {
@@ -1673,7 +1895,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1907,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1920,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -1710,7 +1932,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1944,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1957,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -1754,7 +1976,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1988,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2001,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -1842,7 +2064,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2076,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2089,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -1908,6 +2130,7 @@ type NodeCommand struct {
 	//	*NodeCommand_Wake
 	//	*NodeCommand_UpdatePhysical
 	//	*NodeCommand_DeleteJobData
+	//	*NodeCommand_CreateCloud
 	Cmd           isNodeCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1915,7 +2138,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2150,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2163,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -2070,6 +2293,15 @@ func (x *NodeCommand) GetDeleteJobData() *DeleteJobData {
 	return nil
 }
 
+func (x *NodeCommand) GetCreateCloud() *CreateCloudNode {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_CreateCloud); ok {
+			return x.CreateCloud
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Cmd interface {
 	isNodeCommand_Cmd()
 }
@@ -2118,6 +2350,10 @@ type NodeCommand_DeleteJobData struct {
 	DeleteJobData *DeleteJobData `protobuf:"bytes,20,opt,name=delete_job_data,json=deleteJobData,proto3,oneof"`
 }
 
+type NodeCommand_CreateCloud struct {
+	CreateCloud *CreateCloudNode `protobuf:"bytes,21,opt,name=create_cloud,json=createCloud,proto3,oneof"`
+}
+
 func (*NodeCommand_RegisterSlot) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_MemberRegister) isNodeCommand_Cmd() {}
@@ -2140,6 +2376,91 @@ func (*NodeCommand_UpdatePhysical) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_DeleteJobData) isNodeCommand_Cmd() {}
 
+func (*NodeCommand_CreateCloud) isNodeCommand_Cmd() {}
+
+// Create an AWS or OCI node: record it, launch its instance.
+type CreateCloudNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Request:
+	//
+	//	*CreateCloudNode_Aws
+	//	*CreateCloudNode_Oci
+	Request       isCreateCloudNode_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCloudNode) Reset() {
+	*x = CreateCloudNode{}
+	mi := &file_internal_internal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCloudNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCloudNode) ProtoMessage() {}
+
+func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
+func (*CreateCloudNode) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *CreateCloudNode) GetAws() *managerpb.CreateAwsNodeRequest {
+	if x != nil {
+		if x, ok := x.Request.(*CreateCloudNode_Aws); ok {
+			return x.Aws
+		}
+	}
+	return nil
+}
+
+func (x *CreateCloudNode) GetOci() *managerpb.CreateOciNodeRequest {
+	if x != nil {
+		if x, ok := x.Request.(*CreateCloudNode_Oci); ok {
+			return x.Oci
+		}
+	}
+	return nil
+}
+
+type isCreateCloudNode_Request interface {
+	isCreateCloudNode_Request()
+}
+
+type CreateCloudNode_Aws struct {
+	Aws *managerpb.CreateAwsNodeRequest `protobuf:"bytes,1,opt,name=aws,proto3,oneof"`
+}
+
+type CreateCloudNode_Oci struct {
+	Oci *managerpb.CreateOciNodeRequest `protobuf:"bytes,2,opt,name=oci,proto3,oneof"`
+}
+
+func (*CreateCloudNode_Aws) isCreateCloudNode_Request() {}
+
+func (*CreateCloudNode_Oci) isCreateCloudNode_Request() {}
+
 type RegisterSlot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2151,7 +2472,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2484,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2497,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -2214,7 +2535,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2547,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2560,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -2292,7 +2613,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2625,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2638,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 type TerminateNode struct {
@@ -2328,7 +2649,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2661,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2674,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 type CreateMockNode struct {
@@ -2366,7 +2687,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2699,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2712,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -2417,7 +2738,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2750,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2763,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -2462,7 +2783,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2795,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2808,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -2512,7 +2833,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2845,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2858,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -2549,7 +2870,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2882,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2895,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 type UpdatePhysicalNode struct {
@@ -2586,7 +2907,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2919,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2932,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -2633,7 +2954,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2966,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2979,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -2682,7 +3003,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +3015,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +3028,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -2752,7 +3073,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +3085,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +3098,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -2804,7 +3125,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +3137,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3150,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -2965,7 +3286,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3298,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3311,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -3009,7 +3330,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3342,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3355,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -3052,7 +3373,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3385,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3398,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -3092,7 +3413,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3425,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3438,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -3149,7 +3470,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3482,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3495,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 var File_internal_internal_proto protoreflect.FileDescriptor
@@ -3196,7 +3517,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\tJobRecord\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
-	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\"\xa1\a\n" +
+	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\"\xd5\a\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -3222,9 +3543,35 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bhardware\x18\x18 \x01(\v2\".norsk.api.manager.ClusterHardwareR\bhardware\x12?\n" +
 	"\rregistered_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12%\n" +
 	"\x0eworker_version\x18\x1a \x01(\tR\rworkerVersion\x12\x19\n" +
-	"\bmock_url\x18\x1e \x01(\tR\amockUrl\x12'\n" +
+	"\bmock_url\x18\x1e \x01(\tR\amockUrl\x122\n" +
+	"\x05cloud\x18\x1f \x01(\v2\x1c.norsk.internal.v1.CloudNodeR\x05cloud\x12'\n" +
 	"\x0frecent_requests\x18( \x03(\tR\x0erecentRequestsB\x0e\n" +
-	"\f_stop_reason\"M\n" +
+	"\f_stop_reason\"\xa2\x05\n" +
+	"\tCloudNode\x12;\n" +
+	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
+	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03oci\x128\n" +
+	"\x05phase\x18\x03 \x01(\x0e2\".norsk.internal.v1.CloudNode.PhaseR\x05phase\x12\x1f\n" +
+	"\vinstance_id\x18\x04 \x01(\tR\n" +
+	"instanceId\x12\x1a\n" +
+	"\blocation\x18\x05 \x01(\tR\blocation\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"running_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trunningAt\x12D\n" +
+	"\x10token_expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0etokenExpiresAt\x12V\n" +
+	"\x10terminate_reason\x18\t \x01(\x0e2&.norsk.api.manager.NodeStopping.ReasonH\x01R\x0fterminateReason\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\"Q\n" +
+	"\x05Phase\x12\r\n" +
+	"\tLAUNCHING\x10\x00\x12\v\n" +
+	"\aPENDING\x10\x01\x12\v\n" +
+	"\aRUNNING\x10\x02\x12\x0f\n" +
+	"\vTERMINATING\x10\x03\x12\x0e\n" +
+	"\n" +
+	"TERMINATED\x10\x04B\t\n" +
+	"\arequestB\x13\n" +
+	"\x11_terminate_reason\"M\n" +
 	"\x0eMockPoolRecord\x12\x12\n" +
 	"\x04next\x18\x01 \x01(\rR\x04next\x12'\n" +
 	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"\xc5\x02\n" +
@@ -3329,7 +3676,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xea\x06\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xb3\a\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -3349,8 +3696,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x03get\x18\x11 \x01(\v2\x1a.norsk.internal.v1.GetNodeH\x00R\x03get\x12-\n" +
 	"\x04wake\x18\x12 \x01(\v2\x17.norsk.internal.v1.WakeH\x00R\x04wake\x12P\n" +
 	"\x0fupdate_physical\x18\x13 \x01(\v2%.norsk.internal.v1.UpdatePhysicalNodeH\x00R\x0eupdatePhysical\x12J\n" +
-	"\x0fdelete_job_data\x18\x14 \x01(\v2 .norsk.internal.v1.DeleteJobDataH\x00R\rdeleteJobDataB\x05\n" +
-	"\x03cmd\"\xb0\x01\n" +
+	"\x0fdelete_job_data\x18\x14 \x01(\v2 .norsk.internal.v1.DeleteJobDataH\x00R\rdeleteJobData\x12G\n" +
+	"\fcreate_cloud\x18\x15 \x01(\v2\".norsk.internal.v1.CreateCloudNodeH\x00R\vcreateCloudB\x05\n" +
+	"\x03cmd\"\x96\x01\n" +
+	"\x0fCreateCloudNode\x12;\n" +
+	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
+	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03ociB\t\n" +
+	"\arequest\"\xb0\x01\n" +
 	"\fRegisterSlot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\x04tags\x18\x02 \x03(\v2).norsk.internal.v1.RegisterSlot.TagsEntryR\x04tags\x12\x14\n" +
@@ -3435,159 +3787,175 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 	return file_internal_internal_proto_rawDescData
 }
 
-var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_internal_internal_proto_goTypes = []any{
-	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
-	(InstanceReport_Kind)(0),                      // 1: norsk.internal.v1.InstanceReport.Kind
-	(*Instance)(nil),                              // 2: norsk.internal.v1.Instance
-	(*JobRecord)(nil),                             // 3: norsk.internal.v1.JobRecord
-	(*NodeRecord)(nil),                            // 4: norsk.internal.v1.NodeRecord
-	(*MockPoolRecord)(nil),                        // 5: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                          // 6: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                        // 7: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                         // 8: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                           // 9: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                           // 10: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                 // 11: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                            // 12: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                             // 13: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                             // 14: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                             // 15: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                              // 16: norsk.internal.v1.StartJob
-	(*StopJob)(nil),                               // 17: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                           // 18: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                // 19: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                           // 20: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                        // 21: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                              // 22: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                           // 23: norsk.internal.v1.NodeCommand
-	(*RegisterSlot)(nil),                          // 24: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                        // 25: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                        // 26: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                         // 27: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                        // 28: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                             // 29: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                          // 30: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                               // 31: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                  // 32: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                    // 33: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                         // 34: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                           // 35: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                            // 36: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                         // 37: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                          // 38: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                          // 39: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                          // 40: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                   // 41: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                             // 42: norsk.internal.v1.GetBundle
-	nil,                                           // 43: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                           // 44: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                           // 45: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                           // 46: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                 // 47: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                 // 48: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),          // 49: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),              // 50: norsk.api.manager.JobWithHistory
-	(managerpb.NodeProvider)(0),                   // 51: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                  // 52: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),            // 53: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),             // 54: norsk.api.manager.ClusterHardware
-	(*managerpb.Bundle)(nil),                      // 55: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),            // 56: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                             // 57: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                     // 58: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil), // 59: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 60: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 61: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 62: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 63: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 64: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 65: norsk.api.common.ResolvedPortMappings
+	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
+	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
+	(InstanceReport_Kind)(0),                        // 2: norsk.internal.v1.InstanceReport.Kind
+	(*Instance)(nil),                                // 3: norsk.internal.v1.Instance
+	(*JobRecord)(nil),                               // 4: norsk.internal.v1.JobRecord
+	(*NodeRecord)(nil),                              // 5: norsk.internal.v1.NodeRecord
+	(*CloudNode)(nil),                               // 6: norsk.internal.v1.CloudNode
+	(*MockPoolRecord)(nil),                          // 7: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                            // 8: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                          // 9: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                           // 10: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                             // 11: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                             // 12: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                   // 13: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                              // 14: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                               // 15: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 16: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 17: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 18: norsk.internal.v1.StartJob
+	(*StopJob)(nil),                                 // 19: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                             // 20: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 21: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 22: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 23: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 24: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 25: norsk.internal.v1.NodeCommand
+	(*CreateCloudNode)(nil),                         // 26: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 27: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 28: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 29: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 30: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 31: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 32: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 33: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 34: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 35: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 36: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 37: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 38: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 39: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 40: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 41: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 42: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 43: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 44: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 45: norsk.internal.v1.GetBundle
+	nil,                                             // 46: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 47: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 48: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 49: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 50: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 51: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 52: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),                // 53: norsk.api.manager.JobWithHistory
+	(managerpb.NodeProvider)(0),                     // 54: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 55: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 56: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 57: norsk.api.manager.ClusterHardware
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 58: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 59: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.Bundle)(nil),                        // 60: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 61: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 62: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 63: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 64: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 65: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 66: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 67: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 68: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 69: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 70: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	43, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	47, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	48, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	49, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	50, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
-	2,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	51, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	52, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	48, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	49, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	53, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	47, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	54, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	47, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	55, // 15: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	7,  // 16: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	7,  // 17: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	56, // 18: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	47, // 19: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	8,  // 20: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	56, // 21: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	47, // 22: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	57, // 23: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	58, // 24: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	3,  // 25: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	4,  // 26: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	59, // 27: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	60, // 28: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	6,  // 29: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	61, // 30: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	47, // 31: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	13, // 32: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	14, // 33: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	15, // 34: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	16, // 35: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	17, // 36: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	18, // 37: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	19, // 38: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	20, // 39: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	21, // 40: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	22, // 41: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	62, // 42: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	62, // 43: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	1,  // 44: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	44, // 45: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	48, // 46: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	49, // 47: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	63, // 48: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	47, // 49: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	24, // 50: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	25, // 51: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	26, // 52: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	27, // 53: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	28, // 54: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	29, // 55: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	30, // 56: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	31, // 57: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	32, // 58: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	33, // 59: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	34, // 60: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	45, // 61: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	54, // 62: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	46, // 63: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	64, // 64: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	36, // 65: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	47, // 66: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	38, // 67: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	39, // 68: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	40, // 69: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	41, // 70: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	42, // 71: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	32, // 72: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	55, // 73: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	55, // 74: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	65, // 75: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	65, // 76: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	77, // [77:77] is the sub-list for method output_type
-	77, // [77:77] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	46, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	50, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	51, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	52, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	53, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	3,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
+	54, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	55, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	51, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	52, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	56, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	50, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	57, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	50, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	6,  // 15: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	58, // 16: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	59, // 17: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,  // 18: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	50, // 19: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	50, // 20: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	50, // 21: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	56, // 22: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	60, // 23: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	9,  // 24: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	9,  // 25: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	61, // 26: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	50, // 27: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	10, // 28: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	61, // 29: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	50, // 30: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	62, // 31: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	63, // 32: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	4,  // 33: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	5,  // 34: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	64, // 35: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	65, // 36: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	8,  // 37: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	66, // 38: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	50, // 39: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	15, // 40: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	16, // 41: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	17, // 42: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	18, // 43: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	19, // 44: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	20, // 45: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	21, // 46: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	22, // 47: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	23, // 48: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	24, // 49: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	67, // 50: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	67, // 51: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	2,  // 52: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	47, // 53: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	51, // 54: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	52, // 55: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	68, // 56: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	50, // 57: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	27, // 58: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	28, // 59: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	29, // 60: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	30, // 61: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	31, // 62: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	32, // 63: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	33, // 64: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	34, // 65: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	35, // 66: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	36, // 67: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	37, // 68: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	26, // 69: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	58, // 70: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	59, // 71: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	48, // 72: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	57, // 73: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	49, // 74: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	69, // 75: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	39, // 76: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	50, // 77: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	41, // 78: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	42, // 79: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	43, // 80: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	44, // 81: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	45, // 82: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	35, // 83: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	60, // 84: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	60, // 85: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	70, // 86: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	70, // 87: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -3596,7 +3964,11 @@ func file_internal_internal_proto_init() {
 		return
 	}
 	file_internal_internal_proto_msgTypes[2].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[9].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[3].OneofWrappers = []any{
+		(*CloudNode_Aws)(nil),
+		(*CloudNode_Oci)(nil),
+	}
+	file_internal_internal_proto_msgTypes[10].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
@@ -3606,7 +3978,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Bundle)(nil),
 		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[10].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[11].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -3618,7 +3990,7 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_InstanceReport)(nil),
 		(*JobCommand_NodeGone)(nil),
 	}
-	file_internal_internal_proto_msgTypes[21].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[22].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -3630,11 +4002,16 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_Wake)(nil),
 		(*NodeCommand_UpdatePhysical)(nil),
 		(*NodeCommand_DeleteJobData)(nil),
+		(*NodeCommand_CreateCloud)(nil),
 	}
-	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
-		(*PoolCommand_Pop)(nil),
+	file_internal_internal_proto_msgTypes[23].OneofWrappers = []any{
+		(*CreateCloudNode_Aws)(nil),
+		(*CreateCloudNode_Oci)(nil),
 	}
 	file_internal_internal_proto_msgTypes[35].OneofWrappers = []any{
+		(*PoolCommand_Pop)(nil),
+	}
+	file_internal_internal_proto_msgTypes[37].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -3647,8 +4024,8 @@ func file_internal_internal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   45,
+			NumEnums:      3,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2720,6 +2720,10 @@ type CreateAwsNodeRequest struct {
 	Template            *AwsLaunchTemplate     `protobuf:"bytes,5,opt,name=template,proto3" json:"template,omitempty"`
 	WorkerImageVersion  Version                `protobuf:"varint,11,opt,name=worker_image_version,json=workerImageVersion,proto3,enum=norsk.api.manager.Version" json:"worker_image_version,omitempty"`
 	WorkerDaemonVersion Version                `protobuf:"varint,12,opt,name=worker_daemon_version,json=workerDaemonVersion,proto3,enum=norsk.api.manager.Version" json:"worker_daemon_version,omitempty"`
+	// Added (not in 1.0.384; the newer SDK's Job.extraSecurityGroups). Names
+	// of security groups added to the instance's, resolved to ids in the
+	// request's region.
+	ExtraSecurityGroups []string `protobuf:"bytes,13,rep,name=extra_security_groups,json=extraSecurityGroups,proto3" json:"extra_security_groups,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -2801,6 +2805,13 @@ func (x *CreateAwsNodeRequest) GetWorkerDaemonVersion() Version {
 		return x.WorkerDaemonVersion
 	}
 	return Version_RECOMMENDED
+}
+
+func (x *CreateAwsNodeRequest) GetExtraSecurityGroups() []string {
+	if x != nil {
+		return x.ExtraSecurityGroups
+	}
+	return nil
 }
 
 type CreateOciNodeRequest struct {
@@ -6756,7 +6767,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x03arn\x18\x01 \x01(\tH\x00R\x03arn\x12\x14\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04nameB\n" +
 	"\n" +
-	"\biam_role\"\xe6\x03\n" +
+	"\biam_role\"\x9a\x04\n" +
 	"\x14CreateAwsNodeRequest\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12E\n" +
 	"\x04tags\x18\x02 \x03(\v21.norsk.api.manager.CreateAwsNodeRequest.TagsEntryR\x04tags\x12\x16\n" +
@@ -6764,7 +6775,8 @@ const file_manager_proto_rawDesc = "" +
 	"\rinstance_type\x18\x04 \x01(\tR\finstanceType\x12@\n" +
 	"\btemplate\x18\x05 \x01(\v2$.norsk.api.manager.AwsLaunchTemplateR\btemplate\x12L\n" +
 	"\x14worker_image_version\x18\v \x01(\x0e2\x1a.norsk.api.manager.VersionR\x12workerImageVersion\x12N\n" +
-	"\x15worker_daemon_version\x18\f \x01(\x0e2\x1a.norsk.api.manager.VersionR\x13workerDaemonVersion\x1a7\n" +
+	"\x15worker_daemon_version\x18\f \x01(\x0e2\x1a.norsk.api.manager.VersionR\x13workerDaemonVersion\x122\n" +
+	"\x15extra_security_groups\x18\r \x03(\tR\x13extraSecurityGroups\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe9\x03\n" +

@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/norsk-oss/norsk-manager/actors/node"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/providers"
+	"github.com/norsk-oss/norsk-manager/test/ec2emu"
+	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/process"
+)
+
+// startCloudAgent starts a manager whose AWS provider talks to an EC2
+// emulator on loopback, with short cloud timeouts.
+func startCloudAgent(t *testing.T, emu *ec2emu.Emulator, pending, startup time.Duration) (*Agent, managerpb.ManagerClient) {
+	t.Helper()
+	cfg := DevConfig(t.TempDir())
+	cfg.Store.SyncWrites = false
+	cfg.Store.GCInterval = 0
+	cfg.Node.Providers = map[managerpb.NodeProvider]providers.Provider{
+		managerpb.NodeProvider_NODE_PROVIDER_AWS: providers.NewAWS(providers.AWSConfig{Base: emu.Config(), Endpoint: emu.URL()}),
+	}
+	cfg.Node.PendingTimeout, cfg.Node.StartupTimeout, cfg.Node.CloudPollInterval = pending, startup, 20*time.Millisecond
+	return startAgentWith(t, cfg)
+}
+
+func awsNode(id string) *managerpb.CreateAwsNodeRequest {
+	return &managerpb.CreateAwsNodeRequest{NodeId: &commonpb.NodeId{NodeId: id}, Region: ec2emu.DefaultRegion, InstanceType: "c5.large",
+		Tags:     map[string]string{"team": "video"},
+		Template: &managerpb.AwsLaunchTemplate{Template: &managerpb.AwsLaunchTemplate_Name{Name: "norsk-worker"}, Version: "1"}}
+}
+
+// nodeOf returns the node id's NodeInfo from ListNodes (nil if absent).
+func nodeOf(t *testing.T, c managerpb.ManagerClient, id string) *managerpb.NodeInfo {
+	resp, err := c.ListNodes(context.Background(), &managerpb.ListNodesRequest{})
+	require.NoError(t, err)
+	for _, n := range resp.GetNodes() {
+		if n.GetMetadata().GetNodeId().GetNodeId() == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// startCloudWorker starts a real worker (process runtime) with the
+// registration token taken from the instance's user data.
+func startCloudWorker(t *testing.T, a *Agent, userData string) *worker.Agent {
+	token := node.TokenFromUserData(userData)
+	require.NotEmpty(t, token, "no token in user data:\n%s", userData)
+	pc := process.DevConfig()
+	pc.StateDir = t.TempDir()
+	pc.Logger = worker.TestLogger(t)
+	rt, err := process.New(pc)
+	require.NoError(t, err)
+	t.Cleanup(rt.Shutdown)
+	w, _ := worker.TestAgent(t, rt, func(c *worker.Config) {
+		c.Token = token
+		c.ManagerURLs = []string{a.APIAddr()}
+	})
+	return w
+}
+
+func TestCloud_AWSNodeLifecycle(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	a, c := startCloudAgent(t, emu, 10*time.Second, 10*time.Second)
+	ctx := context.Background()
+	_, err := c.CreateAwsNode(ctx, awsNode("aws-1"))
+	require.NoError(t, err)
+	_, err = c.CreateAwsNode(ctx, awsNode("aws-1"))
+	requireCode(t, err, codes.AlreadyExists)
+
+	var run ec2emu.RunRequest
+	eventually(t, "RunInstances", func() bool { var ok bool; run, ok = emu.LastRunRequest(); return ok })
+	require.Equal(t, "aws-1", run.Tags[providers.NodeIDTag])
+	require.Equal(t, "video", run.Tags["team"])
+	require.Equal(t, "norsk-worker", run.LaunchTemplateName)
+	require.Contains(t, run.UserData, "--manager-url="+a.APIAddr())
+
+	w := startCloudWorker(t, a, run.UserData)
+	eventually(t, "node started", func() bool {
+		n := nodeOf(t, c, "aws-1")
+		return n != nil && nodeState(t, c, "aws-1") == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+	})
+	insts := emu.Instances()
+	require.Len(t, insts, 1)
+	n := nodeOf(t, c, "aws-1")
+	require.Equal(t, insts[0].ID, n.GetRunningMetadata().GetProviderMetadata().GetAws().GetInstanceId())
+	require.Equal(t, insts[0].PrivateIP, n.GetRunningMetadata().GetPrivateIpAddress())
+
+	// The token was used: a second worker cannot register with it.
+	wport := uint32(w.Addr().(*net.TCPAddr).Port)
+	_, err = c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{Token: node.TokenFromUserData(run.UserData), Address: "127.0.0.1", Port: wport})
+	requireCode(t, err, codes.PermissionDenied)
+
+	_, err = c.TerminateNode(ctx, &commonpb.NodeId{NodeId: "aws-1"})
+	require.NoError(t, err)
+	eventually(t, "instance terminated", func() bool {
+		i, _ := emu.Instance(insts[0].ID)
+		return i.State == ec2emu.StateTerminated || i.State == ec2emu.StateShuttingDown
+	})
+}
+
+func TestCloud_AWSCapacityFailsCreate(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	emu.InjectFault(ec2emu.ActionRunInstances, ec2emu.FaultOf(ec2emu.CodeInsufficientInstanceCapacity))
+	_, c := startCloudAgent(t, emu, 10*time.Second, 10*time.Second)
+	_, err := c.CreateAwsNode(context.Background(), awsNode("aws-cap"))
+	require.NoError(t, err)
+	eventually(t, "node stopped", func() bool {
+		return nodeOf(t, c, "aws-cap").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	})
+	require.Equal(t, managerpb.NodeStopping_CREATE_FAILED, nodeOf(t, c, "aws-cap").GetStopReason())
+	require.Equal(t, 1, emu.Calls(ec2emu.ActionRunInstances), "a capacity error is not retried")
+	require.Empty(t, emu.Instances())
+}
+
+func TestCloud_AWSWorkerNeverRegisters(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	_, c := startCloudAgent(t, emu, 10*time.Second, 500*time.Millisecond)
+	_, err := c.CreateAwsNode(context.Background(), awsNode("aws-silent"))
+	require.NoError(t, err)
+	eventually(t, "node stopped", func() bool {
+		return nodeOf(t, c, "aws-silent").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	})
+	require.Equal(t, managerpb.NodeStopping_STARTUP_TIME_EXCEEDED, nodeOf(t, c, "aws-silent").GetStopReason())
+	eventually(t, "instance terminated", func() bool {
+		insts := emu.Instances()
+		return len(insts) == 1 && (insts[0].State == ec2emu.StateTerminated || insts[0].State == ec2emu.StateShuttingDown)
+	})
+}
+
+func TestCloud_AWSPendingTooLong(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{NeverRunning: true, LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	_, c := startCloudAgent(t, emu, 500*time.Millisecond, 10*time.Second)
+	_, err := c.CreateAwsNode(context.Background(), awsNode("aws-pending"))
+	require.NoError(t, err)
+	eventually(t, "node stopped", func() bool {
+		return nodeOf(t, c, "aws-pending").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	})
+	require.Equal(t, managerpb.NodeStopping_PENDING_TIME_EXCEEDED, nodeOf(t, c, "aws-pending").GetStopReason())
+	eventually(t, "instance terminated", func() bool {
+		insts := emu.Instances()
+		return len(insts) == 1 && (insts[0].State == ec2emu.StateTerminated || insts[0].State == ec2emu.StateShuttingDown)
+	})
+}

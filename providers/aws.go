@@ -1,0 +1,344 @@
+package providers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// AWSConfig configures the AWS provider.
+type AWSConfig struct {
+	// Base is the SDK configuration (credentials, retryer, HTTP client),
+	// usually from config.LoadDefaultConfig: the standard chain of
+	// environment, shared files, web identity and instance roles. Its
+	// region is replaced by each request's region.
+	Base aws.Config
+	// Endpoint overrides the EC2 endpoint (tests; EC2-compatible clouds).
+	// Empty: the SDK's endpoint for the region.
+	Endpoint string
+	// Health receives the outcome of every call; nil: a default tracker.
+	Health *Health
+	Logger *slog.Logger
+}
+
+// AWS is the EC2 provider. Create it with NewAWS.
+type AWS struct {
+	cfg    AWSConfig
+	health *Health
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	clients map[string]*ec2.Client // by region
+}
+
+var _ Provider = (*AWS)(nil)
+
+// NewAWS returns the EC2 provider for cfg.
+func NewAWS(cfg AWSConfig) *AWS {
+	h := cfg.Health
+	if h == nil {
+		h = NewHealth(0, 0, nil, nil)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &AWS{cfg: cfg, health: h, log: log.With("provider", "aws"), clients: map[string]*ec2.Client{}}
+}
+
+// Kind implements Provider.
+func (a *AWS) Kind() managerpb.NodeProvider { return managerpb.NodeProvider_NODE_PROVIDER_AWS }
+
+// Health implements Provider.
+func (a *AWS) Health() *Health { return a.health }
+
+func (a *AWS) client(region string) *ec2.Client {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c := a.clients[region]; c != nil {
+		return c
+	}
+	c := ec2.NewFromConfig(a.cfg.Base, func(o *ec2.Options) {
+		o.Region = region
+		// The provider retries itself (call), so that capacity errors are
+		// not retried and every attempt reaches Health.
+		o.Retryer = aws.NopRetryer{}
+		if a.cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(a.cfg.Endpoint)
+		}
+	})
+	a.clients[region] = c
+	return c
+}
+
+// classify maps an EC2 error to a Health outcome and whether a retry can
+// help.
+func classifyAWS(err error) (Outcome, bool) {
+	if err == nil {
+		return OK, false
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		// EC2 errors are all generic (no fault): tell them apart by code,
+		// then by HTTP status.
+		switch code := apiErr.ErrorCode(); {
+		case code == "RequestLimitExceeded" || code == "Throttling" || code == "ThrottlingException":
+			return Throttled, true
+		case code == "InsufficientInstanceCapacity" || code == "InsufficientHostCapacity" || code == "InsufficientCapacity" ||
+			code == "InstanceLimitExceeded" || code == "VcpuLimitExceeded" || code == "MaxSpotInstanceCountExceeded":
+			return NoCapacity, false
+		case code == "Unavailable" || code == "ServiceUnavailable" || code == "InternalError" || code == "InternalFailure":
+			return Outage, true
+		}
+		var re *awshttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+			return Outage, true
+		}
+		return OK, false // a request error: the cloud is healthy
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return OK, false
+	}
+	return Outage, true // network
+}
+
+// call runs f with retries on throttling and transient errors (Backoff)
+// until ctx ends, recording outcomes in region's health.
+func (a *AWS) call(ctx context.Context, region, what string, f func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		err := f(ctx)
+		o, retry := classifyAWS(err)
+		a.health.Record(region, o)
+		if err == nil || !retry {
+			return err
+		}
+		d := Backoff(attempt)
+		a.log.Warn("cloud call failed; retrying", "call", what, "region", region, "in", d, "error", err)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		}
+	}
+}
+
+// Launch implements Provider: RunInstances from the request's launch
+// template (id or name, version), instance type, the node's tags and the
+// node id tag, the resolved extra security groups, and the user data;
+// the node id is the ClientToken.
+func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
+	req := spec.AWS
+	region := req.GetRegion()
+	in := &ec2.RunInstancesInput{
+		MinCount:    aws.Int32(1),
+		MaxCount:    aws.Int32(1),
+		ClientToken: aws.String(clientToken(spec.Token)),
+		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(spec.UserData))),
+		TagSpecifications: []types.TagSpecification{{
+			ResourceType: types.ResourceTypeInstance,
+			Tags:         awsTags(spec.NodeID, spec.Tags),
+		}},
+	}
+	if it := req.GetInstanceType(); it != "" {
+		in.InstanceType = types.InstanceType(it)
+	}
+	if t := req.GetTemplate(); t != nil {
+		lt := &types.LaunchTemplateSpecification{}
+		if id := t.GetId(); id != "" {
+			lt.LaunchTemplateId = aws.String(id)
+		} else {
+			lt.LaunchTemplateName = aws.String(t.GetName())
+		}
+		if v := t.GetVersion(); v != "" {
+			lt.Version = aws.String(v)
+		}
+		in.LaunchTemplate = lt
+	}
+	if groups := req.GetExtraSecurityGroups(); len(groups) > 0 {
+		ids, err := a.securityGroupIDs(ctx, region, groups)
+		if err != nil {
+			return Instance{}, err
+		}
+		in.SecurityGroupIds = ids
+	}
+	var out *ec2.RunInstancesOutput
+	err := a.call(ctx, region, "RunInstances", func(ctx context.Context) error {
+		var err error
+		out, err = a.client(region).RunInstances(ctx, in)
+		return err
+	})
+	if err != nil {
+		return Instance{}, awsLaunchError(err)
+	}
+	if len(out.Instances) == 0 {
+		return Instance{}, fmt.Errorf("RunInstances in %s returned no instance", region)
+	}
+	return awsInstance(region, out.Instances[0]), nil
+}
+
+// clientToken is the idempotency token of a node's launch (EC2 allows 64
+// ASCII characters; longer tokens are hashed).
+func clientToken(token string) string {
+	if len(token) <= 64 {
+		return token
+	}
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func awsLaunchError(err error) error {
+	if o, _ := classifyAWS(err); o == NoCapacity {
+		return fmt.Errorf("%w: %w", ErrCapacity, err)
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500 {
+		return fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	return err
+}
+
+func awsTags(nodeID string, tags map[string]string) []types.Tag {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := []types.Tag{{Key: aws.String(NodeIDTag), Value: aws.String(nodeID)}}
+	for _, k := range keys {
+		if k != NodeIDTag {
+			out = append(out, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+		}
+	}
+	return out
+}
+
+// securityGroupIDs resolves security group names to ids; an unknown name
+// is ErrRejected naming it.
+func (a *AWS) securityGroupIDs(ctx context.Context, region string, names []string) ([]string, error) {
+	var out *ec2.DescribeSecurityGroupsOutput
+	err := a.call(ctx, region, "DescribeSecurityGroups", func(ctx context.Context) error {
+		var err error
+		out, err = a.client(region).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
+			Filters: []types.Filter{{Name: aws.String("group-name"), Values: names}},
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resolve security groups %s: %w", strings.Join(names, ", "), err)
+	}
+	byName := map[string]string{}
+	for _, g := range out.SecurityGroups {
+		byName[aws.ToString(g.GroupName)] = aws.ToString(g.GroupId)
+	}
+	ids := make([]string, 0, len(names))
+	for _, n := range names {
+		id, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("%w: security group %q does not exist in %s", ErrRejected, n, region)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// Find implements Provider: DescribeInstances by the node id tag, skipping
+// terminated and shutting-down instances.
+func (a *AWS) Find(ctx context.Context, region, nodeID string) (Instance, bool, error) {
+	var out *ec2.DescribeInstancesOutput
+	err := a.call(ctx, region, "DescribeInstances", func(ctx context.Context) error {
+		var err error
+		out, err = a.client(region).DescribeInstances(ctx, &ec2.DescribeInstancesInput{
+			Filters: []types.Filter{{Name: aws.String("tag:" + NodeIDTag), Values: []string{nodeID}}},
+		})
+		return err
+	})
+	if err != nil {
+		return Instance{}, false, err
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if inst := awsInstance(region, i); inst.State != Gone {
+				return inst, true, nil
+			}
+		}
+	}
+	return Instance{}, false, nil
+}
+
+// Describe implements Provider.
+func (a *AWS) Describe(ctx context.Context, region, id string) (Instance, error) {
+	var out *ec2.DescribeInstancesOutput
+	err := a.call(ctx, region, "DescribeInstances", func(ctx context.Context) error {
+		var err error
+		out, err = a.client(region).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		return err
+	})
+	if isAWSNotFound(err) {
+		return Instance{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, region)
+	}
+	if err != nil {
+		return Instance{}, err
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			return awsInstance(region, i), nil
+		}
+	}
+	return Instance{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, region)
+}
+
+// Terminate implements Provider.
+func (a *AWS) Terminate(ctx context.Context, region, id string) error {
+	err := a.call(ctx, region, "TerminateInstances", func(ctx context.Context) error {
+		_, err := a.client(region).TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+		return err
+	})
+	if isAWSNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func isAWSNotFound(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && strings.HasPrefix(apiErr.ErrorCode(), "InvalidInstanceID.")
+}
+
+func awsInstance(region string, i types.Instance) Instance {
+	inst := Instance{ID: aws.ToString(i.InstanceId), Location: region, State: Pending}
+	if i.State != nil {
+		switch i.State.Name {
+		case types.InstanceStateNameRunning:
+			inst.State = Running
+		case types.InstanceStateNamePending:
+			inst.State = Pending
+		default:
+			inst.State = Gone
+		}
+	}
+	inst.Running = &commonpb.RunningNodeMetadata{
+		ProviderMetadata: &commonpb.RunningNodeProviderMetadata{Instance: &commonpb.RunningNodeProviderMetadata_Aws{Aws: &commonpb.RunningAwsMetadata{InstanceId: inst.ID}}},
+		PrivateIpAddress: aws.ToString(i.PrivateIpAddress),
+		PublicIpAddress:  aws.ToString(i.PublicIpAddress),
+		PrivateDnsName:   aws.ToString(i.PrivateDnsName),
+		PublicDnsName:    aws.ToString(i.PublicDnsName),
+	}
+	return inst
+}

@@ -3,8 +3,8 @@ package providers
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,6 +124,9 @@ func classifyAWS(err error) (Outcome, bool) {
 func (a *AWS) call(ctx context.Context, region, what string, f func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := f(ctx)
+		if err != nil && ctx.Err() != nil {
+			return err // cut short by the caller: says nothing about the cloud
+		}
 		o, retry := classifyAWS(err)
 		a.health.Record(region, o)
 		if err == nil || !retry {
@@ -149,7 +152,7 @@ func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 	in := &ec2.RunInstancesInput{
 		MinCount:    aws.Int32(1),
 		MaxCount:    aws.Int32(1),
-		ClientToken: aws.String(clientToken(spec.Token)),
+		ClientToken: aws.String(clientToken(launchToken(spec))),
 		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(spec.UserData))),
 		TagSpecifications: []types.TagSpecification{{
 			ResourceType: types.ResourceTypeInstance,
@@ -190,6 +193,7 @@ func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 	if len(out.Instances) == 0 {
 		return Instance{}, fmt.Errorf("RunInstances in %s returned no instance", region)
 	}
+	a.health.Record(region, Launched)
 	return awsInstance(region, out.Instances[0]), nil
 }
 

@@ -11,8 +11,9 @@ import (
 // Health tracks a provider's health per location (AWS region, OCI
 // availability domain) from the outcomes of its calls:
 //
-//   - FAILED after FailedAfter consecutive failures (capacity or outage)
-//     in the location;
+//   - FAILED after failedAfter failures (capacity or outage) in the
+//     location with no successful launch between them and none more than
+//     window apart;
 //   - UNSTABLE after any failure or throttling within Window;
 //   - HEALTHY otherwise (and again once Window passes without one).
 //
@@ -60,8 +61,12 @@ func (h *Health) Record(location string, o Outcome) {
 		h.loc[location] = l
 	}
 	now := h.now()
+	if !l.lastBad.IsZero() && now.Sub(l.lastBad) >= h.window {
+		l.consecutive = 0 // the failures are old news
+	}
 	switch o {
 	case OK:
+	case Launched:
 		l.consecutive = 0
 	case Throttled:
 		l.lastBad = now

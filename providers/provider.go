@@ -81,6 +81,14 @@ type LaunchSpec struct {
 	OCI *managerpb.CreateOciNodeRequest
 }
 
+// launchToken returns spec.Token, or the node id when it is unset.
+func launchToken(spec LaunchSpec) string {
+	if spec.Token != "" {
+		return spec.Token
+	}
+	return spec.NodeID
+}
+
 // Location returns where spec launches: the AWS region or the OCI
 // availability domain.
 func (s LaunchSpec) Location() string {
@@ -99,8 +107,9 @@ type Provider interface {
 	// ends; the error of a launch that cannot succeed (capacity, a bad
 	// template or shape) wraps ErrCapacity or ErrRejected.
 	Launch(ctx context.Context, spec LaunchSpec) (Instance, error)
-	// Find returns the live (not Gone) instance tagged with nodeID in
-	// location, or ok false if there is none.
+	// Find returns the instance tagged with nodeID in location that is not
+	// terminating or terminated (it may be Gone: stopped), or ok false if
+	// there is none.
 	Find(ctx context.Context, location, nodeID string) (inst Instance, ok bool, err error)
 	// Describe returns the instance id in location; ErrNotFound if the
 	// cloud no longer knows it.
@@ -131,8 +140,11 @@ var (
 type Outcome uint8
 
 const (
-	// OK: the call succeeded.
+	// OK: the call succeeded. It does not clear earlier failures (a
+	// successful describe says nothing about capacity).
 	OK Outcome = iota
+	// Launched: a launch succeeded: the location has capacity again.
+	Launched
 	// Throttled: the cloud asked us to slow down (RequestLimitExceeded,
 	// 429).
 	Throttled

@@ -72,6 +72,8 @@ type options struct {
 	clusterTimings    string
 	metricsAddr       string
 	enableDebug       bool
+
+	providers providerOptions
 }
 
 func defaultDataDir() string {
@@ -130,6 +132,7 @@ workers keep running them and a restarted manager adopts them.`,
 	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
+	o.providers.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
 	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
 
@@ -197,6 +200,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if err := o.providers.validate(); err != nil {
+		return &usageError{err}
+	}
+	provs, err := o.providers.build(ctx, log)
+	if err != nil {
+		return err
+	}
 	var cfg agent.Config
 	if o.dev {
 		dir := o.dataDir
@@ -229,6 +239,9 @@ func run(ctx context.Context, o *options) error {
 	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.EnableDebug = o.enableDebug
+	cfg.Node.Providers = provs
+	cfg.Node.PendingTimeout, cfg.Node.StartupTimeout = o.providers.pendingTimeout, o.providers.startupTimeout
+	cfg.Node.ManagerURLs = splitList(o.providers.workerURLs)
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

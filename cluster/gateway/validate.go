@@ -96,6 +96,13 @@ func checkTags(field string, tags map[string]string) error {
 	return nil
 }
 
+// mediaServiceName is the service name of the Norsk Media container a
+// Docker worker adds to every job when it has media images
+// (docs/design/worker-docker-runtime.md): services may depend on it and
+// files may name it, though the job does not list it; a worker without
+// media images refuses such a job.
+const mediaServiceName = "norsk-media"
+
 // validateJob checks a job definition of CreateJob/UpdateJob. The opaque
 // JSON fields (manager_configuration, launch_config_json,
 // template_launch_defaults_json) are stored verbatim and never inspected.
@@ -127,7 +134,7 @@ func validateJob(j *managerpb.Job) error {
 	}
 	for i, svc := range j.GetServices() {
 		for _, dep := range svc.GetDependsOn() {
-			if !names[dep] {
+			if !names[dep] && dep != mediaServiceName {
 				return invalid(fmt.Sprintf("job.services[%d].dependsOn", i), "unknown service %q", dep)
 			}
 			if dep == svc.GetName() {
@@ -154,7 +161,7 @@ func validateJob(j *managerpb.Job) error {
 			return invalid(fmt.Sprintf("job.write_files[%d].mode", i), "%o is not a file mode", m.GetValue())
 		}
 		for _, name := range wf.GetServices() {
-			if !names[name] {
+			if !names[name] && name != mediaServiceName {
 				return invalid(fmt.Sprintf("job.write_files[%d].services", i), "unknown service %q", name)
 			}
 		}

@@ -43,6 +43,8 @@ func TestValidateJob(t *testing.T) {
 		{"write file for an unknown service", &managerpb.Job{Services: []*commonpb.Service{svc("a")},
 			WriteFiles: []*commonpb.WriteFile{{Path: "x", Services: []string{"nope"}}}}, "job.write_files[0].services"},
 		{"too large", &managerpb.Job{Description: strings.Repeat("d", maxJobBytes)}, "job"},
+		{"the Norsk Media container may be depended on and given files", &managerpb.Job{Services: []*commonpb.Service{svc("a", "norsk-media")},
+			WriteFiles: []*commonpb.WriteFile{{Path: "/etc/m.conf", Services: []string{"norsk-media"}}}}, ""},
 		{"opaque json is not parsed", &managerpb.Job{LaunchConfigJson: strPtr("{not json")}, ""},
 	}
 	for _, tc := range cases {

@@ -639,7 +639,15 @@ func (j *job) startContainer(s *service) error {
 	s.run++
 	s.running = true
 	s.log.Info("service started", "container", shortID(s.id))
-	j.follow(s, began.Add(-time.Second))
+	// Output from this run only: the engine's start time of the container
+	// (a restart of the same container keeps the earlier runs' logs).
+	since := began
+	if info, err := j.r.cli.ContainerInspect(ctx, s.id); err == nil && info.State != nil {
+		if t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt); err == nil {
+			since = t
+		}
+	}
+	j.follow(s, since)
 	j.watch(s)
 	j.info(&commonpb.JobInfoMessage_ServiceStarted{ServiceStarted: &commonpb.JobInfoServiceStarted{ServiceName: s.spec.Name}})
 	if j.phase == phaseRunning {
@@ -1004,8 +1012,7 @@ func (j *job) runRestored(rec *record, containers []container.Summary) {
 		j.fail(rec.FailReason)
 		return
 	}
-	close(j.startedCh)
-	j.log.Info("re-adopting job")
+	j.log.Info("re-adopting job") // startedCh was closed by Restore
 	for _, s := range j.svcs {
 		if s.completed {
 			continue

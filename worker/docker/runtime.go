@@ -289,7 +289,9 @@ func (r *Runtime) Update(ctx context.Context, def *workerpb.WorkerJob) error {
 	return j.requestUpdate(ctx, proto.Clone(def).(*workerpb.WorkerJob))
 }
 
-// List implements worker.Runtime.
+// List implements worker.Runtime: the jobs whose start phase succeeded
+// and that have not ended (a job being stopped is listed until it has
+// stopped).
 func (r *Runtime) List() []worker.RunningJob {
 	r.mu.Lock()
 	jobs := make([]*job, 0, len(r.mu.jobs))
@@ -299,7 +301,16 @@ func (r *Runtime) List() []worker.RunningJob {
 	r.mu.Unlock()
 	out := make([]worker.RunningJob, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, j.snapshot())
+		// A job still starting (pulling, creating) or being failed is not
+		// reported: the manager takes what List returns (in the hello) as
+		// running.
+		select {
+		case <-j.startedCh:
+			if j.startErr == nil {
+				out = append(out, j.snapshot())
+			}
+		default:
+		}
 	}
 	return out
 }
@@ -430,6 +441,9 @@ func (r *Runtime) restoreDir(dir, project string, containers []container.Summary
 	}
 	j := r.newJob(key, def, specs, rec.Network)
 	r.mu.jobs[key] = j
+	if rec.Phase == phaseRunning {
+		close(j.startedCh) // listed (in the hello) from now on
+	}
 	r.wg.Add(1)
 	go j.runRestored(rec, containers)
 	return true

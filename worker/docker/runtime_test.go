@@ -578,6 +578,9 @@ func TestRuntime_StopDuringPullIsAStop(t *testing.T) {
 		startErr <- err
 	}()
 	e.c.Wait(t, "pulling", isInfo(key, "", "pulling image"))
+	if got := e.r.List(); len(got) != 0 {
+		t.Errorf("a job still pulling is listed (the hello would report it running): %v", got)
+	}
 	if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -183,12 +183,20 @@ func planService(i int, svc *commonpb.Service, vols map[string]bool) (*serviceSp
 	return spec, nil
 }
 
+// maxEnvEntry is Linux's MAX_ARG_STRLEN: one NAME=value string passed to
+// exec must be shorter (32 pages of 4 KiB).
+const maxEnvEntry = 128 << 10
+
 // planParams applies ServiceParameters to spec; field names the
 // parameters in errors.
 func planParams(spec *serviceSpec, field string, p *commonpb.ServiceParameters, vols map[string]bool) error {
 	for j, ev := range p.GetEnvironmentVariables() {
 		if ev.GetName() == "" || strings.ContainsAny(ev.GetName(), "=\x00") || strings.ContainsRune(ev.GetValue(), 0) {
 			return fmt.Errorf("%w: %s.environment_variables[%d] (%q) is not a valid variable", worker.ErrInvalidJob, field, j, ev.GetName())
+		}
+		if n := len(ev.GetName()) + 1 + len(ev.GetValue()); n >= maxEnvEntry {
+			return fmt.Errorf("%w: %s.environment_variables[%d] (%q) is %d bytes; Linux passes at most %d bytes per variable to a program",
+				worker.ErrInvalidJob, field, j, ev.GetName(), n, maxEnvEntry-1)
 		}
 		spec.envVars = append(spec.envVars, ev.GetName()+"="+ev.GetValue())
 	}

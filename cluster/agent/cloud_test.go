@@ -14,6 +14,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/providers"
 	"github.com/norsk-oss/norsk-manager/test/ec2emu"
+	"github.com/norsk-oss/norsk-manager/test/ociemu"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/process"
 )
@@ -149,5 +150,39 @@ func TestCloud_AWSPendingTooLong(t *testing.T) {
 	eventually(t, "instance terminated", func() bool {
 		insts := emu.Instances()
 		return len(insts) == 1 && (insts[0].State == ec2emu.StateTerminated || insts[0].State == ec2emu.StateShuttingDown)
+	})
+}
+
+func TestCloud_OCINodeLifecycle(t *testing.T) {
+	emu := ociemu.New(t, ociemu.Options{})
+	oci, err := providers.NewOCI(providers.OCIConfig{Provider: emu.ConfigurationProvider(), CompartmentID: ociemu.DefaultCompartment,
+		Endpoint: emu.URL(), ShapeOCPUs: 2, ShapeMemoryGB: 8})
+	require.NoError(t, err)
+	cfg := DevConfig(t.TempDir())
+	cfg.Store.SyncWrites = false
+	cfg.Store.GCInterval = 0
+	cfg.Node.Providers = map[managerpb.NodeProvider]providers.Provider{managerpb.NodeProvider_NODE_PROVIDER_OCI: oci}
+	cfg.Node.CloudPollInterval = 20 * time.Millisecond
+	a, c := startAgentWith(t, cfg)
+	ctx := context.Background()
+	_, err = c.CreateOciNode(ctx, &managerpb.CreateOciNodeRequest{NodeId: &commonpb.NodeId{NodeId: "oci-1"},
+		AvailabilityDomain: ociemu.DefaultAvailabilityDomains[0], Shape: ociemu.X86Shapes[0], Subnet: ociemu.DefaultSubnet,
+		Architecture: "x86_64", Tags: map[string]string{"team": "video"}})
+	require.NoError(t, err)
+	var launch ociemu.LaunchRecord
+	eventually(t, "LaunchInstance", func() bool { var ok bool; launch, ok = emu.LastLaunch(); return ok })
+	require.Equal(t, "oci-1", launch.FreeformTags[providers.NodeIDTag])
+	startCloudWorker(t, a, string(launch.UserData))
+	eventually(t, "node started", func() bool {
+		return nodeOf(t, c, "oci-1").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+	})
+	n := nodeOf(t, c, "oci-1")
+	require.Equal(t, launch.InstanceID, n.GetRunningMetadata().GetProviderMetadata().GetOci().GetInstanceId())
+	require.NotEmpty(t, n.GetRunningMetadata().GetPrivateIpAddress())
+	_, err = c.TerminateNode(ctx, &commonpb.NodeId{NodeId: "oci-1"})
+	require.NoError(t, err)
+	eventually(t, "instance terminated", func() bool {
+		i, _ := emu.Instance(launch.InstanceID)
+		return i.State == ociemu.Terminating || i.State == ociemu.Terminated
 	})
 }

@@ -99,6 +99,9 @@ const (
 	KindPool = "pool"
 	// KindBundle is the kind of bundle records (internalpb.BundleRecord).
 	KindBundle = "bundle"
+	// KindProvider is the kind of provider health records
+	// (internalpb.ProviderHealthRecord), one per cloud: "aws", "oci".
+	KindProvider = "provider"
 )
 
 // JobKey returns the entity key of job id.
@@ -109,6 +112,10 @@ func NodeKey(id string) EntityKey { return EntityKey(KindNode + "/" + id) }
 
 // BundleKey returns the entity key of bundle id.
 func BundleKey(id string) EntityKey { return EntityKey(KindBundle + "/" + id) }
+
+// ProviderKey returns the entity key of the health record of a cloud
+// provider ("aws", "oci").
+func ProviderKey(name string) EntityKey { return EntityKey(KindProvider + "/" + name) }
 
 // MockPoolKey is the entity key of the mock provider's URL pool.
 const MockPoolKey = EntityKey(KindPool + "/mock")

@@ -81,6 +81,17 @@ func (r *Reader) Nodes(fn func(*internalpb.NodeRecord) error) error {
 	})
 }
 
+// ProviderHealth returns the published health of every cloud provider, in
+// provider-name order (initial_data_complete).
+func (r *Reader) ProviderHealth() ([]*managerpb.ProviderHealth, error) {
+	var out []*managerpb.ProviderHealth
+	err := r.entities(KindProvider, func() proto.Message { return &internalpb.ProviderHealthRecord{} }, func(m proto.Message) error {
+		out = append(out, m.(*internalpb.ProviderHealthRecord).GetHealth())
+		return nil
+	})
+	return out, err
+}
+
 // Jobs calls fn for every live job record, in job-id order.
 func (r *Reader) Jobs(fn func(*internalpb.JobRecord) error) error {
 	return r.entities(KindJob, func() proto.Message { return &internalpb.JobRecord{} }, func(m proto.Message) error {

@@ -29,6 +29,8 @@ func decodeRecord(kind string, b []byte) (record, error) {
 		r = &internalpb.MockPoolRecord{}
 	case KindBundle:
 		r = &internalpb.BundleRecord{}
+	case KindProvider:
+		r = &internalpb.ProviderHealthRecord{}
 	default:
 		return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
 	}

@@ -23,10 +23,10 @@ type Health struct {
 	window      time.Duration
 	failedAfter int
 	now         func() time.Time
-	onChange    func(location string, h managerpb.Health)
 
-	mu  sync.Mutex
-	loc map[string]*locHealth
+	mu       sync.Mutex
+	loc      map[string]*locHealth
+	onChange func(location string, h managerpb.Health)
 }
 
 type locHealth struct {
@@ -75,10 +75,20 @@ func (h *Health) Record(location string, o Outcome) {
 		l.lastBad = now
 	}
 	changed, cur := h.refreshLocked(location, l, now)
+	onChange := h.onChange
 	h.mu.Unlock()
-	if changed && h.onChange != nil {
-		h.onChange(location, cur)
+	if changed && onChange != nil {
+		onChange(location, cur)
 	}
+}
+
+// SetOnChange replaces the function called (outside the tracker's lock,
+// on the goroutine that recorded the outcome) when a location's health
+// changes; nil for none.
+func (h *Health) SetOnChange(f func(location string, h managerpb.Health)) {
+	h.mu.Lock()
+	h.onChange = f
+	h.mu.Unlock()
 }
 
 func (h *Health) refreshLocked(location string, l *locHealth, now time.Time) (bool, managerpb.Health) {
@@ -109,10 +119,11 @@ func (h *Health) Snapshot() []LocationHealth {
 		}
 		out = append(out, LocationHealth{Location: loc, Health: l.reported})
 	}
+	onChange := h.onChange
 	h.mu.Unlock()
-	if h.onChange != nil {
+	if onChange != nil {
 		for _, c := range changes {
-			h.onChange(c.Location, c.Health)
+			onChange(c.Location, c.Health)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Location < out[j].Location })

@@ -310,6 +310,13 @@ func (g *grain) onLost(ctx actor.Context, m *lostTimeout) {
 		return
 	}
 	reason := g.lastFailure
+	if g.rec.GetCloud() != nil {
+		// A cloud node whose worker went silent is replaced, not waited
+		// for: stop it with the session's reason and terminate its
+		// instance.
+		g.cloudFailed(ctx, reason, fmt.Errorf("no worker session since %s", g.lostSince.Format(time.RFC3339)))
+		return
+	}
 	next := g.next()
 	next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
 	next.StopReason = &reason

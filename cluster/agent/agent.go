@@ -128,6 +128,8 @@ type Agent struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// healthMu serialises provider health publications.
+	healthMu sync.Mutex
 	once   sync.Once
 	// stopping is set when Shutdown begins: the libraries' warnings and
 	// errors about their sockets closing are debug from then on
@@ -250,6 +252,7 @@ type lateRouter struct{ actors.Router }
 // bootstrap, leadership duties and health tracking). It returns once the
 // API accepts connections.
 func (a *Agent) Start() error {
+	a.watchProviderHealth()
 	lis := a.lis
 	a.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),

@@ -132,6 +132,14 @@ func TestCloud_AWSWorkerNeverRegisters(t *testing.T) {
 		return nodeOf(t, c, "aws-silent").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
 	})
 	require.Equal(t, managerpb.NodeStopping_STARTUP_TIME_EXCEEDED, nodeOf(t, c, "aws-silent").GetStopReason())
+	// The unused token is dead with its node.
+	run, _ := emu.LastRunRequest()
+	l, err := net.Listen("tcp", "127.0.0.1:0") // the gateway checks that a worker answers there
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = c.ClusterMemberRegister(context.Background(), &managerpb.ClusterMemberRegisterRequest{
+		Token: node.TokenFromUserData(run.UserData), Address: "127.0.0.1", Port: uint32(l.Addr().(*net.TCPAddr).Port)})
+	requireCode(t, err, codes.Unauthenticated, "expired or its node was stopped")
 	eventually(t, "instance terminated", func() bool {
 		insts := emu.Instances()
 		return len(insts) == 1 && (insts[0].State == ec2emu.StateTerminated || insts[0].State == ec2emu.StateShuttingDown)
@@ -185,4 +193,89 @@ func TestCloud_OCINodeLifecycle(t *testing.T) {
 		i, _ := emu.Instance(launch.InstanceID)
 		return i.State == ociemu.Terminating || i.State == ociemu.Terminated
 	})
+}
+
+// TestCloud_ProviderHealthPublished: repeated capacity failures in a region
+// make it FAILED, published as provider_health_change and carried by
+// initial_data_complete for a new subscriber.
+func TestCloud_ProviderHealthPublished(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	emu.InjectFault(ec2emu.ActionRunInstances, ec2emu.Faults(ec2emu.CodeInsufficientInstanceCapacity, 3)...)
+	a, c := startCloudAgent(t, emu, 10*time.Second, 10*time.Second)
+	ctx := context.Background()
+	for _, id := range []string{"h1", "h2", "h3"} {
+		_, err := c.CreateAwsNode(ctx, awsNode(id))
+		require.NoError(t, err)
+		eventually(t, id+" stopped", func() bool {
+			return nodeOf(t, c, id).GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+		})
+	}
+	regionHealth := func(ph []*managerpb.ProviderHealth) managerpb.Health {
+		for _, p := range ph {
+			for _, r := range p.GetAws().GetRegionHealth() {
+				if r.GetRegion() == ec2emu.DefaultRegion {
+					return r.GetHealth()
+				}
+			}
+		}
+		return -1
+	}
+	eventually(t, "initial_data_complete with FAILED", func() bool {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s, err := c.EventStream(sctx, &managerpb.EventStreamRequest{})
+		require.NoError(t, err)
+		for {
+			ev, err := s.Recv()
+			if err != nil {
+				return false
+			}
+			if idc := ev.GetInitialDataComplete(); idc != nil {
+				return regionHealth(idc.GetHealth()) == managerpb.Health_FAILED
+			}
+		}
+	})
+	// Each change is an event: UNSTABLE at the first failure, FAILED at the third.
+	first, _ := a.store.EventBounds()
+	evs, err := a.store.ReadEvents(first, 10000)
+	require.NoError(t, err)
+	var changes []managerpb.Health
+	for _, e := range evs {
+		if ph := e.GetEvent().GetProviderHealthChange(); ph != nil {
+			changes = append(changes, regionHealth([]*managerpb.ProviderHealth{ph}))
+		}
+	}
+	require.Equal(t, []managerpb.Health{managerpb.Health_UNSTABLE, managerpb.Health_FAILED}, changes)
+}
+
+// TestCloud_ManagerRestartMidCreate: a manager stopped after the cloud
+// created the instance but before it recorded the instance's id finds the
+// instance by its node id tag when it comes back, instead of launching a
+// second one.
+func TestCloud_ManagerRestartMidCreate(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	// RunInstances takes effect, then its answer is held and lost.
+	emu.InjectLostResponse(ec2emu.ActionRunInstances, ec2emu.Fault{Drop: true, Delay: 2 * time.Second})
+	dir := t.TempDir()
+	cfg := DevConfig(dir)
+	cfg.Store.GCInterval = 0
+	cfg.Node.Providers = map[managerpb.NodeProvider]providers.Provider{
+		managerpb.NodeProvider_NODE_PROVIDER_AWS: providers.NewAWS(providers.AWSConfig{Base: emu.Config(), Endpoint: emu.URL()}),
+	}
+	cfg.Node.CloudPollInterval = 20 * time.Millisecond
+	a, c := startAgentWith(t, cfg)
+	_, err := c.CreateAwsNode(context.Background(), awsNode("aws-restart"))
+	require.NoError(t, err)
+	eventually(t, "instance created", func() bool { return len(emu.Instances()) == 1 })
+	a.Shutdown() // before the answer arrives: the record still says LAUNCHING
+
+	cfg.Node.Providers = map[managerpb.NodeProvider]providers.Provider{
+		managerpb.NodeProvider_NODE_PROVIDER_AWS: providers.NewAWS(providers.AWSConfig{Base: emu.Config(), Endpoint: emu.URL()}),
+	}
+	_, c2 := startAgentWith(t, cfg)
+	want := emu.Instances()[0].ID
+	eventually(t, "instance adopted", func() bool {
+		return nodeOf(t, c2, "aws-restart").GetRunningMetadata().GetProviderMetadata().GetAws().GetInstanceId() == want
+	})
+	require.Len(t, emu.Instances(), 1, "a second instance was launched")
 }

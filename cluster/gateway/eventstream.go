@@ -285,7 +285,11 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{}}})
+		health, err := r.ProviderHealth()
+		if err != nil {
+			return err
+		}
+		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{Health: health}}})
 	})
 }
 

@@ -5,7 +5,8 @@
 //	go run ./test/bench startjob    # StartJob → job_running on the event stream (real worker process)
 //	go run ./test/bench register    # ClusterMemberRegister → node_started (in-bench minimal worker)
 //	go run ./test/bench recovery    # restart on 10k/100k jobs: time to serve, heap per job
-//	go run ./test/bench all         # all of the above
+//	go run ./test/bench docker      # the Docker runtime: StartJob → job_running, StopJob → job_stopped of a two-container job (real worker, --runtime=docker)
+//	go run ./test/bench all         # all of the above (docker is skipped with a note where no Docker engine answers)
 //
 // An HA cluster of manager processes (--cluster-timings lan, what operators
 // run, unless --cluster-timings local):
@@ -60,6 +61,16 @@ type settings struct {
 	jobs       []int // recovery
 	probes     int   // recovery: restarts measured per size
 	pprof      bool  // recovery: print the top of a heap profile of the largest size
+	// scenario is the name given on the command line ("all", "ha" or one
+	// scenario).
+	scenario string
+	// docker: trials per series, the workers' --stop-grace, whether to run
+	// the --docker-network=job series too, and the repetitions of the
+	// directly timed Engine API calls.
+	dockerTrials     int
+	dockerGrace      time.Duration
+	dockerJobNetwork bool
+	engineReps       int
 	// cpuProfile: createjob runs the manager as a profiled bench process
 	// (serveCommand) instead of norsk-manager and prints the profile's top.
 	cpuProfile bool
@@ -85,6 +96,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"startjob":  runStartJob,
 	"register":  runRegister,
 	"recovery":  runRecovery,
+	"docker":    runDocker,
 
 	"failover":           runFailover,
 	"session-failover":   runSessionFailover,
@@ -93,7 +105,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 }
 
 // order is the order "all" runs the scenarios in (a single manager).
-var order = []string{"createjob", "startjob", "register", "recovery"}
+var order = []string{"createjob", "startjob", "register", "recovery", "docker"}
 
 // haOrder is the order "ha" runs the HA cluster scenarios in.
 var haOrder = []string{"convergence", "failover", "session-failover", "cluster-throughput"}
@@ -122,7 +134,7 @@ func main() {
 }
 
 func usage() string {
-	return "usage: go run ./test/bench {createjob|startjob|register|recovery|all} [--quick] [flags]\n" +
+	return "usage: go run ./test/bench {createjob|startjob|register|recovery|docker|all} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
 }
@@ -173,7 +185,7 @@ func run(args []string) error {
 // defaults of the flags not given explicitly.
 func parseFlags(name string, args []string) (*settings, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	quick := fs.Bool("quick", false, "fast sanity run (1 run, short windows, few trials, small recovery sizes)")
+	quick := fs.Bool("quick", false, "fast sanity run (1 run, short windows, few trials, small recovery sizes, 5 docker trials and 3 engine reps)")
 	runs := fs.Int("runs", 3, "runs per client count (createjob)")
 	warmup := fs.Duration("warmup", 2*time.Second, "warm-up before each measured window (not counted)")
 	window := fs.Duration("window", 10*time.Second, "measured window per run")
@@ -182,6 +194,10 @@ func parseFlags(name string, args []string) (*settings, error) {
 	slots := fs.Int("slots", 50, "cluster slots registered (register)")
 	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery)")
 	probes := fs.Int("probes", 3, "manager starts measured per job count (recovery)")
+	dockerTrials := fs.Int("docker-trials", 50, "docker: start/stop trials per series (each a fresh job)")
+	dockerGrace := fs.Duration("docker-stop-grace", time.Second, "docker: the workers' --stop-grace (what the SIGTERM-ignoring service gets before SIGKILL)")
+	dockerJobNetwork := fs.Bool("docker-job-network", true, "docker: also measure a worker with --docker-network=job (a bridge network per job)")
+	engineReps := fs.Int("engine-reps", 10, "docker: repetitions of the directly timed Engine API calls per network mode, and containers of the SIGTERM-right-after-start check")
 	pprof := fs.Bool("pprof", true, "recovery: print go tool pprof -top of the heap at the largest job count")
 	cpuProfile := fs.Bool("manager-cpu-profile", false, "createjob: run the manager as the bench binary with a CPU profile (same agent code) and print go tool pprof -top per client count")
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
@@ -212,6 +228,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "slots", slots, 10)
 		quickDefault(set, "jobs", jobs, "1000,5000")
 		quickDefault(set, "probes", probes, 1)
+		quickDefault(set, "docker-trials", dockerTrials, 5)
+		quickDefault(set, "engine-reps", engineReps, 3)
 		quickDefault(set, "failover-trials", failoverTrials, 3)
 		quickDefault(set, "session-trials", sessionTrials, 2)
 		quickDefault(set, "convergence-trials", convergenceTrials, 1)
@@ -219,7 +237,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 	s := &settings{quick: *quick, runs: *runs, warmup: *warmup, window: *window, trials: *trials,
 		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
-		writeInterval: *writeInterval}
+		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
+		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
 		return nil, err
@@ -234,6 +253,10 @@ func parseFlags(name string, args []string) (*settings, error) {
 	switch {
 	case s.runs < 1, s.trials < 1, s.slots < 1, s.probes < 1:
 		return nil, errors.New("--runs, --trials, --slots and --probes must be at least 1")
+	case s.dockerTrials < 1, s.engineReps < 1:
+		return nil, errors.New("--docker-trials and --engine-reps must be at least 1")
+	case s.dockerGrace <= 0:
+		return nil, errors.New("--docker-stop-grace must be positive")
 	case s.window <= 0 || s.warmup < 0:
 		return nil, errors.New("--window must be positive and --warmup not negative")
 	case s.failoverTrials < 1, s.sessionTrials < 1, s.convergenceTrials < 1:

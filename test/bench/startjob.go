@@ -62,7 +62,14 @@ func runStartJob(ctx context.Context, e *env) error {
 // startWorker registers a cluster slot, starts norsk-ctl --mode=worker on
 // it and waits for node_started.
 func startWorker(ctx context.Context, e *env, api managerpb.ManagerClient, ev *eventWatch, dir, addr string) (string, *child, error) {
-	slot, err := api.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: "bench-worker"})
+	return startWorkerWith(ctx, e, api, ev, dir, addr, "bench-worker")
+}
+
+// startWorkerWith is startWorker for a slot named nodeName, with extra
+// worker flags (the docker scenario's --runtime=docker …). The worker's
+// state dir is dir/worker and its log dir/worker.log.
+func startWorkerWith(ctx context.Context, e *env, api managerpb.ManagerClient, ev *eventWatch, dir, addr, nodeName string, extra ...string) (string, *child, error) {
+	slot, err := api.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: nodeName})
 	if err != nil {
 		return "", nil, fmt.Errorf("RegisterClusterNode: %w", err)
 	}
@@ -79,9 +86,9 @@ func startWorker(ctx context.Context, e *env, api managerpb.ManagerClient, ev *e
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return "", nil, err
 	}
-	w, err := startChild("norsk-ctl --mode=worker", filepath.Join(dir, "worker.log"), filepath.Join(bin, "norsk-ctl"),
-		"--mode=worker", "--token="+slot.GetToken(), "--manager-url="+addr,
-		fmt.Sprintf("--listen=127.0.0.1:%d", port), "--state-dir="+stateDir, "--log-level=warn")
+	args := append([]string{"--mode=worker", "--token=" + slot.GetToken(), "--manager-url=" + addr,
+		fmt.Sprintf("--listen=127.0.0.1:%d", port), "--state-dir=" + stateDir, "--log-level=warn"}, extra...)
+	w, err := startChild("norsk-ctl --mode=worker", filepath.Join(dir, "worker.log"), filepath.Join(bin, "norsk-ctl"), args...)
 	if err != nil {
 		return "", nil, err
 	}

@@ -34,24 +34,34 @@ const pingTimeout = 5 * time.Second
 // when NORSK_REQUIRE_DOCKER=1. The client is closed when the test ends.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := Connect(context.Background())
 	if err != nil {
 		unreachable(t, err)
 		return nil // unreachable ends the test; this is for fakes in tests
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Connect is Client for code that is not a test (the bench): it returns
+// the engine's unreachability as an error, and the caller closes the
+// client. The ping is bounded by 5 s and by ctx.
+func Connect(ctx context.Context) (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	ping, err := cli.Ping(ctx)
 	if err != nil {
 		cli.Close()
-		unreachable(t, err)
-		return nil
+		return nil, err
 	}
 	// Negotiate now, from this ping: Ping itself does not, and ClientVersion
 	// should tell callers the version in use (1.41 on a 20.10 engine).
 	cli.NegotiateAPIVersionPing(ping)
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return cli, nil
 }
 
 // unreachable fails or skips t because the engine is unreachable (err).

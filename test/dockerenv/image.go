@@ -53,14 +53,26 @@ var probeBin struct {
 // build failure fails t.
 func ProbeBinary(t testing.TB) (binary []byte, sha256Hex string) {
 	t.Helper()
+	binary, sha256Hex, err := BuildProbeBinary(context.Background())
+	if err != nil {
+		t.Fatalf("probe binary: %v", err)
+	}
+	return binary, sha256Hex
+}
+
+// BuildProbeBinary is ProbeBinary for code that is not a test (the bench):
+// the same build, cached the same way (per process), with the failure
+// returned. The go command runs in the current directory, which must be
+// inside this module.
+func BuildProbeBinary(ctx context.Context) (binary []byte, sha256Hex string, err error) {
 	probeBin.mu.Lock()
 	defer probeBin.mu.Unlock()
 	if probeBin.data != nil {
-		return probeBin.data, probeBin.sum
+		return probeBin.data, probeBin.sum, nil
 	}
 	dir, err := os.MkdirTemp("", "norsk-probe-build-")
 	if err != nil {
-		t.Fatalf("probe binary: %v", err)
+		return nil, "", err
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "probe")
@@ -69,21 +81,21 @@ func ProbeBinary(t testing.TB) (binary []byte, sha256Hex string) {
 	// minute); later builds, in any process, then only link.
 	unlock, err := lockFile(filepath.Join(os.TempDir(), "norsk-test-probe-build.lock"))
 	if err != nil {
-		t.Fatalf("probe binary: %v", err)
+		return nil, "", err
 	}
 	defer unlock()
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ProbePackage)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ProbePackage)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("probe binary: go build %s: %v\n%s", ProbePackage, err, msg)
+		return nil, "", fmt.Errorf("go build %s: %v\n%s", ProbePackage, err, msg)
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
-		t.Fatalf("probe binary: %v", err)
+		return nil, "", err
 	}
 	sum := sha256.Sum256(data)
 	probeBin.data, probeBin.sum = data, hex.EncodeToString(sum[:])
-	return probeBin.data, probeBin.sum
+	return probeBin.data, probeBin.sum, nil
 }
 
 // ProbeImage returns the tag ("norsk-test/probe:<12 hex>") of an image on
@@ -99,14 +111,29 @@ func ProbeBinary(t testing.TB) (binary []byte, sha256Hex string) {
 // test's (Leftovers, Cleanup).
 func ProbeImage(t testing.TB, cli client.APIClient) string {
 	t.Helper()
-	data, sum := ProbeBinary(t)
-	tag := ProbeRepo + ":" + sum[:12]
-	ctx, cancel := context.WithTimeout(context.Background(), imageTimeout)
-	defer cancel()
-	if _, err := ensureImage(ctx, cli, tag, data); err != nil {
-		t.Fatalf("probe image %s: %v", tag, err)
+	tag, _, err := EnsureProbeImage(context.Background(), cli)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 	return tag
+}
+
+// EnsureProbeImage is ProbeImage for code that is not a test (the bench):
+// it returns the tag, whether this call built the image (false: the engine
+// had it), and the failure, naming the tag, instead of failing a test. Its
+// engine calls are bounded by 3 minutes and by ctx.
+func EnsureProbeImage(ctx context.Context, cli client.APIClient) (tag string, built bool, err error) {
+	data, sum, err := BuildProbeBinary(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("probe binary: %w", err)
+	}
+	tag = ProbeRepo + ":" + sum[:12]
+	ctx, cancel := context.WithTimeout(ctx, imageTimeout)
+	defer cancel()
+	if built, err = ensureImage(ctx, cli, tag, data); err != nil {
+		return "", false, fmt.Errorf("probe image %s: %w", tag, err)
+	}
+	return tag, built, nil
 }
 
 // ensureImage builds the probe image tag from binary unless the engine has

@@ -42,6 +42,9 @@ const (
 	stageDown   = commonpb.JobInfoComposeMessage_DOWN
 )
 
+// termResend is how often SIGTERM is sent again during a stop's grace.
+const termResend = 250 * time.Millisecond
+
 // engineTimeout bounds one Engine API call that is not a pull or a wait.
 const engineTimeout = 30 * time.Second
 
@@ -900,19 +903,35 @@ func (j *job) stopContainer(s *service, grace time.Duration) (exitState, bool) {
 	}
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
-	select {
-	case <-waitC:
-	case <-errC:
-	case <-timer.C:
-		j.containerEvent(s, fmt.Sprintf("did not stop within %s; sending SIGKILL", grace))
-		s.log.Warn("container did not stop in time; killing it", "grace", grace)
-		if err := j.r.cli.ContainerKill(ctx, s.id, "SIGKILL"); err != nil && !isNotRunning(err) {
-			s.log.Warn("killing the container", "error", err)
-		}
+	// A signal reaching a container's PID 1 before it installed its handler
+	// is dropped (PID 1 has no default action): repeat it during the grace.
+	resend := time.NewTicker(termResend)
+	defer resend.Stop()
+	if grace <= 0 {
+		resend.Stop()
+	}
+	for stopped := false; !stopped; {
 		select {
 		case <-waitC:
+			stopped = true
 		case <-errC:
-		case <-ctx.Done():
+			stopped = true
+		case <-resend.C:
+			if err := j.r.cli.ContainerKill(ctx, s.id, sig); err != nil && !isNotRunning(err) {
+				s.log.Debug("signalling the container again", "signal", sig, "error", err)
+			}
+		case <-timer.C:
+			j.containerEvent(s, fmt.Sprintf("did not stop within %s; sending SIGKILL", grace))
+			s.log.Warn("container did not stop in time; killing it", "grace", grace)
+			if err := j.r.cli.ContainerKill(ctx, s.id, "SIGKILL"); err != nil && !isNotRunning(err) {
+				s.log.Warn("killing the container", "error", err)
+			}
+			select {
+			case <-waitC:
+			case <-errC:
+			case <-ctx.Done():
+			}
+			stopped = true
 		}
 	}
 	st, err := j.inspectExit(s.id)

@@ -7,10 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -116,7 +119,11 @@ func classifyAWS(err error) (Outcome, bool) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return OK, false
 	}
-	return Outage, true // network
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return Outage, true // network
+	}
+	return OK, false // the SDK refused the request itself (a bad region, a parameter): nothing a retry fixes
 }
 
 // call runs f with retries on throttling and transient errors (Backoff)
@@ -208,8 +215,13 @@ func clientToken(token string) string {
 }
 
 func awsLaunchError(err error) error {
-	if o, _ := classifyAWS(err); o == NoCapacity {
+	o, retry := classifyAWS(err)
+	if o == NoCapacity {
 		return fmt.Errorf("%w: %w", ErrCapacity, err)
+	}
+	var apiErr smithy.APIError
+	if o == OK && !retry && !errors.As(err, &apiErr) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500 {

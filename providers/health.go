@@ -82,6 +82,23 @@ func (h *Health) Record(location string, o Outcome) {
 	}
 }
 
+// Seed sets location's health as last published (by this or another
+// manager, before a restart) without calling OnChange: a location seeded
+// UNSTABLE or FAILED counts as having failed now, so it recovers (and the
+// recovery is published) once the window passes without failures.
+func (h *Health) Seed(location string, health managerpb.Health) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := &locHealth{reported: health}
+	if health != managerpb.Health_HEALTHY {
+		l.lastBad = h.now()
+		if health == managerpb.Health_FAILED {
+			l.consecutive = h.failedAfter
+		}
+	}
+	h.loc[location] = l
+}
+
 // SetOnChange replaces the function called (outside the tracker's lock,
 // on the goroutine that recorded the outcome) when a location's health
 // changes; nil for none.
@@ -92,6 +109,9 @@ func (h *Health) SetOnChange(f func(location string, h managerpb.Health)) {
 }
 
 func (h *Health) refreshLocked(location string, l *locHealth, now time.Time) (bool, managerpb.Health) {
+	if !l.lastBad.IsZero() && now.Sub(l.lastBad) >= h.window {
+		l.consecutive = 0 // the failures are old news
+	}
 	cur := managerpb.Health_HEALTHY
 	switch {
 	case l.consecutive >= h.failedAfter:

@@ -221,6 +221,24 @@ func TokenFromUserData(userData string) string {
 }
 
 func (g *grain) onCloudLaunched(ctx actor.Context, m *cloudLaunched) {
+	if g.rec == nil {
+		return
+	}
+	if ph := g.rec.GetCloud().GetPhase(); m.err == nil && m.inst.ID != "" && m.inst.ID != g.rec.GetCloud().GetInstanceId() &&
+		(ph == internalpb.CloudNode_TERMINATING || ph == internalpb.CloudNode_TERMINATED) {
+		// A launch still being retried when the node was stopped has
+		// succeeded after all: terminate what it created.
+		g.log.Warn("a launch finished after the node was stopped; terminating its instance", "instance_id", m.inst.ID)
+		next := g.next()
+		next.Cloud.InstanceId = m.inst.ID
+		next.Cloud.Phase = internalpb.CloudNode_TERMINATING
+		if r := g.commit("", next); r != nil {
+			g.log.Error("could not record the late instance; it is left running", "instance_id", m.inst.ID, "error", r.GetMessage())
+			return
+		}
+		g.cloudWork(ctx)
+		return
+	}
 	if m.gen != g.cloudGen || g.rec.GetCloud().GetPhase() != internalpb.CloudNode_LAUNCHING {
 		return
 	}
@@ -344,11 +362,15 @@ func (g *grain) onCloudTerminated(ctx actor.Context, m *cloudTerminated) {
 		if errors.Is(m.err, context.Canceled) {
 			return
 		}
-		g.log.Warn("terminating the instance failed; retrying", "error", m.err)
+		g.terminateFailures++
+		d := g.cfg.CloudPollInterval << min(g.terminateFailures-1, 10)
+		d = min(d, time.Minute)
+		g.log.Warn("terminating the instance failed; retrying", "in", d, "attempts", g.terminateFailures, "error", m.err)
 		gen := g.cloudGen
-		g.timer.SendOnce(g.cfg.CloudPollInterval, ctx.Self(), &cloudPoll{gen: gen})
+		g.timer.SendOnce(d, ctx.Self(), &cloudPoll{gen: gen})
 		return
 	}
+	g.terminateFailures = 0
 	next := g.next()
 	next.Cloud.Phase = internalpb.CloudNode_TERMINATED
 	if r := g.commit("", next); r != nil {
@@ -368,6 +390,14 @@ func (g *grain) cloudBusy() bool {
 		return g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING
 	}
 	return false
+}
+
+// cloudClosed reports whether a cloud node takes no worker any more: it
+// was stopped, or its instance is being (or was) terminated.
+func (g *grain) cloudClosed() bool {
+	cl := g.rec.GetCloud()
+	return cl != nil && (g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED ||
+		cl.GetPhase() == internalpb.CloudNode_TERMINATING || cl.GetPhase() == internalpb.CloudNode_TERMINATED)
 }
 
 // tokenExpired reports whether a cloud node's registration token can no

@@ -57,7 +57,9 @@ func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.Me
 	if g.rec == nil || (g.rec.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER && g.rec.GetCloud() == nil) {
 		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown, "unknown registration token or node credential")
 	}
-	if g.rec.GetCloud() != nil && c.GetCredential() == "" && (g.tokenExpired() || g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED) {
+	if g.rec.GetCloud() != nil && (g.cloudClosed() || c.GetCredential() == "" && g.tokenExpired()) {
+		// Neither the token nor the node credential brings a stopped cloud
+		// node back: its instance is (being) terminated.
 		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonTokenUnknown,
 			"the registration token of node %s has expired or its node was stopped", g.id)
 	}
@@ -91,9 +93,11 @@ func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.Me
 	}
 	var events []*managerpb.EventStreamEvent
 	if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+		if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING {
+			events = append(events, evStarting(next)) // a cloud node's was sent at its create
+		}
 		next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING
 		next.StopReason = nil
-		events = append(events, evStarting(next))
 	}
 	if r := g.commit(reqID, next, events...); r != nil {
 		return r
@@ -140,6 +144,12 @@ func (g *grain) terminate(ctx actor.Context, reqID string) *internalpb.Reply {
 		return g.notFound()
 	}
 	if g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED && g.rec.GetStopReason() == managerpb.NodeStopping_USER_REQUESTED {
+		return actors.OK()
+	}
+	if g.rec.GetCloud() != nil && g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED {
+		// A cloud node that already failed keeps its reason; make sure its
+		// instance goes.
+		g.terminateCloud(ctx)
 		return actors.OK()
 	}
 	reason := managerpb.NodeStopping_USER_REQUESTED

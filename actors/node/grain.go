@@ -151,6 +151,8 @@ type grain struct {
 	cloudGen    uint64             // generation of the cloud work in flight; older results are stale
 	cloudCtx    context.Context    // of the cloud goroutines; cancelled when the grain stops
 	cloudCancel context.CancelFunc // nil until the first cloud call
+	// terminateFailures counts failed terminations in a row (backoff).
+	terminateFailures int
 }
 
 func (g *grain) Receive(ctx actor.Context) {

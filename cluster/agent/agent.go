@@ -130,6 +130,8 @@ type Agent struct {
 	wg     sync.WaitGroup
 	// healthMu serialises provider health publications.
 	healthMu sync.Mutex
+	// healthStop ends the provider health refresher (nil if none).
+	healthStop context.CancelFunc
 	once   sync.Once
 	// stopping is set when Shutdown begins: the libraries' warnings and
 	// errors about their sockets closing are debug from then on
@@ -346,6 +348,9 @@ func (a *Agent) Router() actors.Router { return a.router }
 func (a *Agent) Shutdown() {
 	a.once.Do(func() {
 		a.stopping.Store(true)
+		if a.healthStop != nil {
+			a.healthStop()
+		}
 		if a.health != nil {
 			a.health.Shutdown()
 		}

@@ -2,7 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,11 +66,30 @@ func startCloudWorker(t *testing.T, a *Agent, userData string) *worker.Agent {
 	rt, err := process.New(pc)
 	require.NoError(t, err)
 	t.Cleanup(rt.Shutdown)
+	stateDir := t.TempDir()
 	w, _ := worker.TestAgent(t, rt, func(c *worker.Config) {
 		c.Token = token
 		c.ManagerURLs = []string{a.APIAddr()}
+		c.StateDir = stateDir
 	})
+	workerDirs.Store(w, stateDir)
 	return w
+}
+
+// workerDirs maps the workers of startCloudWorker to their state dirs.
+var workerDirs sync.Map
+
+// workerCredential reads the node credential a cloud worker keeps in its
+// state dir (identity.json).
+func workerCredential(t *testing.T, w *worker.Agent) string {
+	dir, _ := workerDirs.Load(w)
+	data, err := os.ReadFile(filepath.Join(dir.(string), "identity.json"))
+	require.NoError(t, err)
+	var id struct {
+		Credential string `json:"credential"`
+	}
+	require.NoError(t, json.Unmarshal(data, &id))
+	return id.Credential
 }
 
 func TestCloud_AWSNodeLifecycle(t *testing.T) {
@@ -278,4 +301,63 @@ func TestCloud_ManagerRestartMidCreate(t *testing.T) {
 		return nodeOf(t, c2, "aws-restart").GetRunningMetadata().GetProviderMetadata().GetAws().GetInstanceId() == want
 	})
 	require.Len(t, emu.Instances(), 1, "a second instance was launched")
+}
+
+// TestCloud_StoppedDuringLaunchRetries: a node stopped while its launch is
+// still being retried (throttling) does not leak the instance the launch
+// creates in the end.
+func TestCloud_StoppedDuringLaunchRetries(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	emu.InjectFault(ec2emu.ActionRunInstances, ec2emu.Faults(ec2emu.CodeRequestLimitExceeded, 3)...)
+	_, c := startCloudAgent(t, emu, 30*time.Second, 30*time.Second)
+	ctx := context.Background()
+	_, err := c.CreateAwsNode(ctx, awsNode("aws-late"))
+	require.NoError(t, err)
+	eventually(t, "a launch attempt", func() bool { return emu.Calls(ec2emu.ActionRunInstances) >= 1 })
+	_, err = c.TerminateNode(ctx, &commonpb.NodeId{NodeId: "aws-late"})
+	require.NoError(t, err)
+	eventually(t, "the late instance terminated", func() bool {
+		insts := emu.Instances()
+		return len(insts) == 1 && (insts[0].State == ec2emu.StateTerminated || insts[0].State == ec2emu.StateShuttingDown)
+	})
+	require.Equal(t, managerpb.NodeStopping_USER_REQUESTED, nodeOf(t, c, "aws-late").GetStopReason())
+}
+
+// TestCloud_TerminatedNodeStaysTerminated: a terminated node's worker
+// cannot bring it back with its credential, and a failed node keeps its
+// reason when terminated afterwards.
+func TestCloud_TerminatedNodeStaysTerminated(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	a, c := startCloudAgent(t, emu, 10*time.Second, 10*time.Second)
+	ctx := context.Background()
+	_, err := c.CreateAwsNode(ctx, awsNode("aws-t"))
+	require.NoError(t, err)
+	var run ec2emu.RunRequest
+	eventually(t, "RunInstances", func() bool { var ok bool; run, ok = emu.LastRunRequest(); return ok })
+	w := startCloudWorker(t, a, run.UserData)
+	eventually(t, "node started", func() bool {
+		return nodeOf(t, c, "aws-t").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+	})
+	_, err = c.TerminateNode(ctx, &commonpb.NodeId{NodeId: "aws-t"})
+	require.NoError(t, err)
+	// The worker lives on (its instance is shutting down) and re-registers
+	// with its credential after the session ends: refused.
+	cred := workerCredential(t, w)
+	_, err = c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{NodeCredential: cred, Address: "127.0.0.1",
+		Port: uint32(w.Addr().(*net.TCPAddr).Port)})
+	requireCode(t, err, codes.Unauthenticated)
+	require.Equal(t, managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED, nodeOf(t, c, "aws-t").GetState())
+
+	// A node that failed keeps its reason through a later TerminateNode.
+	emu.InjectFault(ec2emu.ActionRunInstances, ec2emu.FaultOf(ec2emu.CodeInsufficientInstanceCapacity))
+	_, err = c.CreateAwsNode(ctx, awsNode("aws-f"))
+	require.NoError(t, err)
+	eventually(t, "create failed", func() bool {
+		n := nodeOf(t, c, "aws-f")
+		return n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED && n.StopReason != nil
+	})
+	require.Equal(t, managerpb.NodeStopping_CREATE_FAILED, nodeOf(t, c, "aws-f").GetStopReason())
+	_, err = c.TerminateNode(ctx, &commonpb.NodeId{NodeId: "aws-f"})
+	require.NoError(t, err)
+	require.Equal(t, managerpb.NodeStopping_CREATE_FAILED, nodeOf(t, c, "aws-f").GetStopReason())
 }

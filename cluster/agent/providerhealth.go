@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"time"
@@ -22,11 +23,60 @@ const healthAttempts = 3
 // written (no quorum) is logged and the next change carries the whole
 // picture again.
 func (a *Agent) watchProviderHealth() {
+	if len(a.cfg.Node.Providers) == 0 {
+		return
+	}
 	for kind, p := range a.cfg.Node.Providers {
-		name := strings.ToLower(strings.TrimPrefix(kind.String(), "NODE_PROVIDER_"))
+		name := providerName(kind)
+		a.seedHealth(kind, name, p.Health())
 		p.Health().SetOnChange(func(location string, h managerpb.Health) {
 			a.publishHealth(kind, name, location, h)
 		})
+	}
+	// Recoveries happen with time, not with calls: look once a minute.
+	ctx, cancel := context.WithCancel(context.Background())
+	a.healthStop = cancel
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		t := time.NewTicker(healthRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				for _, p := range a.cfg.Node.Providers {
+					p.Health().Snapshot() // publishes locations whose window passed
+				}
+			}
+		}
+	}()
+}
+
+// healthRefresh is how often provider health is re-evaluated without calls.
+const healthRefresh = time.Minute
+
+func providerName(kind managerpb.NodeProvider) string {
+	return strings.ToLower(strings.TrimPrefix(kind.String(), "NODE_PROVIDER_"))
+}
+
+// seedHealth starts a tracker from the published record, so that a
+// FAILED or UNSTABLE location published before a restart recovers (and
+// is published as recovered) instead of staying stale.
+func (a *Agent) seedHealth(kind managerpb.NodeProvider, name string, h interface {
+	Seed(string, managerpb.Health)
+}) {
+	rec := &internalpb.ProviderHealthRecord{}
+	found, _, err := actors.LoadRecord(a.journal, persistence.ProviderKey(name), rec)
+	if err != nil || !found {
+		return
+	}
+	for _, r := range rec.GetHealth().GetAws().GetRegionHealth() {
+		h.Seed(r.GetRegion(), r.GetHealth())
+	}
+	for _, r := range rec.GetHealth().GetOci().GetRegionHealth() {
+		h.Seed(r.GetAvailabilityDomain(), r.GetHealth())
 	}
 }
 

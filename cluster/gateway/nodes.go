@@ -282,6 +282,10 @@ func (s *Server) CreateOciNode(ctx context.Context, in *managerpb.CreateOciNodeR
 	return empty(err)
 }
 
+// maxCloudTags bounds a cloud node's tags: EC2 allows 50 per instance, one
+// of which is the node id tag.
+const maxCloudTags = 49
+
 func validateAwsNode(in *managerpb.CreateAwsNodeRequest) error {
 	if err := checkTags("tags", in.GetTags()); err != nil {
 		return err
@@ -289,11 +293,17 @@ func validateAwsNode(in *managerpb.CreateAwsNodeRequest) error {
 	if err := checkText("region", in.GetRegion(), maxNameLen); err != nil {
 		return err
 	}
+	if !isCloudName(in.GetRegion()) || strings.ContainsAny(in.GetRegion(), "._") {
+		return invalid("region", "%q is not a region name (like eu-west-2)", in.GetRegion())
+	}
+	if len(in.GetTags()) > maxCloudTags {
+		return invalid("tags", "%d tags; an instance takes at most %d (with the node id tag)", len(in.GetTags()), maxCloudTags)
+	}
 	t := in.GetTemplate()
 	switch {
 	case t.GetId() == "" && t.GetName() == "":
 		return invalid("template", "a launch template id or name is required (it holds the image, network and role)")
-	case in.GetInstanceType() != "" && !isCloudName(in.GetInstanceType()):
+	case len(in.GetInstanceType()) > maxNameLen || in.GetInstanceType() != "" && !isCloudName(in.GetInstanceType()):
 		return invalid("instance_type", "%q is not an instance type", in.GetInstanceType())
 	}
 	for i, g := range in.GetExtraSecurityGroups() {

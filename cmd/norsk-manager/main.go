@@ -242,6 +242,13 @@ func run(ctx context.Context, o *options) error {
 	cfg.Node.Providers = provs
 	cfg.Node.PendingTimeout, cfg.Node.StartupTimeout = o.providers.pendingTimeout, o.providers.startupTimeout
 	cfg.Node.ManagerURLs = splitList(o.providers.workerURLs)
+	if len(provs) > 0 && len(cfg.Node.ManagerURLs) == 0 {
+		if host, _, err := net.SplitHostPort(cfg.APIAddr); err == nil {
+			if ip := net.ParseIP(host); host == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+				log.Warn("cloud instances' workers will be told to register at the API address, which they cannot reach from another host; give --worker-manager-url", "api_addr", cfg.APIAddr)
+			}
+		}
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

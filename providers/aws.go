@@ -205,9 +205,13 @@ func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 }
 
 // clientToken is the idempotency token of a node's launch (EC2 allows 64
-// ASCII characters; longer tokens are hashed).
+// printable ASCII characters; longer or other tokens are hashed).
 func clientToken(token string) string {
-	if len(token) <= 64 {
+	ascii := true
+	for i := 0; i < len(token); i++ {
+		ascii = ascii && token[i] >= 0x20 && token[i] < 0x7f
+	}
+	if len(token) <= 64 && ascii {
 		return token
 	}
 	sum := sha256.Sum256([]byte(token))

@@ -147,7 +147,11 @@ func TestNorskManager_ErrorOrigin(t *testing.T) {
 				t.Fatalf("%#v: want Local %v, Addr %q", err, tc.wantLocal, tc.wantAddr)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
+				// gRPC may give up while its newest connection to the mute
+				// port is still open: the address then reads "connected",
+				// and gRPC's own words say that the peer hung up.
+				if !strings.Contains(err.Error(), w) && !(strings.Contains(w, "connection closed") &&
+					strings.Contains(err.Error(), "error reading server preface")) {
 					t.Errorf("%q does not say %q", err, w)
 				}
 			}

@@ -132,7 +132,7 @@ type Agent struct {
 	healthMu sync.Mutex
 	// healthStop ends the provider health refresher (nil if none).
 	healthStop context.CancelFunc
-	once   sync.Once
+	once       sync.Once
 	// stopping is set when Shutdown begins: the libraries' warnings and
 	// errors about their sockets closing are debug from then on
 	// (quietOnStop, actorLog).

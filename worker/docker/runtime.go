@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -23,6 +22,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
+	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
 )
 
@@ -37,14 +37,13 @@ type Runtime struct {
 	ownCli   bool   // cli was created by New and is closed by Shutdown
 	id       string // runtime id: LabelWorker of everything it creates
 	jobsDir  string
-	events   chan worker.Event
+	emit     *emit.Emitter
 	ports    *hostports.Table
 	lock     *worker.StateDirLock
 	ctx      context.Context // cancelled by Shutdown
 	cancel   context.CancelFunc
 	shutOnce sync.Once
 	wg       sync.WaitGroup
-	dropped  atomic.Uint64 // info events dropped on a full channel
 
 	mu struct {
 		sync.Mutex
@@ -93,7 +92,6 @@ func newLocked(ctx context.Context, cfg Config, lock *worker.StateDirLock) (*Run
 		log:     log.With("component", "docker-runtime"),
 		cli:     cfg.Client,
 		jobsDir: filepath.Join(cfg.StateDir, "jobs"),
-		events:  make(chan worker.Event, cfg.EventBuffer),
 		ports:   hostports.NewTable(),
 		lock:    lock,
 	}
@@ -123,6 +121,7 @@ func newLocked(ctx context.Context, cfg Config, lock *worker.StateDirLock) (*Run
 	}
 	r.cli.NegotiateAPIVersion(pctx)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.emit = emit.New(cfg.EventBuffer, r.ctx.Done(), r.log)
 	return r, nil
 }
 
@@ -157,7 +156,7 @@ func runtimeID(dir string) (string, error) {
 func (r *Runtime) ID() string { return r.id }
 
 // Events implements worker.Runtime.
-func (r *Runtime) Events() <-chan worker.Event { return r.events }
+func (r *Runtime) Events() <-chan worker.Event { return r.emit.Ch() }
 
 // Shutdown stops the runtime's goroutines and returns when they have
 // exited, then releases StateDir and closes the engine client it created.
@@ -260,7 +259,7 @@ func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Durati
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r.emitInfo(composeInfo(key, stageDown, "not running"))
+		r.emitInfo(emit.Compose(key, stageDown, "not running"))
 		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key})
 		return nil
 	}
@@ -459,24 +458,8 @@ func (r *Runtime) removeJob(j *job) {
 	}
 }
 
-// emitLifecycle delivers ev, blocking until it is received or the runtime
-// shuts down.
-func (r *Runtime) emitLifecycle(ev worker.Event) {
-	select {
-	case r.events <- ev:
-	case <-r.ctx.Done():
-		r.log.Warn("runtime shut down before a job event was delivered; the next worker reports the truth",
-			"job_id", ev.Key.JobID, "role", ev.Key.Role, "event", ev.Kind.String())
-	}
-}
+// emitLifecycle delivers ev (emit.Emitter.Lifecycle).
+func (r *Runtime) emitLifecycle(ev worker.Event) { r.emit.Lifecycle(ev) }
 
-// emitInfo delivers ev if there is room, else drops it.
-func (r *Runtime) emitInfo(ev worker.Event) {
-	select {
-	case r.events <- ev:
-	default:
-		if n := r.dropped.Add(1); n == 1 || n%1000 == 0 {
-			r.log.Warn("event channel full; dropping job info", "dropped", n)
-		}
-	}
-}
+// emitInfo delivers ev if there is room (emit.Emitter.Info).
+func (r *Runtime) emitInfo(ev worker.Event) { r.emit.Info(ev) }

@@ -12,6 +12,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/svcplan"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -529,30 +530,15 @@ func (j *job) persist() error {
 // --- job info ---------------------------------------------------------------
 
 func (j *job) info(m any) {
-	ev := worker.NewInfo(j.key, time.Now())
-	switch v := m.(type) {
-	case *commonpb.JobInfoMessage_ServiceStarted:
-		ev.Info.Message = v
-	case *commonpb.JobInfoMessage_ServiceRestarting:
-		ev.Info.Message = v
-	case *commonpb.JobInfoMessage_ContainerEvent:
-		ev.Info.Message = v
-	case *commonpb.JobInfoMessage_ComposeMessage:
-		ev.Info.Message = v
+	if ev, ok := emit.ServiceInfo(j.key, m); ok {
+		j.r.emitInfo(ev)
 	}
-	j.r.emitInfo(ev)
 }
 
 func (j *job) compose(stage commonpb.JobInfoComposeMessage_Stage, text string) {
-	j.r.emitInfo(composeInfo(j.key, stage, text))
+	j.r.emitInfo(emit.Compose(j.key, stage, text))
 }
 
 func (j *job) containerEvent(s *service, text string) {
 	j.info(&commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: s.spec.Name, Text: text}})
-}
-
-func composeInfo(key worker.JobKey, stage commonpb.JobInfoComposeMessage_Stage, text string) worker.Event {
-	ev := worker.NewInfo(key, time.Now())
-	ev.Info.Message = &commonpb.JobInfoMessage_ComposeMessage{ComposeMessage: &commonpb.JobInfoComposeMessage{Stage: stage, Text: text}}
-	return ev
 }

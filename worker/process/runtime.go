@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
 	"google.golang.org/protobuf/proto"
 )
@@ -25,7 +25,7 @@ type Runtime struct {
 	cfg     Config
 	log     *slog.Logger
 	jobsDir string
-	events  chan worker.Event
+	emit    *emit.Emitter
 	ports   *hostports.Table     // reserved host ports
 	waker   *waker               // wakes exit watchers at shutdown
 	lock    *worker.StateDirLock // held on StateDir from New to Shutdown
@@ -33,7 +33,6 @@ type Runtime struct {
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{} // closed by Shutdown; only ever closed
 	wg           sync.WaitGroup
-	droppedInfo  atomic.Uint64 // info events dropped on a full channel
 
 	mu struct {
 		sync.Mutex
@@ -78,10 +77,10 @@ func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 		log:        log.With("component", "process-runtime"),
 		jobsDir:    filepath.Join(cfg.StateDir, "jobs"),
 		lock:       lock,
-		events:     make(chan worker.Event, cfg.EventBuffer),
 		ports:      hostports.NewTable(),
 		shutdownCh: make(chan struct{}),
 	}
+	r.emit = emit.New(cfg.EventBuffer, r.shutdownCh, r.log)
 	r.mu.jobs = make(map[worker.JobKey]*job)
 	if err := os.MkdirAll(r.jobsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("process: create %s: %w", r.jobsDir, err)
@@ -95,7 +94,7 @@ func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 }
 
 // Events implements worker.Runtime.
-func (r *Runtime) Events() <-chan worker.Event { return r.events }
+func (r *Runtime) Events() <-chan worker.Event { return r.emit.Ch() }
 
 // Shutdown stops the runtime's goroutines and returns when they have
 // exited, then releases StateDir. Every service keeps running and every
@@ -190,7 +189,7 @@ func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Durati
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r.emitInfo(composeInfo(key, stageDown, "not running"))
+		r.emitInfo(emit.Compose(key, stageDown, "not running"))
 		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key})
 		return nil
 	}
@@ -327,24 +326,8 @@ func (r *Runtime) removeJob(j *job) {
 	}
 }
 
-// emitLifecycle delivers ev, blocking until it is received or the runtime
-// shuts down.
-func (r *Runtime) emitLifecycle(ev worker.Event) {
-	select {
-	case r.events <- ev:
-	case <-r.shutdownCh:
-		r.log.Warn("runtime shut down before a job event was delivered; the next worker reports the truth",
-			"job_id", ev.Key.JobID, "role", ev.Key.Role, "event", ev.Kind.String())
-	}
-}
+// emitLifecycle delivers ev (emit.Emitter.Lifecycle).
+func (r *Runtime) emitLifecycle(ev worker.Event) { r.emit.Lifecycle(ev) }
 
-// emitInfo delivers ev if there is room, else drops it.
-func (r *Runtime) emitInfo(ev worker.Event) {
-	select {
-	case r.events <- ev:
-	default:
-		if n := r.droppedInfo.Add(1); n == 1 || n%1000 == 0 {
-			r.log.Warn("event channel full; dropping job info", "dropped", n)
-		}
-	}
-}
+// emitInfo delivers ev if there is room (emit.Emitter.Info).
+func (r *Runtime) emitInfo(ev worker.Event) { r.emit.Info(ev) }

@@ -643,15 +643,11 @@ func (j *job) startContainer(s *service) error {
 	s.run++
 	s.running = true
 	s.log.Info("service started", "container", shortID(s.id))
-	// Output from this run only: the engine's start time of the container
-	// (a restart of the same container keeps the earlier runs' logs).
-	since := began
-	if info, err := j.r.cli.ContainerInspect(ctx, s.id); err == nil && info.State != nil {
-		if t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt); err == nil {
-			since = t
-		}
-	}
-	j.follow(s, since)
+	// Output from this run only (a restarted container keeps the earlier
+	// runs' logs): from just before ContainerStart, which is after the
+	// previous run's exit was seen. Not the engine's StartedAt: the process
+	// can write before the engine records it.
+	j.follow(s, began)
 	j.watch(s)
 	j.info(&commonpb.JobInfoMessage_ServiceStarted{ServiceStarted: &commonpb.JobInfoServiceStarted{ServiceName: s.spec.Name}})
 	if j.phase == phaseRunning {

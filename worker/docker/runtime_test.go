@@ -308,6 +308,10 @@ func TestRuntime_RestartPolicyThenFailed(t *testing.T) {
 	if n := e.c.Count(isInfo(key, "crash", "exited with code 3")); n != 3 {
 		t.Errorf("exit events ×%d, want 3", n)
 	}
+	// Each run's output once: a restart does not repeat the earlier runs'.
+	if n := e.c.Count(isInfo(key, "crash", "(stdout)")); n != 3 {
+		t.Errorf("output lines ×%d, want 3 (one per run)", n)
+	}
 	if left := e.leftovers(); len(left) != 0 {
 		t.Fatalf("a failed job left %v", left)
 	}
@@ -340,6 +344,9 @@ func TestRuntime_StopGraceThenKill(t *testing.T) {
 	if _, err := e.r.Start(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
+	// The probe says "sleeping" once it ignores SIGTERM; a stop before
+	// that would be obeyed by Go's default handler (exit code 2).
+	e.c.Wait(t, "probe ready", isInfo(key, "s", "sleeping"))
 	if err := e.r.Stop(context.Background(), key, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}

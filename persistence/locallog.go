@@ -103,11 +103,7 @@ func (l *LocalLog) Load(ctx context.Context, key EntityKey) ([]byte, Seq, error)
 
 // LastSeq implements Journal.
 func (l *LocalLog) LastSeq(ctx context.Context, key EntityKey) (Seq, error) {
-	_, seq, err := l.store.Load(key)
-	if errors.Is(err, ErrNotFound) {
-		err = nil
-	}
-	return seq, err
+	return l.store.Seq(key)
 }
 
 // Close stops the log after the batch in flight; appends still queued, and

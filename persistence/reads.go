@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -43,6 +44,34 @@ func (s *Store) Load(key EntityKey) ([]byte, Seq, error) {
 		return nil, e.seq, ErrNotFound
 	}
 	return e.record, e.seq, nil
+}
+
+// Seq returns the entity's sequence as applied on this manager (0 if it
+// never existed; a deleted entity keeps its tombstone's), without copying
+// its record: the cheap check of whether a grain's record is still the
+// newest. Errors: I/O or ErrCorrupt (wrapped).
+func (s *Store) Seq(key EntityKey) (Seq, error) {
+	var seq Seq
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(entKey(key))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) < 9 {
+				return fmt.Errorf("entity %s: value of %d bytes: %w", key, len(v), ErrCorrupt)
+			}
+			seq = Seq(binary.BigEndian.Uint64(v))
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sequence of %s: %w", key, err)
+	}
+	return seq, nil
 }
 
 // Job returns the job record of id and its sequence, or ErrNotFound.

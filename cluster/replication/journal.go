@@ -160,13 +160,14 @@ func (j *raftJournal) Load(ctx context.Context, key persistence.EntityKey) ([]by
 	return r.cfg.Store.Load(key)
 }
 
-// LastSeq implements persistence.Journal.
+// LastSeq implements persistence.Journal: the entity's sequence as of
+// every write acknowledged before the call (after a Barrier).
 func (j *raftJournal) LastSeq(ctx context.Context, key persistence.EntityKey) (persistence.Seq, error) {
-	_, seq, err := j.Load(ctx, key)
-	if errors.Is(err, persistence.ErrNotFound) {
-		err = nil
+	r := (*Replicator)(j)
+	if err := r.Barrier(ctx); err != nil {
+		return 0, err
 	}
-	return seq, err
+	return r.cfg.Store.Seq(key)
 }
 
 // Barrier waits until the local FSM has applied every entry committed

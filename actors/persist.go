@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
@@ -81,4 +82,40 @@ func LoadRecord(j persistence.Journal, key persistence.EntityKey, rec proto.Mess
 		return false, 0, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return true, seq, nil
+}
+
+// FreshnessTimeout bounds Current when the command carries no deadline
+// (one-way reports).
+const FreshnessTimeout = 10 * time.Second
+
+// Current tells a grain, before it answers a command from its in-memory
+// record, whether that record is still the entity's newest committed one:
+// it compares seq with Journal.LastSeq, which in a cluster first waits for
+// the read barrier, so the comparison reflects every write acknowledged
+// (through any manager, by any activation) before the call. stale is true
+// when the grain must reload before it decides: another activation of the
+// grain (a manager that was frozen or cut off and runs again, or the
+// overlap of a passivation) or another manager wrote since it loaded.
+//
+// Fencing appends with the expected sequence protects writes only; a
+// refusal (stale current_hash, "no such instance", NOT_FOUND) or a read
+// answered from an old record would be a false answer. This is the check
+// that makes every answer linearizable (ARCHITECTURE §7.7;
+// docs/design/grains.md "Freshness").
+//
+// The wait is bounded by deadline (the command's) or FreshnessTimeout. A
+// non-nil fail is the answer for the caller when the check could not be
+// made: UNAVAILABLE (no Raft leader, or no answer in time), nothing done.
+func Current(j persistence.Journal, key persistence.EntityKey, seq persistence.Seq, deadline *timestamppb.Timestamp) (stale bool, fail *internalpb.Reply) {
+	until := time.Now().Add(FreshnessTimeout)
+	if deadline != nil && deadline.AsTime().Before(until) {
+		until = deadline.AsTime()
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	last, err := j.LastSeq(ctx, key)
+	if err != nil {
+		return false, Fail(errorpb.Code_UNAVAILABLE, "%s: could not confirm the record is current, nothing was done: %v", key, err)
+	}
+	return last != seq, nil
 }

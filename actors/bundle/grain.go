@@ -168,6 +168,18 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.BundleCommand) {
 		}
 		return
 	}
+	// Answer only from the newest committed record (actors.Current).
+	stale, fail := actors.Current(g.cfg.Journal, persistence.BundleKey(g.id), g.seq, m.GetDeadline())
+	if fail != nil {
+		if ctx.Sender() != nil {
+			ctx.Respond(fail)
+		}
+		return
+	}
+	if stale {
+		g.log.Info("record changed since this activation loaded it; reloading")
+		g.load()
+	}
 	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
 		g.replay(ctx, m)
 		return

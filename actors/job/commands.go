@@ -147,12 +147,12 @@ func sessionNodes(store *persistence.Store) ([]string, error) {
 }
 
 // start provisions (job, role) on a node: the node grain checks the node is
-// online and sends provision_job; only then is the instance recorded. The
-// reply is sent from the continuation.
-func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) {
+// online and sends provision_job; only then is the instance recorded. A
+// refusal is returned at once; otherwise the reply is sent from the
+// continuation and start returns nil.
+func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *internalpb.Reply {
 	if r := g.checkStartable(c.GetRole()); r != nil {
-		ctx.Respond(r)
-		return
+		return r
 	}
 	role, node := c.GetRole(), c.GetNodeId()
 	g.pending[role] = node
@@ -165,6 +165,7 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) {
 		ctx.Respond(g.started(ctx, reqID, role, node, res, err))
 		delete(g.endedWhilePending, role)
 	})
+	return nil
 }
 
 func (g *grain) checkStartable(role string) *internalpb.Reply {
@@ -220,6 +221,13 @@ func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, er
 	putInstance(next, in)
 	g.addHistory(next, hProvisioned(now, in))
 	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+		// The commit reloaded the record. If another activation of this
+		// grain recorded the very same instance meanwhile (two activations
+		// overlap during a topology change), it runs as wanted: stopping
+		// it would take down what that activation acknowledged.
+		if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
+			return actors.OK()
+		}
 		g.sendStop(node, role)
 		return r
 	}

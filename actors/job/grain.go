@@ -138,37 +138,58 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
 		ctx.Respond(actors.Late(actors.KindJob, g.id))
 		return
 	}
-	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
-		ctx.Respond(g.replayReply(m))
+	// Answer only from the newest committed record: an activation that
+	// missed writes (another manager's, or its own manager was frozen)
+	// would refuse a current hash or miss an instance.
+	stale, fail := actors.Current(g.cfg.Journal, persistence.JobKey(g.id), g.seq, m.GetDeadline())
+	if fail != nil {
+		ctx.Respond(fail)
 		return
 	}
-	var r *internalpb.Reply
+	if stale {
+		g.log.Info("record changed since this activation loaded it; reloading")
+		g.load()
+	}
+	r := g.dispatch(ctx, m)
+	if r.GetCode() == errorpb.Code_ABORTED && !actors.Expired(m.GetDeadline()) {
+		// Another writer committed between the check and the append; the
+		// commit reloaded the record: decide once more on it.
+		r = g.dispatch(ctx, m)
+	}
+	if r != nil {
+		ctx.Respond(r)
+	}
+}
+
+// dispatch carries out m on the current record. A nil reply means the
+// command answers later (StartJob, from its continuation).
+func (g *grain) dispatch(ctx actor.Context, m *internalpb.JobCommand) *internalpb.Reply {
+	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
+		return g.replayReply(m)
+	}
 	switch c := m.GetCmd().(type) {
 	case *internalpb.JobCommand_Create:
-		r = g.create(m.GetRequestId(), c.Create.GetJob())
+		return g.create(m.GetRequestId(), c.Create.GetJob())
 	case *internalpb.JobCommand_Update:
-		r = g.update(m.GetRequestId(), c.Update.GetJob())
+		return g.update(m.GetRequestId(), c.Update.GetJob())
 	case *internalpb.JobCommand_Delete:
-		r = g.delete(m.GetRequestId())
+		return g.delete(m.GetRequestId())
 	case *internalpb.JobCommand_Start:
-		g.start(ctx, m.GetRequestId(), c.Start) // answers from its continuation
-		return
+		return g.start(ctx, m.GetRequestId(), c.Start)
 	case *internalpb.JobCommand_Stop:
-		r = g.stop(ctx, m.GetRequestId(), c.Stop)
+		return g.stop(ctx, m.GetRequestId(), c.Stop)
 	case *internalpb.JobCommand_Complete:
-		r = g.complete(ctx, m.GetRequestId())
+		return g.complete(ctx, m.GetRequestId())
 	case *internalpb.JobCommand_Get:
-		r = g.get()
+		return g.get()
 	case *internalpb.JobCommand_Activate:
-		r = g.activate(m.GetRequestId())
+		return g.activate(m.GetRequestId())
 	case *internalpb.JobCommand_InstanceReport:
-		r = g.instanceReport(ctx, m.GetRequestId(), c.InstanceReport)
+		return g.instanceReport(ctx, m.GetRequestId(), c.InstanceReport)
 	case *internalpb.JobCommand_NodeGone:
-		r = g.nodeGone(m.GetRequestId(), c.NodeGone)
-	default:
-		r = actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
+		return g.nodeGone(m.GetRequestId(), c.NodeGone)
 	}
-	ctx.Respond(r)
+	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
 }
 
 // replayReply answers a command whose request id was already applied.

@@ -51,6 +51,16 @@ func (p *pool) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.load()
 	case *internalpb.PoolCommand:
+		// Decide on the newest committed record (actors.Current): an empty
+		// pool is a state-based refusal.
+		stale, fail := actors.Current(p.cfg.Journal, persistence.MockPoolKey, p.seq, nil)
+		if fail != nil {
+			ctx.Respond(fail)
+			return
+		}
+		if stale {
+			p.load()
+		}
 		ctx.Respond(p.pop(m.GetRequestId()))
 	}
 }

@@ -3,6 +3,9 @@ package node
 import (
 	"net"
 	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -219,13 +222,24 @@ func (g *grain) createMock(ctx actor.Context, reqID string, c *internalpb.Create
 
 // provision sends provision_job to the node's worker. It answers with the
 // node record (the job grain records the node's metadata in its history).
-func (g *grain) provision(ctx actor.Context, c *internalpb.Provision) *internalpb.Reply {
+// A node that should have a session but has none healthy yet (the grain
+// was just activated, or is re-dialling) queues the provision until the
+// session is healthy, its dial fails, or the caller's deadline nears: nil
+// is returned then, and the answer comes later.
+func (g *grain) provision(ctx actor.Context, c *internalpb.Provision, deadline *timestamppb.Timestamp) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
 	}
-	if !g.connected || g.rec.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
-		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %q is not online (state %s, worker session %s)",
-			g.id, g.rec.GetState().String(), map[bool]string{true: "up", false: "down"}[g.connected])
+	if !g.healthy || g.rec.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+		if g.stateAllowsProvision() && ctx.Sender() != nil {
+			var dl time.Time
+			if deadline != nil {
+				dl = deadline.AsTime()
+			}
+			g.queueProvision(ctx, c, dl)
+			return nil
+		}
+		return g.notOnline()
 	}
 	g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: c.GetJob()}})
 	return &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}}

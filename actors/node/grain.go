@@ -72,6 +72,10 @@ type Config struct {
 	// CloudPollInterval is how often a pending instance is described, and
 	// the delay before a failed termination is retried. Default 5 s.
 	CloudPollInterval time.Duration
+	// StopResendInterval is how often a node grain holding a healthy
+	// worker session re-sends stop_job for the instances job records on
+	// the node still mark STOPPING (resendStops). Default 3 s.
+	StopResendInterval time.Duration
 	// Barrier, if set (an HA cluster), is called before reading which
 	// instances job records place on the node, so the read reflects every
 	// acknowledged write.
@@ -104,6 +108,7 @@ func (c *Config) defaults() {
 	def(&c.PendingTimeout, 10*time.Minute)
 	def(&c.StartupTimeout, 10*time.Minute)
 	def(&c.CloudPollInterval, 5*time.Second)
+	def(&c.StopResendInterval, 3*time.Second)
 }
 
 // Kind returns the node grain kind for an actors.Host.
@@ -132,6 +137,10 @@ type grain struct {
 	log    *slog.Logger
 	timer  *scheduler.TimerScheduler
 	system *actor.ActorSystem
+	// actx is the grain's own actor context, kept so that commit can act
+	// on a reload that shows the session superseded; used only from
+	// Receive and its continuations.
+	actx actor.Context
 
 	rec *internalpb.NodeRecord // nil: unknown (or deregistered)
 	seq persistence.Seq
@@ -153,6 +162,14 @@ type grain struct {
 	cloudCancel context.CancelFunc // nil until the first cloud call
 	// terminateFailures counts failed terminations in a row (backoff).
 	terminateFailures int
+
+	// superseded is set once another activation of the grain holds the
+	// worker session: this one passivates (ownership.go).
+	superseded bool
+	// provisions wait for the session being dialled (queueProvision).
+	provisions []pendingProvision
+	// cancelResend stops the stop-resend ticker (nil: not running).
+	cancelResend scheduler.CancelFunc
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -160,17 +177,23 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *actor.Started:
 		g.timer = scheduler.NewTimerScheduler(ctx)
 		g.system = ctx.ActorSystem()
+		g.actx = ctx
 		g.load()
 		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
 		if g.rec != nil {
 			g.cloudWork(ctx) // resume a create or termination after a restart
 		}
+		// An activation that wants a session dials at once: commands for
+		// the worker must not be refused by a grain that merely has not
+		// dialled yet (ownership.go).
+		g.ensureSession(ctx)
 	case *actor.ReceiveTimeout:
 		if g.session == nil && g.cancelRedial == nil && !g.cloudBusy() {
 			ctx.Send(ctx.Parent(), &actors.Passivate{})
 		}
 	case *actor.Stopping:
 		g.stopTimers()
+		g.failProvisions(ctx, g.supersededReply())
 		if g.cloudCancel != nil {
 			g.cloudCancel()
 		}
@@ -190,6 +213,10 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.ensureSession(ctx)
 	case *lostTimeout:
 		g.onLost(ctx, m)
+	case *provisionTimeout:
+		g.onProvisionTimeout(ctx)
+	case *stopResend:
+		g.resendStops()
 	case *cloudLaunched:
 		g.onCloudLaunched(ctx, m)
 	case *cloudDescribed:
@@ -228,12 +255,26 @@ func (g *grain) stopTimers() {
 		g.cancelLost()
 		g.cancelLost = nil
 	}
+	g.stopResendTicker()
+}
+
+func (g *grain) stopResendTicker() {
+	if g.cancelResend != nil {
+		g.cancelResend()
+		g.cancelResend = nil
+	}
 }
 
 func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 	if actors.Expired(m.GetDeadline()) {
 		if ctx.Sender() != nil {
 			ctx.Respond(actors.Late(actors.KindNode, g.id))
+		}
+		return
+	}
+	if r := g.refresh(ctx, m); r != nil {
+		if ctx.Sender() != nil {
+			ctx.Respond(r)
 		}
 		return
 	}
@@ -256,7 +297,9 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 	case *internalpb.NodeCommand_CreateCloud:
 		r = g.createCloud(ctx, m.GetRequestId(), c.CreateCloud)
 	case *internalpb.NodeCommand_Provision:
-		r = g.provision(ctx, c.Provision)
+		if r = g.provision(ctx, c.Provision, m.GetDeadline()); r == nil {
+			return // queued for the session being dialled
+		}
 	case *internalpb.NodeCommand_StopInstance:
 		r = g.stopInstance(ctx, c.StopInstance)
 	case *internalpb.NodeCommand_DeleteJobData:
@@ -320,7 +363,7 @@ func (g *grain) commit(reqID string, next *internalpb.NodeRecord, events ...*man
 		if fail != nil {
 			g.log.Warn("journal append failed; reloading the record", "error", fail.GetMessage())
 		}
-		g.load()
+		g.reloadChecked(g.actx)
 		return fail
 	}
 	g.rec, g.seq = next, res.Seq

@@ -67,6 +67,7 @@ func (g *grain) closeSession(ctx actor.Context) {
 		g.session = nil
 	}
 	g.markDisconnected()
+	g.stopResendTicker()
 }
 
 // closeSessionGracefully lets the session deliver what was sent to it
@@ -77,6 +78,7 @@ func (g *grain) closeSessionGracefully(ctx actor.Context) {
 		g.session = nil
 	}
 	g.markDisconnected()
+	g.stopResendTicker()
 }
 
 func (g *grain) markDisconnected() {
@@ -123,6 +125,12 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 	next.SessionEpoch = m.epoch
 	next.LastConnected = g.now()
 	if r := g.commit("", next); r != nil {
+		if g.rec.GetSessionEpoch() > m.epoch {
+			// The commit reloaded the record: another activation recorded
+			// a newer session meanwhile.
+			g.onSuperseded(ctx, "another activation recorded a newer worker session")
+			return
+		}
 		g.log.Error("could not record the worker session; dropping it", "error", r.GetMessage())
 		g.closeSession(ctx)
 		g.sessionLost(ctx, managerpb.NodeStopping_STARTUP_TIME_EXCEEDED)
@@ -174,6 +182,8 @@ func (g *grain) onHealthy(ctx actor.Context) {
 	// Adopt what the worker runs (after a manager restart, or after the
 	// node was declared stopped while the worker kept its jobs).
 	g.reconcile(g.helloRunning)
+	g.flushProvisions()
+	g.startStopResend(ctx)
 }
 
 // reconcile tells job grains what the worker runs (adoption) and which of
@@ -247,9 +257,9 @@ func (g *grain) onSessionDown(ctx actor.Context, m *sessionDown) {
 		// of this grain can have opened (one on the manager that owns it
 		// now, or a stray one left by a topology change): leave the
 		// session to it rather than dial again and take it back, which
-		// would make the two supersede each other forever. If that
-		// manager goes away, the reviver wakes this grain's owner.
-		g.log.Info("worker session superseded by another activation; not re-dialling", "epoch", m.epoch)
+		// would make the two supersede each other forever, and passivate.
+		// The next command activates the grain afresh on its owner.
+		g.onSuperseded(ctx, "the worker ended this session as superseded")
 		return
 	}
 	if wasConnected {
@@ -267,6 +277,7 @@ func (g *grain) onSessionDown(ctx actor.Context, m *sessionDown) {
 // sessionLost schedules a re-dial and, if the node was not already lost,
 // the timer that declares it stopped.
 func (g *grain) sessionLost(ctx actor.Context, reason managerpb.NodeStopping_Reason) {
+	g.failProvisions(ctx, g.notOnline())
 	if g.rec.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING {
 		reason = managerpb.NodeStopping_STARTUP_TIME_EXCEEDED
 	}

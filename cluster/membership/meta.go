@@ -31,11 +31,22 @@ type Meta struct {
 	Kinds []string
 	// Version is the manager's build version, informational.
 	Version string
+	// Fenced lists the actor ids (ActorID) of members that are alive in the
+	// gossip but that this manager's protoactor has blocked: they were
+	// declared failed once (a freeze, a partition) and protoactor never
+	// accepts a blocked id back. A manager that finds its own ActorID
+	// fenced by a majority of the others must rejoin under a new id
+	// (FencedBy; docs/design/ha.md "Fenced actor ids"). Set by Provider.
+	Fenced []string
 }
+
+// MaxFenced bounds Meta.Fenced (the meta must fit memberlist's 512 bytes).
+const MaxFenced = 6
 
 // Clone returns a deep copy of m.
 func (m Meta) Clone() Meta {
 	m.Kinds = slices.Clone(m.Kinds)
+	m.Fenced = slices.Clone(m.Fenced)
 	return m
 }
 
@@ -45,7 +56,7 @@ func (m Meta) Clone() Meta {
 //
 // 1: n, a, r, h, p, i, k, ver, l. Unknown keys are ignored on decode, so a
 // field may be added without a version bump; removing or re-typing one
-// needs a new key.
+// needs a new key. Added since: f (fenced actor ids).
 type wireMeta struct {
 	Name      string   `json:"n"`
 	APIAddr   string   `json:"a,omitempty"`
@@ -58,7 +69,8 @@ type wireMeta struct {
 	// Leaving is set by Leave just before memberlist's leave broadcast: it
 	// is how the others tell a graceful leave from a failure, because
 	// memberlist v0.7.0 never fills Node.State in its callbacks.
-	Leaving bool `json:"l,omitempty"`
+	Leaving bool     `json:"l,omitempty"`
+	Fenced  []string `json:"f,omitempty"`
 }
 
 // encodeMeta encodes m with the leaving flag, refusing more than
@@ -67,7 +79,7 @@ func encodeMeta(m Meta, leaving bool) ([]byte, error) {
 	buf, err := json.Marshal(wireMeta{
 		Name: m.Name, APIAddr: m.APIAddr, RaftAddr: m.RaftAddr,
 		ActorHost: m.ActorHost, ActorPort: m.ActorPort, ActorID: m.ActorID,
-		Kinds: m.Kinds, Version: m.Version, Leaving: leaving,
+		Kinds: m.Kinds, Version: m.Version, Leaving: leaving, Fenced: m.Fenced,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("membership: encode meta: %w", err)
@@ -89,6 +101,6 @@ func decodeMeta(buf []byte) (Meta, bool, error) {
 	return Meta{
 		Name: w.Name, APIAddr: w.APIAddr, RaftAddr: w.RaftAddr,
 		ActorHost: w.ActorHost, ActorPort: w.ActorPort, ActorID: w.ActorID,
-		Kinds: w.Kinds, Version: w.Version,
+		Kinds: w.Kinds, Version: w.Version, Fenced: w.Fenced,
 	}, w.Leaving, nil
 }

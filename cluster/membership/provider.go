@@ -162,9 +162,64 @@ func (p *Provider) publishLoop(c *cluster.Cluster, kinds []string, changed <-cha
 	}
 }
 
-// publish hands protoactor the current set of actor-hosting members.
+// publish hands protoactor the current set of actor-hosting members and,
+// for a member, advertises which of them protoactor has blocked (fence).
 func (p *Provider) publish(c *cluster.Cluster, kinds []string) {
-	c.MemberList.UpdateClusterTopology(clusterMembers(p.ms.Members(), kinds))
+	members := p.ms.Members()
+	c.MemberList.UpdateClusterTopology(clusterMembers(members, kinds))
+	if len(kinds) > 0 {
+		p.fence(c, members)
+	}
+}
+
+// fence advertises, in the local meta's Fenced, the actor ids of the
+// members that are alive in the gossip but blocked by protoactor here
+// (protoactor blocks every member that ever left its topology, and never
+// lets the id back in): such a member was declared failed — it was frozen
+// or cut off — and still believes it hosts the grains it hosted. Telling
+// it is how it learns that it must rejoin under a new id.
+func (p *Provider) fence(c *cluster.Cluster, members []Member) {
+	local := p.ms.LocalMember().Meta
+	blocked := c.Remote.BlockList()
+	var fenced []string
+	for _, m := range members {
+		id := m.Meta.ActorID
+		if m.State == MemberAlive && id != "" && id != local.ActorID && blocked.IsBlocked(id) && len(fenced) < MaxFenced {
+			fenced = append(fenced, id)
+		}
+	}
+	slices.Sort(fenced)
+	if slices.Equal(fenced, local.Fenced) {
+		return
+	}
+	if len(fenced) > 0 {
+		p.logger.Warn("members alive in the gossip are blocked by the actor cluster (declared failed earlier); telling them to rejoin",
+			"actor_ids", strings.Join(fenced, ","))
+	}
+	local.Fenced = fenced
+	if err := p.ms.SetMeta(local); err != nil && !errors.Is(err, ErrBroadcastTimeout) {
+		p.logger.Debug("advertise fenced actor ids", "error", err)
+	}
+}
+
+// FencedBy reports which alive members other than self (by name) fence
+// self's current actor id (Meta.Fenced), and how many alive members other
+// than self host actors. A manager fenced by a strict majority of the
+// others has been declared failed by the actor cluster and must rejoin it
+// under a new actor id; a minority fencing it (the far side of a healed
+// partition, which blocked the majority in turn) is not enough.
+func FencedBy(members []Member, self Member) (fencers []string, others int) {
+	id := self.Meta.ActorID
+	for _, m := range members {
+		if m.Name == self.Name || m.State != MemberAlive || m.Meta.ActorPort <= 0 {
+			continue
+		}
+		others++
+		if id != "" && slices.Contains(m.Meta.Fenced, id) {
+			fencers = append(fencers, m.Name)
+		}
+	}
+	return fencers, others
 }
 
 // clusterMembers selects the members that are alive (not leaving), have an

@@ -117,6 +117,9 @@ type Agent struct {
 	metrics    *metrics
 	gateway    *gateway.Server
 
+	// actorLogger is the slog logger of every actor system of the agent.
+	actorLogger *slog.Logger
+
 	// journal and router are the write path and the grain router: a
 	// LocalLog and the local Host for a single manager, Raft and the
 	// protoactor cluster in an HA cluster (cl).
@@ -198,8 +201,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	// protoactor is chatty at info; its endpoint retries are one warning
 	// per peer outage (actorLog).
-	actorLogger := slog.New(newActorLog(log.With("component", "protoactor").Handler(), slog.LevelWarn, &a.stopping))
-	a.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
+	a.actorLogger = slog.New(newActorLog(log.With("component", "protoactor").Handler(), slog.LevelWarn, &a.stopping))
+	a.system = a.newActorSystem()
 	// The kinds need the router before it exists.
 	router := &lateRouter{}
 	if cfg.Cluster.Enabled() {
@@ -221,6 +224,12 @@ func New(cfg Config) (*Agent, error) {
 	router.Router = a.host
 	a.router = a.host
 	return a, nil
+}
+
+// newActorSystem returns a new actor system (with a new id) logging
+// through the agent's protoactor logger.
+func (a *Agent) newActorSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return a.actorLogger }))
 }
 
 // kinds returns the grain kinds over a.journal and router; barrier (nil for

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -105,12 +103,15 @@ type clustered struct {
 	raftStore *persistence.RaftStore
 	members   *membership.Membership
 	rep       *replication.Replicator
-	provider  *membership.Provider
-	actors    *cluster.Cluster
-	router    *grains.Router
+	// kinds are the grain kinds every actor layer hosts.
+	kinds []actors.Kind
+	// router is what the rest of the manager holds: the current actor
+	// layer's router, replaced on a rejoin.
+	router *grains.Switch
 
 	mu      sync.Mutex
 	clients map[string]*grpc.ClientConn // API address → connection; guarded by mu
+	actor   *actorLayer                 // the current actor layer; guarded by mu
 
 	// fatal receives at most one error that must stop the manager (Err).
 	fatal chan error
@@ -178,26 +179,14 @@ func (a *Agent) initCluster(router *lateRouter) error {
 		return err
 	}
 	a.journal = timedJournal{Journal: c.rep.Journal(), hist: a.metrics.applySecs}
-	kinds := a.kinds(router, c.rep.Barrier)
-	ckinds := make([]*cluster.Kind, len(kinds))
-	for i, k := range kinds {
-		ckinds[i] = actors.ClusterKind(k)
-	}
-	host, port, err := splitPort(cc.ClusterAddr)
-	if err != nil {
-		c.abort()
-		return err
-	}
-	rem := remote.Configure(host, port, remote.WithAdvertisedHost(cc.advertised(cc.ClusterAddr)))
-	c.provider = membership.NewProvider(c.members)
-	ccfg := cluster.Configure("norsk-manager", c.provider, disthash.New(), rem, cluster.WithKinds(ckinds...), cluster.WithRequestTimeout(10*time.Second))
-	c.actors = cluster.New(a.system, ccfg)
-	if err := startMember(c.actors); err != nil {
-		c.abort()
-		return err
-	}
-	c.router = grains.NewRouter(c.actors, grains.Config{Logger: a.log.With("component", "router")})
+	c.router = grains.NewSwitch()
 	router.Router = c.router
+	c.kinds = a.kinds(router, c.rep.Barrier)
+	if c.actor, err = c.startActorLayer(a.system); err != nil {
+		c.abort()
+		return err
+	}
+	c.router.Set(c.actor.router)
 	a.router = c.router
 	a.cl = c
 	c.fatal = make(chan error, 1)
@@ -351,7 +340,7 @@ func (a *Agent) startCluster(ctx context.Context) {
 				// Place grains on the new topology before waking them: a
 				// request to a departed owner waits out protoactor's 5 s
 				// activation timeout.
-				c.provider.Refresh()
+				c.layer().provider.Refresh()
 				if err := reconcile.Revive(ctx, rc); err != nil {
 					a.log.Warn("revive grains", "error", err)
 				}
@@ -366,7 +355,7 @@ func (a *Agent) startCluster(ctx context.Context) {
 					return
 				case <-time.After(reviveSettle):
 				}
-				c.provider.Refresh()
+				c.layer().provider.Refresh()
 				if err := reconcile.Revive(ctx, rc); err != nil {
 					a.log.Warn("revive grains after the topology settled", "error", err)
 				}
@@ -378,6 +367,11 @@ func (a *Agent) startCluster(ctx context.Context) {
 	go func() {
 		defer a.wg.Done()
 		c.trackHealth(ctx)
+	}()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		c.watchFencing(ctx)
 	}()
 }
 
@@ -591,14 +585,16 @@ func (c *clustered) handOff() {
 func (c *clustered) shutdown() {
 	close(c.stopConflicts)
 	<-c.conflictsDone
-	c.router.Stop()
-	c.actors.Shutdown(false)
+	l := c.layer()
+	c.router.Suspend()
+	l.router.Stop()
+	l.cluster.Shutdown(false)
 	logErr := func(what string, err error) {
 		if err != nil {
 			c.a.log.Warn(what+" failed while stopping", "error", err)
 		}
 	}
-	logErr("stopping the cluster provider", c.provider.Shutdown(false))
+	logErr("stopping the cluster provider", l.provider.Shutdown(false))
 	logErr("stopping raft", c.rep.Shutdown())
 	if !c.conflicted.Load() {
 		// A failed leave is not an error worth more than a line: the

@@ -20,6 +20,7 @@ type metrics struct {
 	reg         *prometheus.Registry
 	applySecs   prometheus.Histogram
 	activations *prometheus.CounterVec
+	rejoins     prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -34,8 +35,12 @@ func newMetrics() *metrics {
 			Name: "norsk_manager_grain_activations_total",
 			Help: "Grain activations on this manager, by kind.",
 		}, []string{"kind"}),
+		rejoins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "norsk_manager_actor_rejoins_total",
+			Help: "Times this manager rejoined the actor cluster under a new id after the others declared it failed (a freeze, a partition).",
+		}),
 	}
-	m.reg.MustRegister(m.applySecs, m.activations, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.applySecs, m.activations, m.rejoins, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -117,10 +117,12 @@ func withDeadline(cmd proto.Message, deadline time.Time) proto.Message {
 func (r *Router) request(ctx context.Context, deadline time.Time, kind, identity string, cmd proto.Message) (*internalpb.Reply, error) {
 	for {
 		left := time.Until(deadline)
-		if left <= 0 {
+		if left <= 0 || r.ctx.Err() != nil {
+			// Out of time, or this router was stopped (the manager is
+			// stopping or rejoining the actor cluster: Switch retries).
 			return nil, actors.ErrGrainTimeout
 		}
-		res, err := r.c.Request(identity, kind, cmd, cluster.WithTimeout(left))
+		res, err := r.call(ctx, identity, kind, cmd, left)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -138,6 +140,29 @@ func (r *Router) request(ctx context.Context, deadline time.Time, kind, identity
 			continue
 		}
 		return nil, rerr
+	}
+}
+
+// call makes one cluster request, abandoned early when ctx ends or the
+// router stops (protoactor's Request waits out its timeout even when the
+// actor system under it is shut down, which a rejoin does).
+func (r *Router) call(ctx context.Context, identity, kind string, cmd proto.Message, timeout time.Duration) (any, error) {
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { // ends within timeout
+		res, err := r.c.Request(identity, kind, cmd, cluster.WithTimeout(timeout))
+		done <- result{res, err}
+	}()
+	select {
+	case out := <-done:
+		return out.res, out.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.ctx.Done():
+		return nil, actors.ErrGrainTimeout
 	}
 }
 

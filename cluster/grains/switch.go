@@ -1,0 +1,132 @@
+package grains
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+)
+
+// Switch is the actors.Router the rest of a manager holds while the
+// Router beneath it may be replaced: when the manager rejoins the actor
+// cluster under a new actor id (it was declared failed and fenced,
+// docs/design/ha.md "Fenced actor ids"), the old actor system and its
+// grains go and a new Router takes over. Requests made while no Router is
+// installed wait for the next one (bounded by their context); one-way
+// sends made then are dropped (what they carry is re-derived from worker
+// hellos and records, as with any lost one-way command). Set must be
+// called before any grain exists (grains call RequestFuture). Safe for
+// concurrent use.
+type Switch struct {
+	mu struct {
+		sync.Mutex
+		cur   *Router       // nil while switching
+		last  *Router       // the most recent Router, for RequestFuture while switching
+		ready chan struct{} // closed when cur is set
+	}
+}
+
+var _ actors.Router = (*Switch)(nil)
+
+// NewSwitch returns a Switch with no Router yet: requests wait until Set.
+func NewSwitch() *Switch {
+	s := &Switch{}
+	s.mu.ready = make(chan struct{})
+	return s
+}
+
+// Set installs r; waiting requests proceed on it.
+func (s *Switch) Set(r *Router) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.cur, s.mu.last = r, r
+	select {
+	case <-s.mu.ready:
+	default:
+		close(s.mu.ready)
+	}
+}
+
+// Suspend removes the current Router (returned, nil if none): requests
+// wait for the next Set. The caller stops the old Router.
+func (s *Switch) Suspend() *Router {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.mu.cur
+	if old != nil {
+		s.mu.cur = nil
+		s.mu.ready = make(chan struct{})
+	}
+	return old
+}
+
+// Current returns the installed Router, nil while switching.
+func (s *Switch) Current() *Router {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.cur
+}
+
+// wait returns the installed Router, waiting for one until ctx ends.
+func (s *Switch) wait(ctx context.Context) (*Router, error) {
+	for {
+		s.mu.Lock()
+		cur, ready := s.mu.cur, s.mu.ready
+		s.mu.Unlock()
+		if cur != nil {
+			return cur, nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, actors.ErrGrainTimeout
+		}
+	}
+}
+
+// Request implements actors.Router on the installed Router. A request
+// that fails because its Router was replaced under it is made again on
+// the new one (the old one's grains are gone, so the command was not
+// carried out by them: their supervisors are stopped before the switch
+// and a stopped grain answers nothing).
+func (s *Switch) Request(ctx context.Context, kind, identity string, cmd proto.Message) (*internalpb.Reply, error) {
+	for {
+		r, err := s.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		reply, err := r.Request(ctx, kind, identity, cmd)
+		if err == nil || ctx.Err() != nil || s.Current() == r {
+			return reply, err
+		}
+	}
+}
+
+// RequestFuture implements actors.Router on the installed Router; while
+// switching, the future fails at once (the callers are grains of the
+// actor system being replaced).
+func (s *Switch) RequestFuture(kind, identity string, cmd proto.Message, timeout time.Duration) *actor.Future {
+	s.mu.Lock()
+	cur, last := s.mu.cur, s.mu.last
+	s.mu.Unlock()
+	if cur != nil {
+		return cur.RequestFuture(kind, identity, cmd, timeout)
+	}
+	system := last.c.ActorSystem
+	f := actor.NewFuture(system, time.Millisecond)
+	system.Root.Send(f.PID(), &actor.DeadLetterResponse{})
+	return f
+}
+
+// Send implements actors.Router on the installed Router; dropped while
+// switching.
+func (s *Switch) Send(kind, identity string, cmd proto.Message) {
+	if r := s.Current(); r != nil {
+		r.Send(kind, identity, cmd)
+	}
+}

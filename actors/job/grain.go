@@ -140,17 +140,31 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
 	}
 	// Answer only from the newest committed record: an activation that
 	// missed writes (another manager's, or its own manager was frozen)
-	// would refuse a current hash or miss an instance.
-	stale, fail := actors.Current(g.cfg.Journal, persistence.JobKey(g.id), g.seq, m.GetDeadline())
-	if fail != nil {
-		ctx.Respond(fail)
-		return
+	// would refuse a current hash or miss an instance. An answer backed by
+	// a commit is fresh by the journal's fence; every other answer needs
+	// the check (actors.Current). Commands that act outside the journal
+	// before they commit (a provision, a stop of what a worker reports)
+	// are checked first; the others are decided optimistically and
+	// checked only if they did not commit.
+	checked := false
+	if checkFirst(m) {
+		if r := g.ensureCurrent(m); r != nil {
+			ctx.Respond(r)
+			return
+		}
+		checked = true
 	}
-	if stale {
-		g.log.Info("record changed since this activation loaded it; reloading")
-		g.load()
-	}
+	seq := g.seq
 	r := g.dispatch(ctx, m)
+	if r != nil && !checked && g.seq == seq {
+		if fail := g.ensureCurrent(m); fail != nil {
+			ctx.Respond(fail)
+			return
+		}
+		if g.seq != seq { // it was stale: decide on the newest record
+			r = g.dispatch(ctx, m)
+		}
+	}
 	if r.GetCode() == errorpb.Code_ABORTED && !actors.Expired(m.GetDeadline()) {
 		// Another writer committed between the check and the append; the
 		// commit reloaded the record: decide once more on it.
@@ -159,6 +173,31 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
 	if r != nil {
 		ctx.Respond(r)
 	}
+}
+
+// checkFirst reports whether m must be checked for freshness before it is
+// decided: reads, and commands with effects outside the journal before
+// (or instead of) their commit.
+func checkFirst(m *internalpb.JobCommand) bool {
+	switch m.GetCmd().(type) {
+	case *internalpb.JobCommand_Get, *internalpb.JobCommand_Start, *internalpb.JobCommand_InstanceReport, *internalpb.JobCommand_Activate:
+		return true
+	}
+	return false
+}
+
+// ensureCurrent reloads the record if a newer one was committed. A
+// non-nil reply is the answer when the check could not be made.
+func (g *grain) ensureCurrent(m *internalpb.JobCommand) *internalpb.Reply {
+	stale, fail := actors.Current(g.cfg.Journal, persistence.JobKey(g.id), g.seq, m.GetDeadline())
+	if fail != nil {
+		return fail
+	}
+	if stale {
+		g.log.Info("record changed since this activation loaded it; reloading")
+		g.load()
+	}
+	return nil
 }
 
 // dispatch carries out m on the current record. A nil reply means the

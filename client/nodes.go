@@ -124,3 +124,17 @@ func (m *NorskManager) ClusterMemberRegister(ctx context.Context, req *managerpb
 func (m *NorskManager) ClusterMembers(ctx context.Context) (*managerpb.ClusterMembersResponse, error) {
 	return unary(ctx, m, "ClusterMembers", &managerpb.ClusterMembersRequest{}, m.api.ClusterMembers)
 }
+
+// StopOrphan stops the orphan (job, role) on node now: a job the node's
+// worker runs that the manager's store does not know, otherwise kept
+// running until its grace ends (NodeInfo.orphans). codes.NotFound if the
+// node has no such orphan, codes.FailedPrecondition if its worker session
+// is down.
+func (m *NorskManager) StopOrphan(ctx context.Context, node NodeID, job JobID, role string) error {
+	if node == "" || job == "" || role == "" {
+		return invalidArg("StopOrphan", "node id, job id and role are required")
+	}
+	req := &managerpb.StopOrphanRequest{NodeId: nodeIDpb(node), JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: string(job)}, Role: role}}
+	_, err := unary(ctx, m, "StopOrphan", req, m.api.StopOrphan)
+	return err
+}

@@ -32,6 +32,7 @@ type fakeNodes struct {
 	mu      sync.Mutex
 	online  map[string]bool
 	stops   []string
+	orphans []string // node/job/role of OrphanFound
 	deletes []string // node/job
 	undated []string // DeleteJobData commands without a deadline
 	// gate, when set, holds every Provision answer until it is closed;
@@ -63,6 +64,8 @@ func (f *fakeNodes) kind() actors.Kind {
 					Metadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}}}}})
 			case *internalpb.NodeCommand_StopInstance:
 				f.stops = append(f.stops, id+"/"+c.StopInstance.GetJobId()+"/"+c.StopInstance.GetRole())
+			case *internalpb.NodeCommand_OrphanFound:
+				f.orphans = append(f.orphans, id+"/"+c.OrphanFound.GetJobId()+"/"+c.OrphanFound.GetRole())
 			case *internalpb.NodeCommand_DeleteJobData:
 				f.deletes = append(f.deletes, id+"/"+c.DeleteJobData.GetJobId())
 				if m.GetDeadline() == nil {
@@ -288,9 +291,26 @@ func TestJob_InstanceReconciliation(t *testing.T) {
 	e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{NodeId: "n2",
 		Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED}}})
 	require.Empty(t, e.record(t, "j").GetInstances())
-	// An unknown job reported running is stopped on its worker.
+	// A job the store never knew reported running is an orphan: reported
+	// to its node grain (which keeps it for the grace), not stopped.
 	e.do(t, "ghost", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
-	e.nodes.waitStop(t, "n1/ghost/primary")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.nodes.mu.Lock()
+		found := slices.Contains(e.nodes.orphans, "n1/ghost/primary")
+		e.nodes.mu.Unlock()
+		if found {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "no orphan reported for n1/ghost/primary")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NotContains(t, e.nodes.stopped(), "n1/ghost/primary")
+	// A deleted job (its tombstone says so) reported running is stopped.
+	e.do(t, "gone", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "gone"}}))
+	e.do(t, "gone", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Delete{Delete: &internalpb.DeleteJob{}}})
+	e.do(t, "gone", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	e.nodes.waitStop(t, "n1/gone/primary")
 }
 
 // TestJob_FailureBeforeProvisionAnswer: a worker that fails (or finishes)

@@ -21,8 +21,7 @@ import (
 func (g *grain) instanceReport(ctx actor.Context, reqID string, r *internalpb.InstanceReport) *internalpb.Reply {
 	if g.rec == nil {
 		if r.GetKind() == internalpb.InstanceReport_STARTED {
-			g.log.Warn("worker runs an unknown job; stopping it", "role", r.GetRole(), "node_id", r.GetNodeId())
-			g.sendStop(r.GetNodeId(), r.GetRole())
+			g.unknownRunning(r)
 		}
 		return g.notFound()
 	}
@@ -37,6 +36,22 @@ func (g *grain) instanceReport(ctx actor.Context, reqID string, r *internalpb.In
 		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED)
 	}
 	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "unknown instance report kind %v", r.GetKind())
+}
+
+// unknownRunning handles a worker running this job while the store has no
+// record of it. A tombstone (seq > 0) means it was deleted on purpose:
+// stopped at once. Otherwise the store never knew it (restored from an old
+// backup, or a copy of the data dir from before the job): the node records
+// it as an orphan, kept running for the orphan grace (actors/node
+// orphans.go), so a restore never takes a live broadcast off air.
+func (g *grain) unknownRunning(r *internalpb.InstanceReport) {
+	if g.seq > 0 {
+		g.log.Warn("worker runs a deleted job; stopping it", "role", r.GetRole(), "node_id", r.GetNodeId())
+		g.sendStop(r.GetNodeId(), r.GetRole())
+		return
+	}
+	g.cfg.Router.Send(actors.KindNode, r.GetNodeId(), &internalpb.NodeCommand{NodeId: r.GetNodeId(), Cmd: &internalpb.NodeCommand_OrphanFound{
+		OrphanFound: &internalpb.OrphanFound{JobId: g.id, Role: r.GetRole(), ServicePortMappings: r.GetServicePortMappings()}}})
 }
 
 func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *internalpb.Reply {

@@ -72,6 +72,10 @@ type Config struct {
 	// CloudPollInterval is how often a pending instance is described, and
 	// the delay before a failed termination is retried. Default 5 s.
 	CloudPollInterval time.Duration
+	// OrphanGrace is how long a job a worker runs that the store does not
+	// know keeps running before it is stopped (orphans.go). Default
+	// DefaultOrphanGrace (10 minutes); negative: stopped at once.
+	OrphanGrace time.Duration
 	// StopResendInterval is how often a node grain holding a healthy
 	// worker session re-sends stop_job for the instances job records on
 	// the node still mark STOPPING (resendStops). Default 3 s.
@@ -109,6 +113,9 @@ func (c *Config) defaults() {
 	def(&c.StartupTimeout, 10*time.Minute)
 	def(&c.CloudPollInterval, 5*time.Second)
 	def(&c.StopResendInterval, 3*time.Second)
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = DefaultOrphanGrace
+	}
 }
 
 // Kind returns the node grain kind for an actors.Host.
@@ -170,6 +177,8 @@ type grain struct {
 	provisions []pendingProvision
 	// cancelResend stops the stop-resend ticker (nil: not running).
 	cancelResend scheduler.CancelFunc
+	// cancelOrphans stops the orphan timer (nil: not armed).
+	cancelOrphans scheduler.CancelFunc
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -217,6 +226,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.onProvisionTimeout(ctx)
 	case *stopResend:
 		g.resendStops()
+	case *orphanDue:
+		g.onOrphansDue(ctx)
 	case *cloudLaunched:
 		g.onCloudLaunched(ctx, m)
 	case *cloudDescribed:
@@ -256,6 +267,10 @@ func (g *grain) stopTimers() {
 		g.cancelLost = nil
 	}
 	g.stopResendTicker()
+	if g.cancelOrphans != nil {
+		g.cancelOrphans()
+		g.cancelOrphans = nil
+	}
 }
 
 func (g *grain) stopResendTicker() {
@@ -309,6 +324,10 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 	case *internalpb.NodeCommand_Wake:
 		g.wake(ctx)
 		r = actors.OK()
+	case *internalpb.NodeCommand_OrphanFound:
+		r = g.onOrphanFound(ctx, c.OrphanFound)
+	case *internalpb.NodeCommand_StopOrphan:
+		r = g.stopOrphan(ctx, m.GetRequestId(), c.StopOrphan)
 	case *internalpb.NodeCommand_UpdatePhysical:
 		r = g.updatePhysical(m.GetRequestId(), c.UpdatePhysical)
 	default:

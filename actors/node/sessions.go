@@ -182,6 +182,8 @@ func (g *grain) onHealthy(ctx actor.Context) {
 	// Adopt what the worker runs (after a manager restart, or after the
 	// node was declared stopped while the worker kept its jobs).
 	g.reconcile(g.helloRunning)
+	g.forgetMissingOrphans(g.helloRunning)
+	g.scheduleOrphans(ctx)
 	g.flushProvisions()
 	g.startStopResend(ctx)
 }
@@ -235,9 +237,11 @@ func (g *grain) onWorkerMessage(ctx actor.Context, m *workerMessage) {
 			Role: x.JobStarted.GetJobKey().GetRole(), ServicePortMappings: x.JobStarted.GetServicePortMappings()})
 	case *workerpb.WorkerMessage_JobStopped:
 		g.report(x.JobStopped.GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STOPPED, Role: x.JobStopped.GetRole()})
+		g.orphanEnded(x.JobStopped.GetJobId().GetJobId(), x.JobStopped.GetRole(), "stopped")
 	case *workerpb.WorkerMessage_JobFailed:
 		g.report(x.JobFailed.GetJobKey().GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_FAILED,
 			Role: x.JobFailed.GetJobKey().GetRole(), Reason: x.JobFailed.GetReason()})
+		g.orphanEnded(x.JobFailed.GetJobKey().GetJobId().GetJobId(), x.JobFailed.GetJobKey().GetRole(), "failed: "+x.JobFailed.GetReason())
 	case *workerpb.WorkerMessage_JobInfo:
 		ev := &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_JobInfo{JobInfo: x.JobInfo}}
 		if r := g.commit("", g.next(), ev); r != nil {

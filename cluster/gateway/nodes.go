@@ -63,6 +63,8 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 				StopReason:      n.StopReason,
 				CpuPercentage:   live.CPUBusy,
 				MemoryUsedMib:   live.MemoryUsedMiB,
+				Orphans:         n.GetOrphans(),
+				Contested:       n.GetContested(),
 			}
 			if !live.LastSeen.IsZero() {
 				info.LastSeen = timestamppb.New(live.LastSeen)
@@ -228,6 +230,27 @@ func (s *Server) TerminateNode(ctx context.Context, in *commonpb.NodeId) (*empty
 		return nil, err
 	}
 	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_Terminate{Terminate: &internalpb.TerminateNode{}}})
+	return empty(err)
+}
+
+// StopOrphan stops an orphan instance (a job its node's worker runs that
+// the store does not know) now instead of when its grace ends.
+// InvalidArgument for a bad node id, job id or role; NotFound when the
+// node has no such orphan; FailedPrecondition when the node's worker
+// session is down.
+func (s *Server) StopOrphan(ctx context.Context, in *managerpb.StopOrphanRequest) (*emptypb.Empty, error) {
+	id, err := nodeID("node_id", in.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	job, role := in.GetJobKey().GetJobId().GetJobId(), in.GetJobKey().GetRole()
+	if err := checkID("job_key.job_id", job); err != nil {
+		return nil, err
+	}
+	if err := checkText("job_key.role", role, maxNameLen); err != nil {
+		return nil, err
+	}
+	_, err = s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_StopOrphan{StopOrphan: &internalpb.StopOrphan{JobId: job, Role: role}}})
 	return empty(err)
 }
 

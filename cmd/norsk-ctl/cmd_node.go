@@ -22,10 +22,11 @@ import (
 func newNodeCommand() *cobra.Command {
 	cmd := withExitCodes(&cobra.Command{
 		Use:   "node",
-		Short: "List, create (mock) and terminate nodes",
+		Short: "List, inspect, create (mock) and terminate nodes; list and stop orphans",
 		Long:  `Nodes are the machines that run jobs: cloud instances, cluster slots with a worker, and test-only mock nodes.`,
 	})
-	cmd.AddCommand(newNodeListCommand(), newNodeTerminateCommand(), newNodeMockCreateCommand())
+	cmd.AddCommand(newNodeListCommand(), newNodeGetCommand(), newNodeOrphansCommand(), newNodeStopOrphanCommand(),
+		newNodeTerminateCommand(), newNodeMockCreateCommand())
 	return cmd
 }
 
@@ -71,9 +72,10 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 			fmt.Sprintf("%.0f%%", n.GetCpuPercentage()),
 			fmt.Sprintf("%.0fMiB", n.GetMemoryUsedMib()),
 			format.Tags(n.GetMetadata().GetTags()),
+			nodeAlerts(n),
 		})
 	}
-	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "TAGS"}, rows)
+	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "TAGS", "ALERTS"}, rows)
 }
 
 // ctlYesNo renders a bool.

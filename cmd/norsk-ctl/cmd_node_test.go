@@ -120,6 +120,8 @@ func TestWriteNodeTable(t *testing.T) {
 			Provider:   managerpb.NodeProvider_NODE_PROVIDER_MOCK,
 			State:      managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED,
 			StopReason: managerpb.NodeStopping_HEALTH_PING_TIME_EXCEEDED.Enum(),
+			Orphans:    []*managerpb.Orphan{{JobKey: &commonpb.ActiveJobKey{JobId: &commonpb.JobId{JobId: "o1"}, Role: "primary"}}},
+			Contested:  "taken by a manager outside this cluster",
 		},
 	}
 	var b strings.Builder
@@ -131,9 +133,9 @@ func TestWriteNodeTable(t *testing.T) {
 		t.Fatalf("got:\n%s", b.String())
 	}
 	for i, re := range []string{
-		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+LAST SEEN\s+CPU\s+MEM\s+TAGS$`,
-		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+1m ago\s+42%\s+512MiB\s+a=1,b=2$`,
-		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+never\s+0%\s+0MiB\s+-$`,
+		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+LAST SEEN\s+CPU\s+MEM\s+TAGS\s+ALERTS$`,
+		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+1m ago\s+42%\s+512MiB\s+a=1,b=2\s+-$`,
+		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+never\s+0%\s+0MiB\s+-\s+1 orphan\(s\), contested$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(lines[i]) {
 			t.Errorf("line %d = %q, want match of %s", i, lines[i], re)

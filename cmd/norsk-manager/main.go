@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/cluster/agent"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -58,6 +59,7 @@ type options struct {
 	mockURLs       string
 	eventRetention uint64
 	noSync         bool
+	orphanGrace    time.Duration
 
 	// HA cluster
 	name              string
@@ -131,6 +133,7 @@ workers keep running them and a restarted manager adopts them.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
+	f.DurationVar(&o.orphanGrace, "orphan-grace", node.DefaultOrphanGrace, "how long a job a worker runs that the store does not know (an orphan: a store restored from an old backup) keeps running before it is stopped; 0 stops it at once")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
 	o.providers.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
@@ -240,6 +243,14 @@ func run(ctx context.Context, o *options) error {
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.EnableDebug = o.enableDebug
 	cfg.Node.Providers = provs
+	switch {
+	case o.orphanGrace < 0:
+		return usagef("--orphan-grace %s: must be 0 or more", o.orphanGrace)
+	case o.orphanGrace == 0:
+		cfg.Node.OrphanGrace = -1 // node.Config: negative stops orphans at once
+	default:
+		cfg.Node.OrphanGrace = o.orphanGrace
+	}
 	cfg.Node.PendingTimeout, cfg.Node.StartupTimeout = o.providers.pendingTimeout, o.providers.startupTimeout
 	cfg.Node.ManagerURLs = splitList(o.providers.workerURLs)
 	if len(provs) > 0 && len(cfg.Node.ManagerURLs) == 0 {

@@ -301,8 +301,10 @@ type JobRecord struct {
 	// Request ids of the most recent commands applied (newest last, bounded),
 	// so that a retried command is answered without being applied twice.
 	RecentRequests []string `protobuf:"bytes,3,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The last failure of each role that ever failed (by role, sorted).
+	LastFailures  []*managerpb.InstanceFailure `protobuf:"bytes,4,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
@@ -356,6 +358,13 @@ func (x *JobRecord) GetRecentRequests() []string {
 	return nil
 }
 
+func (x *JobRecord) GetLastFailures() []*managerpb.InstanceFailure {
+	if x != nil {
+		return x.LastFailures
+	}
+	return nil
+}
+
 // State of one node grain (any provider; cluster slots included).
 type NodeRecord struct {
 	state           protoimpl.MessageState         `protogen:"open.v1"`
@@ -389,8 +398,14 @@ type NodeRecord struct {
 	// registration token above is the single-use token in its user data.
 	Cloud          *CloudNode `protobuf:"bytes,31,opt,name=cloud,proto3" json:"cloud,omitempty"`
 	RecentRequests []string   `protobuf:"bytes,40,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Jobs the worker runs that the store did not know when it reported them
+	// (node.Config.OrphanGrace), sorted by job id and role.
+	Orphans []*managerpb.Orphan `protobuf:"bytes,41,rep,name=orphans,proto3" json:"orphans,omitempty"`
+	// Set while the worker's session is held by a manager outside this
+	// cluster (what was seen); cleared by the next verified session.
+	Contested     string `protobuf:"bytes,42,opt,name=contested,proto3" json:"contested,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -568,6 +583,20 @@ func (x *NodeRecord) GetRecentRequests() []string {
 		return x.RecentRequests
 	}
 	return nil
+}
+
+func (x *NodeRecord) GetOrphans() []*managerpb.Orphan {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetContested() string {
+	if x != nil {
+		return x.Contested
+	}
+	return ""
 }
 
 // The cloud side of an AWS or OCI node (docs/design/providers.md).
@@ -2187,6 +2216,8 @@ type NodeCommand struct {
 	//	*NodeCommand_UpdatePhysical
 	//	*NodeCommand_DeleteJobData
 	//	*NodeCommand_CreateCloud
+	//	*NodeCommand_OrphanFound
+	//	*NodeCommand_StopOrphan
 	Cmd           isNodeCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2358,6 +2389,24 @@ func (x *NodeCommand) GetCreateCloud() *CreateCloudNode {
 	return nil
 }
 
+func (x *NodeCommand) GetOrphanFound() *OrphanFound {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_OrphanFound); ok {
+			return x.OrphanFound
+		}
+	}
+	return nil
+}
+
+func (x *NodeCommand) GetStopOrphan() *StopOrphan {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_StopOrphan); ok {
+			return x.StopOrphan
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Cmd interface {
 	isNodeCommand_Cmd()
 }
@@ -2410,6 +2459,14 @@ type NodeCommand_CreateCloud struct {
 	CreateCloud *CreateCloudNode `protobuf:"bytes,21,opt,name=create_cloud,json=createCloud,proto3,oneof"`
 }
 
+type NodeCommand_OrphanFound struct {
+	OrphanFound *OrphanFound `protobuf:"bytes,22,opt,name=orphan_found,json=orphanFound,proto3,oneof"`
+}
+
+type NodeCommand_StopOrphan struct {
+	StopOrphan *StopOrphan `protobuf:"bytes,23,opt,name=stop_orphan,json=stopOrphan,proto3,oneof"`
+}
+
 func (*NodeCommand_RegisterSlot) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_MemberRegister) isNodeCommand_Cmd() {}
@@ -2434,6 +2491,125 @@ func (*NodeCommand_DeleteJobData) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_CreateCloud) isNodeCommand_Cmd() {}
 
+func (*NodeCommand_OrphanFound) isNodeCommand_Cmd() {}
+
+func (*NodeCommand_StopOrphan) isNodeCommand_Cmd() {}
+
+// A job grain tells the node grain that (job_id, role), which the node's
+// worker reported running, is unknown to the store: an orphan.
+type OrphanFound struct {
+	state               protoimpl.MessageState                    `protogen:"open.v1"`
+	JobId               string                                    `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Role                string                                    `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	ServicePortMappings map[string]*commonpb.ResolvedPortMappings `protobuf:"bytes,3,rep,name=service_port_mappings,json=servicePortMappings,proto3" json:"service_port_mappings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *OrphanFound) Reset() {
+	*x = OrphanFound{}
+	mi := &file_internal_internal_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrphanFound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrphanFound) ProtoMessage() {}
+
+func (x *OrphanFound) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
+func (*OrphanFound) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *OrphanFound) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *OrphanFound) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *OrphanFound) GetServicePortMappings() map[string]*commonpb.ResolvedPortMappings {
+	if x != nil {
+		return x.ServicePortMappings
+	}
+	return nil
+}
+
+// An operator stops an orphan now (Manager.StopOrphan).
+type StopOrphan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopOrphan) Reset() {
+	*x = StopOrphan{}
+	mi := &file_internal_internal_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopOrphan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopOrphan) ProtoMessage() {}
+
+func (x *StopOrphan) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
+func (*StopOrphan) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StopOrphan) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *StopOrphan) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 // Create an AWS or OCI node: record it, launch its instance.
 type CreateCloudNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2448,7 +2624,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2636,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2649,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -2528,7 +2704,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2716,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2729,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -2591,7 +2767,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2779,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2792,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -2669,7 +2845,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2857,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2870,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 type TerminateNode struct {
@@ -2705,7 +2881,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2893,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2906,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 type CreateMockNode struct {
@@ -2743,7 +2919,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2931,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2944,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -2794,7 +2970,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2982,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2995,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -2839,7 +3015,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3027,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3040,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -2889,7 +3065,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +3077,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3090,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -2926,7 +3102,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3114,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3127,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 type UpdatePhysicalNode struct {
@@ -2963,7 +3139,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3151,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3164,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3010,7 +3186,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3198,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3211,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -3059,7 +3235,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3247,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3260,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -3129,7 +3305,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3317,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3330,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -3181,7 +3357,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3369,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3382,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -3342,7 +3518,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3530,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3543,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -3386,7 +3562,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3398,7 +3574,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3411,7 +3587,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -3429,7 +3605,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3617,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3630,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -3469,7 +3645,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3657,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3670,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -3526,7 +3702,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3714,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3727,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 var File_internal_internal_proto protoreflect.FileDescriptor
@@ -3569,11 +3745,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xa4\x01\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xed\x01\n" +
 	"\tJobRecord\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
-	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\"\xd5\a\n" +
+	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\x12G\n" +
+	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\"\xa8\b\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -3601,7 +3778,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x0eworker_version\x18\x1a \x01(\tR\rworkerVersion\x12\x19\n" +
 	"\bmock_url\x18\x1e \x01(\tR\amockUrl\x122\n" +
 	"\x05cloud\x18\x1f \x01(\v2\x1c.norsk.internal.v1.CloudNodeR\x05cloud\x12'\n" +
-	"\x0frecent_requests\x18( \x03(\tR\x0erecentRequestsB\x0e\n" +
+	"\x0frecent_requests\x18( \x03(\tR\x0erecentRequests\x123\n" +
+	"\aorphans\x18) \x03(\v2\x19.norsk.api.manager.OrphanR\aorphans\x12\x1c\n" +
+	"\tcontested\x18* \x01(\tR\tcontestedB\x0e\n" +
 	"\f_stop_reason\"\xa2\x05\n" +
 	"\tCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
@@ -3735,7 +3914,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xb3\a\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xba\b\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -3756,8 +3935,22 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x04wake\x18\x12 \x01(\v2\x17.norsk.internal.v1.WakeH\x00R\x04wake\x12P\n" +
 	"\x0fupdate_physical\x18\x13 \x01(\v2%.norsk.internal.v1.UpdatePhysicalNodeH\x00R\x0eupdatePhysical\x12J\n" +
 	"\x0fdelete_job_data\x18\x14 \x01(\v2 .norsk.internal.v1.DeleteJobDataH\x00R\rdeleteJobData\x12G\n" +
-	"\fcreate_cloud\x18\x15 \x01(\v2\".norsk.internal.v1.CreateCloudNodeH\x00R\vcreateCloudB\x05\n" +
-	"\x03cmd\"\x96\x01\n" +
+	"\fcreate_cloud\x18\x15 \x01(\v2\".norsk.internal.v1.CreateCloudNodeH\x00R\vcreateCloud\x12C\n" +
+	"\forphan_found\x18\x16 \x01(\v2\x1e.norsk.internal.v1.OrphanFoundH\x00R\vorphanFound\x12@\n" +
+	"\vstop_orphan\x18\x17 \x01(\v2\x1d.norsk.internal.v1.StopOrphanH\x00R\n" +
+	"stopOrphanB\x05\n" +
+	"\x03cmd\"\x95\x02\n" +
+	"\vOrphanFound\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12k\n" +
+	"\x15service_port_mappings\x18\x03 \x03(\v27.norsk.internal.v1.OrphanFound.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
+	"\x18ServicePortMappingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"7\n" +
+	"\n" +
+	"StopOrphan\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\"\x96\x01\n" +
 	"\x0fCreateCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
 	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03ociB\t\n" +
@@ -3847,177 +4040,188 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_internal_internal_proto_goTypes = []any{
-	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
-	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
-	(InstanceReport_Kind)(0),                        // 2: norsk.internal.v1.InstanceReport.Kind
-	(*Instance)(nil),                                // 3: norsk.internal.v1.Instance
-	(*JobRecord)(nil),                               // 4: norsk.internal.v1.JobRecord
-	(*NodeRecord)(nil),                              // 5: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                               // 6: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                    // 7: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                          // 8: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                            // 9: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                          // 10: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                           // 11: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                             // 12: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                             // 13: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                   // 14: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                              // 15: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 16: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 17: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 18: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 19: norsk.internal.v1.StartJob
-	(*StopJob)(nil),                                 // 20: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                             // 21: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 22: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 23: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 24: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 25: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 26: norsk.internal.v1.NodeCommand
-	(*CreateCloudNode)(nil),                         // 27: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 28: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 29: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 30: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 31: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 32: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 33: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 34: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 35: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 36: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 37: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 38: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 39: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 40: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 41: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 42: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 43: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 44: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 45: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 46: norsk.internal.v1.GetBundle
-	nil,                                             // 47: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 48: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 49: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 50: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 51: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 52: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 53: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),                // 54: norsk.api.manager.JobWithHistory
-	(managerpb.NodeProvider)(0),                     // 55: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 56: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 57: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 58: norsk.api.manager.ClusterHardware
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 59: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 60: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 61: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 62: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 63: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 64: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 65: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 66: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 67: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 68: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 69: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 70: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 71: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 72: norsk.api.common.ResolvedPortMappings
+	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
+	(CloudNode_Phase)(0),                          // 1: norsk.internal.v1.CloudNode.Phase
+	(InstanceReport_Kind)(0),                      // 2: norsk.internal.v1.InstanceReport.Kind
+	(*Instance)(nil),                              // 3: norsk.internal.v1.Instance
+	(*JobRecord)(nil),                             // 4: norsk.internal.v1.JobRecord
+	(*NodeRecord)(nil),                            // 5: norsk.internal.v1.NodeRecord
+	(*CloudNode)(nil),                             // 6: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                  // 7: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                        // 8: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                          // 9: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                        // 10: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                         // 11: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                           // 12: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                           // 13: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                 // 14: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                            // 15: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                             // 16: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                             // 17: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                             // 18: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                              // 19: norsk.internal.v1.StartJob
+	(*StopJob)(nil),                               // 20: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                           // 21: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                // 22: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                           // 23: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                        // 24: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                              // 25: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                           // 26: norsk.internal.v1.NodeCommand
+	(*OrphanFound)(nil),                           // 27: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                            // 28: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                       // 29: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                          // 30: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                        // 31: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                        // 32: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                         // 33: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                        // 34: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                             // 35: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                          // 36: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                               // 37: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                  // 38: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                    // 39: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                         // 40: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                           // 41: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                            // 42: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                         // 43: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                          // 44: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                          // 45: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                          // 46: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                   // 47: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                             // 48: norsk.internal.v1.GetBundle
+	nil,                                           // 49: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                           // 50: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                           // 51: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                           // 52: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                           // 53: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                 // 54: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                 // 55: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),          // 56: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),              // 57: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),             // 58: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                   // 59: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                  // 60: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),            // 61: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),             // 62: norsk.api.manager.ClusterHardware
+	(*managerpb.Orphan)(nil),                      // 63: norsk.api.manager.Orphan
+	(*managerpb.CreateAwsNodeRequest)(nil),        // 64: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),        // 65: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),              // 66: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                      // 67: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),            // 68: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                             // 69: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                     // 70: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil), // 71: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 72: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 73: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 74: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 75: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 76: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 77: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	47, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	51, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	52, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	53, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	54, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	49, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	54, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	55, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	56, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	57, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	55, // 7: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	56, // 8: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	52, // 9: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	53, // 10: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	57, // 11: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	51, // 12: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	58, // 13: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	51, // 14: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	6,  // 15: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	59, // 16: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	60, // 17: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,  // 18: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	51, // 19: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	51, // 20: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	51, // 21: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	57, // 22: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	61, // 23: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	62, // 24: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	10, // 25: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	10, // 26: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	63, // 27: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	51, // 28: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	11, // 29: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	63, // 30: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	51, // 31: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	64, // 32: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	65, // 33: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	4,  // 34: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	5,  // 35: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	66, // 36: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	67, // 37: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	9,  // 38: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	68, // 39: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	51, // 40: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	16, // 41: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	17, // 42: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	18, // 43: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	19, // 44: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	20, // 45: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	21, // 46: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	22, // 47: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	23, // 48: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	24, // 49: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	25, // 50: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	69, // 51: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	69, // 52: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	2,  // 53: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	48, // 54: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	52, // 55: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	53, // 56: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	70, // 57: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	51, // 58: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	28, // 59: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	29, // 60: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	30, // 61: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	31, // 62: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	32, // 63: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	33, // 64: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	34, // 65: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	35, // 66: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	36, // 67: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	37, // 68: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	38, // 69: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	27, // 70: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	59, // 71: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	60, // 72: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	49, // 73: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	58, // 74: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	50, // 75: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	71, // 76: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	40, // 77: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	51, // 78: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	42, // 79: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	43, // 80: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	44, // 81: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	45, // 82: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	46, // 83: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	36, // 84: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	62, // 85: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	62, // 86: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	72, // 87: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	72, // 88: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	89, // [89:89] is the sub-list for method output_type
-	89, // [89:89] is the sub-list for method input_type
-	89, // [89:89] is the sub-list for extension type_name
-	89, // [89:89] is the sub-list for extension extendee
-	0,  // [0:89] is the sub-list for field type_name
+	58, // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	59, // 8: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	60, // 9: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	55, // 10: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	56, // 11: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	61, // 12: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	54, // 13: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	62, // 14: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	54, // 15: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	6,  // 16: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	63, // 17: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	64, // 18: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	65, // 19: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,  // 20: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	54, // 21: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	54, // 22: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	54, // 23: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	61, // 24: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	66, // 25: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	67, // 26: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	10, // 27: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	10, // 28: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	68, // 29: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	54, // 30: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	11, // 31: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	68, // 32: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	54, // 33: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	69, // 34: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	70, // 35: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	4,  // 36: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	5,  // 37: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	71, // 38: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	72, // 39: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	9,  // 40: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	73, // 41: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	54, // 42: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	16, // 43: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	17, // 44: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	18, // 45: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	19, // 46: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	20, // 47: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	21, // 48: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	22, // 49: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	23, // 50: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	24, // 51: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	25, // 52: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	74, // 53: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	74, // 54: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	2,  // 55: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	50, // 56: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	55, // 57: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	56, // 58: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	75, // 59: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	54, // 60: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	30, // 61: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	31, // 62: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	32, // 63: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	33, // 64: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	34, // 65: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	35, // 66: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	36, // 67: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	37, // 68: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	38, // 69: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	39, // 70: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	40, // 71: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	29, // 72: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	27, // 73: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	28, // 74: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	51, // 75: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	64, // 76: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	65, // 77: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	52, // 78: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	62, // 79: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	53, // 80: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	76, // 81: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	42, // 82: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	54, // 83: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	44, // 84: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	45, // 85: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	46, // 86: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	47, // 87: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	48, // 88: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	38, // 89: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	67, // 90: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	67, // 91: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	77, // 92: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	77, // 93: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	77, // 94: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -4065,15 +4269,17 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_UpdatePhysical)(nil),
 		(*NodeCommand_DeleteJobData)(nil),
 		(*NodeCommand_CreateCloud)(nil),
+		(*NodeCommand_OrphanFound)(nil),
+		(*NodeCommand_StopOrphan)(nil),
 	}
-	file_internal_internal_proto_msgTypes[24].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[26].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[36].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[38].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[38].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[40].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -4087,7 +4293,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -640,6 +640,74 @@ func (NodeStopping_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{26, 0}
 }
 
+type NodeAlert_Kind int32
+
+const (
+	NodeAlert_NODE_ALERT_UNSPECIFIED NodeAlert_Kind = 0
+	// A worker at another address presented the node's credential while
+	// its worker's session was live: refused (a copied --state-dir?).
+	NodeAlert_IDENTITY_CONFLICT NodeAlert_Kind = 1
+	// The worker runs job_key, which the store does not know: an orphan,
+	// kept running until stop_at.
+	NodeAlert_ORPHAN_FOUND NodeAlert_Kind = 2
+	// The orphan job_key was stopped: its grace passed, or an operator
+	// stopped it (message says which).
+	NodeAlert_ORPHAN_STOPPED NodeAlert_Kind = 3
+	// The orphan job_key is known again (its job was created or restored)
+	// and is adopted, not stopped.
+	NodeAlert_ORPHAN_ADOPTED NodeAlert_Kind = 4
+	// The worker's session was taken by a manager this cluster does not
+	// know (two managers on copies of one data dir?).
+	NodeAlert_CONTESTED NodeAlert_Kind = 5
+)
+
+// Enum value maps for NodeAlert_Kind.
+var (
+	NodeAlert_Kind_name = map[int32]string{
+		0: "NODE_ALERT_UNSPECIFIED",
+		1: "IDENTITY_CONFLICT",
+		2: "ORPHAN_FOUND",
+		3: "ORPHAN_STOPPED",
+		4: "ORPHAN_ADOPTED",
+		5: "CONTESTED",
+	}
+	NodeAlert_Kind_value = map[string]int32{
+		"NODE_ALERT_UNSPECIFIED": 0,
+		"IDENTITY_CONFLICT":      1,
+		"ORPHAN_FOUND":           2,
+		"ORPHAN_STOPPED":         3,
+		"ORPHAN_ADOPTED":         4,
+		"CONTESTED":              5,
+	}
+)
+
+func (x NodeAlert_Kind) Enum() *NodeAlert_Kind {
+	p := new(NodeAlert_Kind)
+	*p = x
+	return p
+}
+
+func (x NodeAlert_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeAlert_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[11].Descriptor()
+}
+
+func (NodeAlert_Kind) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[11]
+}
+
+func (x NodeAlert_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeAlert_Kind.Descriptor instead.
+func (NodeAlert_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{48, 0}
+}
+
 // `Hello` is sent to the client at the start of a status channel, and gives
 // information about the current Norsk runtime
 type Hello struct {
@@ -3926,6 +3994,98 @@ func (x *InitialDataComplete) GetHealth() []*ProviderHealth {
 
 // Added. Sent instead of the requested resume point when it is no longer (or
 // not yet) in the retained event log; a full snapshot follows.
+// Added (ours). An alert about a node: a second worker presenting the
+// node's identity, a job its worker runs that the manager's store does not
+// know (an orphan: kept running for the orphan grace, then stopped), or
+// its worker session taken by a manager outside this cluster.
+type NodeAlert struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Kind   NodeAlert_Kind         `protobuf:"varint,2,opt,name=kind,proto3,enum=norsk.api.manager.NodeAlert_Kind" json:"kind,omitempty"`
+	// What happened and what to do, for an operator.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The job instance concerned (orphans); unset otherwise.
+	JobKey *commonpb.ActiveJobKey `protobuf:"bytes,4,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
+	// When the manager raised it.
+	At *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// ORPHAN_FOUND: when the orphan will be stopped.
+	StopAt        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=stop_at,json=stopAt,proto3" json:"stop_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAlert) Reset() {
+	*x = NodeAlert{}
+	mi := &file_manager_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAlert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAlert) ProtoMessage() {}
+
+func (x *NodeAlert) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAlert.ProtoReflect.Descriptor instead.
+func (*NodeAlert) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *NodeAlert) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *NodeAlert) GetKind() NodeAlert_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return NodeAlert_NODE_ALERT_UNSPECIFIED
+}
+
+func (x *NodeAlert) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NodeAlert) GetJobKey() *commonpb.ActiveJobKey {
+	if x != nil {
+		return x.JobKey
+	}
+	return nil
+}
+
+func (x *NodeAlert) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *NodeAlert) GetStopAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StopAt
+	}
+	return nil
+}
+
 type StreamReset struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Index the client asked to resume after.
@@ -3941,7 +4101,7 @@ type StreamReset struct {
 
 func (x *StreamReset) Reset() {
 	*x = StreamReset{}
-	mi := &file_manager_proto_msgTypes[48]
+	mi := &file_manager_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4113,7 @@ func (x *StreamReset) String() string {
 func (*StreamReset) ProtoMessage() {}
 
 func (x *StreamReset) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[48]
+	mi := &file_manager_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4126,7 @@ func (x *StreamReset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamReset.ProtoReflect.Descriptor instead.
 func (*StreamReset) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{48}
+	return file_manager_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StreamReset) GetRequestedIndex() uint64 {
@@ -4018,6 +4178,7 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_StreamReset
 	//	*EventStreamEvent_BundleUpdated
 	//	*EventStreamEvent_BundleDeleted
+	//	*EventStreamEvent_NodeAlert
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4030,7 +4191,7 @@ type EventStreamEvent struct {
 
 func (x *EventStreamEvent) Reset() {
 	*x = EventStreamEvent{}
-	mi := &file_manager_proto_msgTypes[49]
+	mi := &file_manager_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4203,7 @@ func (x *EventStreamEvent) String() string {
 func (*EventStreamEvent) ProtoMessage() {}
 
 func (x *EventStreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[49]
+	mi := &file_manager_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4216,7 @@ func (x *EventStreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventStreamEvent.ProtoReflect.Descriptor instead.
 func (*EventStreamEvent) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{49}
+	return file_manager_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventStreamEvent) GetEvent() isEventStreamEvent_Event {
@@ -4218,6 +4379,15 @@ func (x *EventStreamEvent) GetBundleDeleted() *BundleDeleted {
 	return nil
 }
 
+func (x *EventStreamEvent) GetNodeAlert() *NodeAlert {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_NodeAlert); ok {
+			return x.NodeAlert
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4306,6 +4476,12 @@ type EventStreamEvent_BundleDeleted struct {
 	BundleDeleted *BundleDeleted `protobuf:"bytes,17,opt,name=bundle_deleted,json=bundleDeleted,proto3,oneof"`
 }
 
+type EventStreamEvent_NodeAlert struct {
+	// Added (ours). Something about a node an operator must see (NodeAlert).
+	// A log event: never part of the snapshot.
+	NodeAlert *NodeAlert `protobuf:"bytes,18,opt,name=node_alert,json=nodeAlert,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4340,6 +4516,8 @@ func (*EventStreamEvent_BundleUpdated) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_BundleDeleted) isEventStreamEvent_Event() {}
 
+func (*EventStreamEvent_NodeAlert) isEventStreamEvent_Event() {}
+
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobFilter     []*JobFilter           `protobuf:"bytes,2,rep,name=job_filter,json=jobFilter,proto3" json:"job_filter,omitempty"`
@@ -4349,7 +4527,7 @@ type JobSearchRequest struct {
 
 func (x *JobSearchRequest) Reset() {
 	*x = JobSearchRequest{}
-	mi := &file_manager_proto_msgTypes[50]
+	mi := &file_manager_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4361,7 +4539,7 @@ func (x *JobSearchRequest) String() string {
 func (*JobSearchRequest) ProtoMessage() {}
 
 func (x *JobSearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[50]
+	mi := &file_manager_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4374,7 +4552,7 @@ func (x *JobSearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSearchRequest.ProtoReflect.Descriptor instead.
 func (*JobSearchRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{50}
+	return file_manager_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *JobSearchRequest) GetJobFilter() []*JobFilter {
@@ -4397,7 +4575,7 @@ type NorskStatusEvent struct {
 
 func (x *NorskStatusEvent) Reset() {
 	*x = NorskStatusEvent{}
-	mi := &file_manager_proto_msgTypes[51]
+	mi := &file_manager_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4587,7 @@ func (x *NorskStatusEvent) String() string {
 func (*NorskStatusEvent) ProtoMessage() {}
 
 func (x *NorskStatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[51]
+	mi := &file_manager_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4600,7 @@ func (x *NorskStatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NorskStatusEvent.ProtoReflect.Descriptor instead.
 func (*NorskStatusEvent) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{51}
+	return file_manager_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NorskStatusEvent) GetMessage() isNorskStatusEvent_Message {
@@ -4481,7 +4659,7 @@ type VersionInfo struct {
 
 func (x *VersionInfo) Reset() {
 	*x = VersionInfo{}
-	mi := &file_manager_proto_msgTypes[52]
+	mi := &file_manager_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4493,7 +4671,7 @@ func (x *VersionInfo) String() string {
 func (*VersionInfo) ProtoMessage() {}
 
 func (x *VersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[52]
+	mi := &file_manager_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4506,7 +4684,7 @@ func (x *VersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionInfo.ProtoReflect.Descriptor instead.
 func (*VersionInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{52}
+	return file_manager_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *VersionInfo) GetVersion() *commonpb.Version {
@@ -4548,13 +4726,19 @@ type NodeInfo struct {
 	// machine) and memory in use, in MiB.
 	CpuPercentage float32 `protobuf:"fixed32,9,opt,name=cpu_percentage,json=cpuPercentage,proto3" json:"cpu_percentage,omitempty"`
 	MemoryUsedMib float32 `protobuf:"fixed32,10,opt,name=memory_used_mib,json=memoryUsedMib,proto3" json:"memory_used_mib,omitempty"`
+	// Added (ours). Jobs the node's worker runs that the store does not know,
+	// kept running until their stop time (--orphan-grace).
+	Orphans []*Orphan `protobuf:"bytes,20,rep,name=orphans,proto3" json:"orphans,omitempty"`
+	// Added (ours). Set while the worker's session is held by a manager this
+	// cluster does not know: what was seen, for an operator.
+	Contested     string `protobuf:"bytes,21,opt,name=contested,proto3" json:"contested,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_manager_proto_msgTypes[53]
+	mi := &file_manager_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4566,7 +4750,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[53]
+	mi := &file_manager_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4579,7 +4763,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{53}
+	return file_manager_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeInfo) GetMetadata() *commonpb.NodeMetadata {
@@ -4652,6 +4836,218 @@ func (x *NodeInfo) GetMemoryUsedMib() float32 {
 	return 0
 }
 
+func (x *NodeInfo) GetOrphans() []*Orphan {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetContested() string {
+	if x != nil {
+		return x.Contested
+	}
+	return ""
+}
+
+// Added (ours). A job instance a worker runs that the manager's store does
+// not know (a store restored from an old backup, a job deleted while its
+// worker was offline): kept running for the orphan grace, then stopped,
+// unless its job is known again meanwhile (then adopted) or an operator
+// stops it earlier (StopOrphan).
+type Orphan struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JobKey    *commonpb.ActiveJobKey `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	// When it will be stopped (unset: never, --orphan-grace 0 stops at once).
+	StopAt              *timestamppb.Timestamp                    `protobuf:"bytes,3,opt,name=stop_at,json=stopAt,proto3" json:"stop_at,omitempty"`
+	ServicePortMappings map[string]*commonpb.ResolvedPortMappings `protobuf:"bytes,4,rep,name=service_port_mappings,json=servicePortMappings,proto3" json:"service_port_mappings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Orphan) Reset() {
+	*x = Orphan{}
+	mi := &file_manager_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Orphan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Orphan) ProtoMessage() {}
+
+func (x *Orphan) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Orphan.ProtoReflect.Descriptor instead.
+func (*Orphan) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *Orphan) GetJobKey() *commonpb.ActiveJobKey {
+	if x != nil {
+		return x.JobKey
+	}
+	return nil
+}
+
+func (x *Orphan) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *Orphan) GetStopAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StopAt
+	}
+	return nil
+}
+
+func (x *Orphan) GetServicePortMappings() map[string]*commonpb.ResolvedPortMappings {
+	if x != nil {
+		return x.ServicePortMappings
+	}
+	return nil
+}
+
+// Added (ours). StopOrphan: stop an orphan instance now.
+type StopOrphanRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	JobKey        *commonpb.ActiveJobKey `protobuf:"bytes,2,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopOrphanRequest) Reset() {
+	*x = StopOrphanRequest{}
+	mi := &file_manager_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopOrphanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopOrphanRequest) ProtoMessage() {}
+
+func (x *StopOrphanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopOrphanRequest.ProtoReflect.Descriptor instead.
+func (*StopOrphanRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *StopOrphanRequest) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *StopOrphanRequest) GetJobKey() *commonpb.ActiveJobKey {
+	if x != nil {
+		return x.JobKey
+	}
+	return nil
+}
+
+// Added (ours). Why an instance of a job ended in failure, last time:
+// the worker's reason (a port taken, a pull error, an exit status with
+// the last output line) and when.
+type InstanceFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId        *commonpb.NodeId       `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceFailure) Reset() {
+	*x = InstanceFailure{}
+	mi := &file_manager_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceFailure) ProtoMessage() {}
+
+func (x *InstanceFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceFailure.ProtoReflect.Descriptor instead.
+func (*InstanceFailure) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *InstanceFailure) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *InstanceFailure) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *InstanceFailure) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *InstanceFailure) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4660,7 +5056,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_manager_proto_msgTypes[54]
+	mi := &file_manager_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4672,7 +5068,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[54]
+	mi := &file_manager_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4685,7 +5081,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{54}
+	return file_manager_proto_rawDescGZIP(), []int{58}
 }
 
 type ListNodesResponse struct {
@@ -4697,7 +5093,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_manager_proto_msgTypes[55]
+	mi := &file_manager_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4709,7 +5105,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[55]
+	mi := &file_manager_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4722,7 +5118,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{55}
+	return file_manager_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeInfo {
@@ -4734,16 +5130,18 @@ func (x *ListNodesResponse) GetNodes() []*NodeInfo {
 
 // Added. Answer of JobById.
 type JobByIdResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *JobWithHistory        `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	Instances     []*RunningJob          `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Job       *JobWithHistory        `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Instances []*RunningJob          `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	// Added (ours). The last failure of each role that ever failed, by role.
+	LastFailures  []*InstanceFailure `protobuf:"bytes,3,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobByIdResponse) Reset() {
 	*x = JobByIdResponse{}
-	mi := &file_manager_proto_msgTypes[56]
+	mi := &file_manager_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +5153,7 @@ func (x *JobByIdResponse) String() string {
 func (*JobByIdResponse) ProtoMessage() {}
 
 func (x *JobByIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[56]
+	mi := &file_manager_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +5166,7 @@ func (x *JobByIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobByIdResponse.ProtoReflect.Descriptor instead.
 func (*JobByIdResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{56}
+	return file_manager_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JobByIdResponse) GetJob() *JobWithHistory {
@@ -4785,6 +5183,13 @@ func (x *JobByIdResponse) GetInstances() []*RunningJob {
 	return nil
 }
 
+func (x *JobByIdResponse) GetLastFailures() []*InstanceFailure {
+	if x != nil {
+		return x.LastFailures
+	}
+	return nil
+}
+
 type RegisterClusterNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Operator-facing name of the slot (1-128 printable characters).
@@ -4797,7 +5202,7 @@ type RegisterClusterNodeRequest struct {
 
 func (x *RegisterClusterNodeRequest) Reset() {
 	*x = RegisterClusterNodeRequest{}
-	mi := &file_manager_proto_msgTypes[57]
+	mi := &file_manager_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +5214,7 @@ func (x *RegisterClusterNodeRequest) String() string {
 func (*RegisterClusterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterClusterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[57]
+	mi := &file_manager_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +5227,7 @@ func (x *RegisterClusterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterClusterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{57}
+	return file_manager_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RegisterClusterNodeRequest) GetNodeName() string {
@@ -4850,7 +5255,7 @@ type RegisterClusterNodeResponse struct {
 
 func (x *RegisterClusterNodeResponse) Reset() {
 	*x = RegisterClusterNodeResponse{}
-	mi := &file_manager_proto_msgTypes[58]
+	mi := &file_manager_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4862,7 +5267,7 @@ func (x *RegisterClusterNodeResponse) String() string {
 func (*RegisterClusterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterClusterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[58]
+	mi := &file_manager_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4875,7 +5280,7 @@ func (x *RegisterClusterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{58}
+	return file_manager_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RegisterClusterNodeResponse) GetNodeId() *commonpb.NodeId {
@@ -4907,7 +5312,7 @@ type ClusterHardware struct {
 
 func (x *ClusterHardware) Reset() {
 	*x = ClusterHardware{}
-	mi := &file_manager_proto_msgTypes[59]
+	mi := &file_manager_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4919,7 +5324,7 @@ func (x *ClusterHardware) String() string {
 func (*ClusterHardware) ProtoMessage() {}
 
 func (x *ClusterHardware) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[59]
+	mi := &file_manager_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4932,7 +5337,7 @@ func (x *ClusterHardware) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterHardware.ProtoReflect.Descriptor instead.
 func (*ClusterHardware) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{59}
+	return file_manager_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClusterHardware) GetHostname() string {
@@ -5002,7 +5407,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_manager_proto_msgTypes[60]
+	mi := &file_manager_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5014,7 +5419,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[60]
+	mi := &file_manager_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5027,7 +5432,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{60}
+	return file_manager_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClusterNode) GetName() string {
@@ -5122,7 +5527,7 @@ type ListClusterNodesRequest struct {
 
 func (x *ListClusterNodesRequest) Reset() {
 	*x = ListClusterNodesRequest{}
-	mi := &file_manager_proto_msgTypes[61]
+	mi := &file_manager_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5539,7 @@ func (x *ListClusterNodesRequest) String() string {
 func (*ListClusterNodesRequest) ProtoMessage() {}
 
 func (x *ListClusterNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[61]
+	mi := &file_manager_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5552,7 @@ func (x *ListClusterNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListClusterNodesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{61}
+	return file_manager_proto_rawDescGZIP(), []int{65}
 }
 
 type ListClusterNodesResponse struct {
@@ -5159,7 +5564,7 @@ type ListClusterNodesResponse struct {
 
 func (x *ListClusterNodesResponse) Reset() {
 	*x = ListClusterNodesResponse{}
-	mi := &file_manager_proto_msgTypes[62]
+	mi := &file_manager_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5171,7 +5576,7 @@ func (x *ListClusterNodesResponse) String() string {
 func (*ListClusterNodesResponse) ProtoMessage() {}
 
 func (x *ListClusterNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[62]
+	mi := &file_manager_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5184,7 +5589,7 @@ func (x *ListClusterNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListClusterNodesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{62}
+	return file_manager_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListClusterNodesResponse) GetNodes() []*ClusterNode {
@@ -5213,7 +5618,7 @@ type ClusterMemberRegisterRequest struct {
 
 func (x *ClusterMemberRegisterRequest) Reset() {
 	*x = ClusterMemberRegisterRequest{}
-	mi := &file_manager_proto_msgTypes[63]
+	mi := &file_manager_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5225,7 +5630,7 @@ func (x *ClusterMemberRegisterRequest) String() string {
 func (*ClusterMemberRegisterRequest) ProtoMessage() {}
 
 func (x *ClusterMemberRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[63]
+	mi := &file_manager_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5238,7 +5643,7 @@ func (x *ClusterMemberRegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMemberRegisterRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMemberRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{63}
+	return file_manager_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ClusterMemberRegisterRequest) GetToken() string {
@@ -5296,7 +5701,7 @@ type ClusterMemberRegisterResponse struct {
 
 func (x *ClusterMemberRegisterResponse) Reset() {
 	*x = ClusterMemberRegisterResponse{}
-	mi := &file_manager_proto_msgTypes[64]
+	mi := &file_manager_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5308,7 +5713,7 @@ func (x *ClusterMemberRegisterResponse) String() string {
 func (*ClusterMemberRegisterResponse) ProtoMessage() {}
 
 func (x *ClusterMemberRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[64]
+	mi := &file_manager_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5321,7 +5726,7 @@ func (x *ClusterMemberRegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMemberRegisterResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMemberRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{64}
+	return file_manager_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ClusterMemberRegisterResponse) GetNodeId() *commonpb.NodeId {
@@ -5355,7 +5760,7 @@ type CreateMockNodeRequest struct {
 
 func (x *CreateMockNodeRequest) Reset() {
 	*x = CreateMockNodeRequest{}
-	mi := &file_manager_proto_msgTypes[65]
+	mi := &file_manager_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5367,7 +5772,7 @@ func (x *CreateMockNodeRequest) String() string {
 func (*CreateMockNodeRequest) ProtoMessage() {}
 
 func (x *CreateMockNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[65]
+	mi := &file_manager_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5380,7 +5785,7 @@ func (x *CreateMockNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateMockNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{65}
+	return file_manager_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateMockNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -5425,7 +5830,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_manager_proto_msgTypes[66]
+	mi := &file_manager_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5437,7 +5842,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[66]
+	mi := &file_manager_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5450,7 +5855,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{66}
+	return file_manager_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ClusterMember) GetName() string {
@@ -5552,7 +5957,7 @@ type ClusterMembersRequest struct {
 
 func (x *ClusterMembersRequest) Reset() {
 	*x = ClusterMembersRequest{}
-	mi := &file_manager_proto_msgTypes[67]
+	mi := &file_manager_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5564,7 +5969,7 @@ func (x *ClusterMembersRequest) String() string {
 func (*ClusterMembersRequest) ProtoMessage() {}
 
 func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[67]
+	mi := &file_manager_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5577,7 +5982,7 @@ func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{67}
+	return file_manager_proto_rawDescGZIP(), []int{71}
 }
 
 type ClusterMembersResponse struct {
@@ -5591,7 +5996,7 @@ type ClusterMembersResponse struct {
 
 func (x *ClusterMembersResponse) Reset() {
 	*x = ClusterMembersResponse{}
-	mi := &file_manager_proto_msgTypes[68]
+	mi := &file_manager_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5603,7 +6008,7 @@ func (x *ClusterMembersResponse) String() string {
 func (*ClusterMembersResponse) ProtoMessage() {}
 
 func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[68]
+	mi := &file_manager_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5616,7 +6021,7 @@ func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{68}
+	return file_manager_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ClusterMembersResponse) GetMembers() []*ClusterMember {
@@ -5645,7 +6050,7 @@ type BundleId struct {
 
 func (x *BundleId) Reset() {
 	*x = BundleId{}
-	mi := &file_manager_proto_msgTypes[69]
+	mi := &file_manager_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5657,7 +6062,7 @@ func (x *BundleId) String() string {
 func (*BundleId) ProtoMessage() {}
 
 func (x *BundleId) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[69]
+	mi := &file_manager_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5670,7 +6075,7 @@ func (x *BundleId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleId.ProtoReflect.Descriptor instead.
 func (*BundleId) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{69}
+	return file_manager_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *BundleId) GetBundleId() string {
@@ -5710,7 +6115,7 @@ type Bundle struct {
 
 func (x *Bundle) Reset() {
 	*x = Bundle{}
-	mi := &file_manager_proto_msgTypes[70]
+	mi := &file_manager_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5722,7 +6127,7 @@ func (x *Bundle) String() string {
 func (*Bundle) ProtoMessage() {}
 
 func (x *Bundle) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[70]
+	mi := &file_manager_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5735,7 +6140,7 @@ func (x *Bundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bundle.ProtoReflect.Descriptor instead.
 func (*Bundle) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{70}
+	return file_manager_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Bundle) GetBundleId() *BundleId {
@@ -5816,7 +6221,7 @@ type BundleJobSpec struct {
 
 func (x *BundleJobSpec) Reset() {
 	*x = BundleJobSpec{}
-	mi := &file_manager_proto_msgTypes[71]
+	mi := &file_manager_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5828,7 +6233,7 @@ func (x *BundleJobSpec) String() string {
 func (*BundleJobSpec) ProtoMessage() {}
 
 func (x *BundleJobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[71]
+	mi := &file_manager_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5841,7 +6246,7 @@ func (x *BundleJobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobSpec.ProtoReflect.Descriptor instead.
 func (*BundleJobSpec) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{71}
+	return file_manager_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *BundleJobSpec) GetJobName() string {
@@ -5902,7 +6307,7 @@ type ResiliencePolicy struct {
 
 func (x *ResiliencePolicy) Reset() {
 	*x = ResiliencePolicy{}
-	mi := &file_manager_proto_msgTypes[72]
+	mi := &file_manager_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5914,7 +6319,7 @@ func (x *ResiliencePolicy) String() string {
 func (*ResiliencePolicy) ProtoMessage() {}
 
 func (x *ResiliencePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[72]
+	mi := &file_manager_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5927,7 +6332,7 @@ func (x *ResiliencePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResiliencePolicy.ProtoReflect.Descriptor instead.
 func (*ResiliencePolicy) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{72}
+	return file_manager_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ResiliencePolicy) GetPool() string {
@@ -5971,7 +6376,7 @@ type IntraReplicaRules struct {
 
 func (x *IntraReplicaRules) Reset() {
 	*x = IntraReplicaRules{}
-	mi := &file_manager_proto_msgTypes[73]
+	mi := &file_manager_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5983,7 +6388,7 @@ func (x *IntraReplicaRules) String() string {
 func (*IntraReplicaRules) ProtoMessage() {}
 
 func (x *IntraReplicaRules) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[73]
+	mi := &file_manager_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5996,7 +6401,7 @@ func (x *IntraReplicaRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntraReplicaRules.ProtoReflect.Descriptor instead.
 func (*IntraReplicaRules) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{73}
+	return file_manager_proto_rawDescGZIP(), []int{77}
 }
 
 // Added (public page). Answer of CreateBundle.
@@ -6009,7 +6414,7 @@ type CreateBundleResponse struct {
 
 func (x *CreateBundleResponse) Reset() {
 	*x = CreateBundleResponse{}
-	mi := &file_manager_proto_msgTypes[74]
+	mi := &file_manager_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6021,7 +6426,7 @@ func (x *CreateBundleResponse) String() string {
 func (*CreateBundleResponse) ProtoMessage() {}
 
 func (x *CreateBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[74]
+	mi := &file_manager_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6034,7 +6439,7 @@ func (x *CreateBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundleResponse.ProtoReflect.Descriptor instead.
 func (*CreateBundleResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{74}
+	return file_manager_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CreateBundleResponse) GetBundleId() *BundleId {
@@ -6058,7 +6463,7 @@ type StartBundleJobRequest struct {
 
 func (x *StartBundleJobRequest) Reset() {
 	*x = StartBundleJobRequest{}
-	mi := &file_manager_proto_msgTypes[75]
+	mi := &file_manager_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6070,7 +6475,7 @@ func (x *StartBundleJobRequest) String() string {
 func (*StartBundleJobRequest) ProtoMessage() {}
 
 func (x *StartBundleJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[75]
+	mi := &file_manager_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6083,7 +6488,7 @@ func (x *StartBundleJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBundleJobRequest.ProtoReflect.Descriptor instead.
 func (*StartBundleJobRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{75}
+	return file_manager_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *StartBundleJobRequest) GetBundleId() *BundleId {
@@ -6120,7 +6525,7 @@ type StopBundleJobRequest struct {
 
 func (x *StopBundleJobRequest) Reset() {
 	*x = StopBundleJobRequest{}
-	mi := &file_manager_proto_msgTypes[76]
+	mi := &file_manager_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6132,7 +6537,7 @@ func (x *StopBundleJobRequest) String() string {
 func (*StopBundleJobRequest) ProtoMessage() {}
 
 func (x *StopBundleJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[76]
+	mi := &file_manager_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6145,7 +6550,7 @@ func (x *StopBundleJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopBundleJobRequest.ProtoReflect.Descriptor instead.
 func (*StopBundleJobRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{76}
+	return file_manager_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *StopBundleJobRequest) GetBundleId() *BundleId {
@@ -6179,7 +6584,7 @@ type BundleUpdated struct {
 
 func (x *BundleUpdated) Reset() {
 	*x = BundleUpdated{}
-	mi := &file_manager_proto_msgTypes[77]
+	mi := &file_manager_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6191,7 +6596,7 @@ func (x *BundleUpdated) String() string {
 func (*BundleUpdated) ProtoMessage() {}
 
 func (x *BundleUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[77]
+	mi := &file_manager_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6204,7 +6609,7 @@ func (x *BundleUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleUpdated.ProtoReflect.Descriptor instead.
 func (*BundleUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{77}
+	return file_manager_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *BundleUpdated) GetBundle() *Bundle {
@@ -6224,7 +6629,7 @@ type BundleDeleted struct {
 
 func (x *BundleDeleted) Reset() {
 	*x = BundleDeleted{}
-	mi := &file_manager_proto_msgTypes[78]
+	mi := &file_manager_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6236,7 +6641,7 @@ func (x *BundleDeleted) String() string {
 func (*BundleDeleted) ProtoMessage() {}
 
 func (x *BundleDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[78]
+	mi := &file_manager_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6249,7 +6654,7 @@ func (x *BundleDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleDeleted.ProtoReflect.Descriptor instead.
 func (*BundleDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{78}
+	return file_manager_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *BundleDeleted) GetBundleId() *BundleId {
@@ -6283,7 +6688,7 @@ type BundleJobStatus struct {
 
 func (x *BundleJobStatus) Reset() {
 	*x = BundleJobStatus{}
-	mi := &file_manager_proto_msgTypes[79]
+	mi := &file_manager_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6295,7 +6700,7 @@ func (x *BundleJobStatus) String() string {
 func (*BundleJobStatus) ProtoMessage() {}
 
 func (x *BundleJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[79]
+	mi := &file_manager_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6308,7 +6713,7 @@ func (x *BundleJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobStatus.ProtoReflect.Descriptor instead.
 func (*BundleJobStatus) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{79}
+	return file_manager_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *BundleJobStatus) GetReplicaIndex() uint32 {
@@ -6377,7 +6782,7 @@ type BundleInfo struct {
 
 func (x *BundleInfo) Reset() {
 	*x = BundleInfo{}
-	mi := &file_manager_proto_msgTypes[80]
+	mi := &file_manager_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6389,7 +6794,7 @@ func (x *BundleInfo) String() string {
 func (*BundleInfo) ProtoMessage() {}
 
 func (x *BundleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[80]
+	mi := &file_manager_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6402,7 +6807,7 @@ func (x *BundleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleInfo.ProtoReflect.Descriptor instead.
 func (*BundleInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{80}
+	return file_manager_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *BundleInfo) GetBundle() *Bundle {
@@ -6442,7 +6847,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_manager_proto_msgTypes[81]
+	mi := &file_manager_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6454,7 +6859,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[81]
+	mi := &file_manager_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6467,7 +6872,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{81}
+	return file_manager_proto_rawDescGZIP(), []int{85}
 }
 
 // Added (ours).
@@ -6484,7 +6889,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_manager_proto_msgTypes[82]
+	mi := &file_manager_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6496,7 +6901,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[82]
+	mi := &file_manager_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6509,7 +6914,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{82}
+	return file_manager_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListBundlesResponse) GetBundles() []*BundleInfo {
@@ -6536,7 +6941,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6548,7 +6953,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6858,13 +7263,27 @@ const file_manager_proto_rawDesc = "" +
 	"\x03oci\x18\x02 \x01(\v2\x1c.norsk.api.manager.OciHealthH\x00R\x03ociB\b\n" +
 	"\x06health\"P\n" +
 	"\x13InitialDataComplete\x129\n" +
-	"\x06health\x18\x01 \x03(\v2!.norsk.api.manager.ProviderHealthR\x06health\"\x9f\x01\n" +
+	"\x06health\x18\x01 \x03(\v2!.norsk.api.manager.ProviderHealthR\x06health\"\xae\x03\n" +
+	"\tNodeAlert\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x125\n" +
+	"\x04kind\x18\x02 \x01(\x0e2!.norsk.api.manager.NodeAlert.KindR\x04kind\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x127\n" +
+	"\ajob_key\x18\x04 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x123\n" +
+	"\astop_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06stopAt\"\x82\x01\n" +
+	"\x04Kind\x12\x1a\n" +
+	"\x16NODE_ALERT_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11IDENTITY_CONFLICT\x10\x01\x12\x10\n" +
+	"\fORPHAN_FOUND\x10\x02\x12\x12\n" +
+	"\x0eORPHAN_STOPPED\x10\x03\x12\x12\n" +
+	"\x0eORPHAN_ADOPTED\x10\x04\x12\r\n" +
+	"\tCONTESTED\x10\x05\"\x9f\x01\n" +
 	"\vStreamReset\x12'\n" +
 	"\x0frequested_index\x18\x01 \x01(\x04R\x0erequestedIndex\x120\n" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xe2\n" +
 	"\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
@@ -6888,7 +7307,9 @@ const file_manager_proto_rawDesc = "" +
 	"\bjob_info\x18\x0e \x01(\v2 .norsk.api.common.JobInfoMessageH\x00R\ajobInfo\x12C\n" +
 	"\fstream_reset\x18\x0f \x01(\v2\x1e.norsk.api.manager.StreamResetH\x00R\vstreamReset\x12I\n" +
 	"\x0ebundle_updated\x18\x10 \x01(\v2 .norsk.api.manager.BundleUpdatedH\x00R\rbundleUpdated\x12I\n" +
-	"\x0ebundle_deleted\x18\x11 \x01(\v2 .norsk.api.manager.BundleDeletedH\x00R\rbundleDeleted\x12\x1b\n" +
+	"\x0ebundle_deleted\x18\x11 \x01(\v2 .norsk.api.manager.BundleDeletedH\x00R\rbundleDeleted\x12=\n" +
+	"\n" +
+	"node_alert\x18\x12 \x01(\v2\x1c.norsk.api.manager.NodeAlertH\x00R\tnodeAlert\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndexB\a\n" +
 	"\x05event\"O\n" +
 	"\x10JobSearchRequest\x12;\n" +
@@ -6902,7 +7323,7 @@ const file_manager_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\x12'\n" +
 	"\x0fmanager_version\x18\x02 \x01(\tR\x0emanagerVersion\x12\x1d\n" +
 	"\n" +
-	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xce\x04\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xa1\x05\n" +
 	"\bNodeInfo\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\bmetadata\x12P\n" +
 	"\x10running_metadata\x18\x02 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x0frunningMetadata\x12;\n" +
@@ -6915,14 +7336,34 @@ const file_manager_proto_rawDesc = "" +
 	"stopReason\x88\x01\x01\x12%\n" +
 	"\x0ecpu_percentage\x18\t \x01(\x02R\rcpuPercentage\x12&\n" +
 	"\x0fmemory_used_mib\x18\n" +
-	" \x01(\x02R\rmemoryUsedMibB\x0e\n" +
-	"\f_stop_reason\"\x12\n" +
+	" \x01(\x02R\rmemoryUsedMib\x123\n" +
+	"\aorphans\x18\x14 \x03(\v2\x19.norsk.api.manager.OrphanR\aorphans\x12\x1c\n" +
+	"\tcontested\x18\x15 \x01(\tR\tcontestedB\x0e\n" +
+	"\f_stop_reason\"\x89\x03\n" +
+	"\x06Orphan\x127\n" +
+	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x129\n" +
+	"\n" +
+	"first_seen\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x123\n" +
+	"\astop_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06stopAt\x12f\n" +
+	"\x15service_port_mappings\x18\x04 \x03(\v22.norsk.api.manager.Orphan.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
+	"\x18ServicePortMappingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\x7f\n" +
+	"\x11StopOrphanRequest\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x127\n" +
+	"\ajob_key\x18\x02 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\"\x9c\x01\n" +
+	"\x0fInstanceFailure\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x121\n" +
+	"\anode_id\x18\x02 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x12\n" +
 	"\x10ListNodesRequest\"F\n" +
 	"\x11ListNodesResponse\x121\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\x83\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\xcc\x01\n" +
 	"\x0fJobByIdResponse\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x12;\n" +
-	"\tinstances\x18\x02 \x03(\v2\x1d.norsk.api.manager.RunningJobR\tinstances\"\xbf\x01\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1d.norsk.api.manager.RunningJobR\tinstances\x12G\n" +
+	"\rlast_failures\x18\x03 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\"\xbf\x01\n" +
 	"\x1aRegisterClusterNodeRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12K\n" +
 	"\x04tags\x18\x02 \x03(\v27.norsk.api.manager.RegisterClusterNodeRequest.TagsEntryR\x04tags\x1a7\n" +
@@ -7096,7 +7537,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14ANTI_AFFINITY_FORBID\x10\x01*?\n" +
 	"\vBundleState\x12\x15\n" +
 	"\x11BUNDLE_STATE_LIVE\x10\x00\x12\x19\n" +
-	"\x15BUNDLE_STATE_DELETING\x10\x012\xd1\x12\n" +
+	"\x15BUNDLE_STATE_DELETING\x10\x012\x9d\x13\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -7112,7 +7553,9 @@ const file_manager_proto_rawDesc = "" +
 	"\vCompleteJob\x12\x17.norsk.api.common.JobId\x1a\x16.google.protobuf.Empty\x12[\n" +
 	"\vEventStream\x12%.norsk.api.manager.EventStreamRequest\x1a#.norsk.api.manager.EventStreamEvent0\x01\x12A\n" +
 	"\aVersion\x12\x16.google.protobuf.Empty\x1a\x1e.norsk.api.manager.VersionInfo\x12V\n" +
-	"\tListNodes\x12#.norsk.api.manager.ListNodesRequest\x1a$.norsk.api.manager.ListNodesResponse\x12F\n" +
+	"\tListNodes\x12#.norsk.api.manager.ListNodesRequest\x1a$.norsk.api.manager.ListNodesResponse\x12J\n" +
+	"\n" +
+	"StopOrphan\x12$.norsk.api.manager.StopOrphanRequest\x1a\x16.google.protobuf.Empty\x12F\n" +
 	"\aJobById\x12\x17.norsk.api.common.JobId\x1a\".norsk.api.manager.JobByIdResponse\x12t\n" +
 	"\x13RegisterClusterNode\x12-.norsk.api.manager.RegisterClusterNodeRequest\x1a..norsk.api.manager.RegisterClusterNodeResponse\x12k\n" +
 	"\x10ListClusterNodes\x12*.norsk.api.manager.ListClusterNodesRequest\x1a+.norsk.api.manager.ListClusterNodesResponse\x12I\n" +
@@ -7140,8 +7583,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -7154,349 +7597,374 @@ var file_manager_proto_goTypes = []any{
 	(Job_JobState)(0),                     // 8: norsk.api.manager.Job.JobState
 	(JobHistoryJobStopping_Reason)(0),     // 9: norsk.api.manager.JobHistoryJobStopping.Reason
 	(NodeStopping_Reason)(0),              // 10: norsk.api.manager.NodeStopping.Reason
-	(*Hello)(nil),                         // 11: norsk.api.manager.Hello
-	(*Job)(nil),                           // 12: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 13: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 14: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 15: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 16: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 17: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 18: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 19: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 20: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 21: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 22: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 23: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 24: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 25: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 26: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 27: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 28: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 29: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 30: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 31: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 32: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 33: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 34: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 35: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 36: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 37: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 38: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 39: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 40: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 41: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 42: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 43: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 44: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 45: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 46: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 47: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 48: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 49: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 50: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 51: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 52: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 53: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 54: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 55: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 56: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 57: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 58: norsk.api.manager.InitialDataComplete
-	(*StreamReset)(nil),                   // 59: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 60: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 61: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 62: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 63: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 64: norsk.api.manager.NodeInfo
-	(*ListNodesRequest)(nil),              // 65: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 66: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 67: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 68: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 69: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 70: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 71: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 72: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 73: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 74: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 75: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 76: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 77: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 78: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 79: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 80: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 81: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 82: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 83: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 84: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 85: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 86: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 87: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 88: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 89: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 90: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 91: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 92: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 93: norsk.api.manager.ListBundlesResponse
-	nil,                                   // 94: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 95: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 96: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 97: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 98: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 99: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 100: norsk.api.manager.DateFilter.Within
-	nil,                                   // 101: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 102: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 103: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	(*commonpb.Version)(nil),              // 104: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 105: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 106: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 107: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 108: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 109: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 110: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 111: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 112: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 113: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 114: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 115: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 116: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 117: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 118: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 119: norsk.api.common.Log
-	(commonpb.Architecture)(0),            // 120: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 121: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 122: google.protobuf.Empty
+	(NodeAlert_Kind)(0),                   // 11: norsk.api.manager.NodeAlert.Kind
+	(*Hello)(nil),                         // 12: norsk.api.manager.Hello
+	(*Job)(nil),                           // 13: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 14: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 15: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 16: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 17: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 18: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 19: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 20: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 21: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 22: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 23: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 24: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 25: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 26: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 27: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 28: norsk.api.manager.PhysicalNode
+	(*RunningJob)(nil),                    // 29: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 30: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 31: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 32: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 33: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 34: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 35: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 36: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 37: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 38: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 39: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 40: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 41: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 42: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 43: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 44: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 45: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 46: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 47: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 48: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 49: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 50: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 51: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 52: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 53: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 54: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 55: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 56: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 57: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 58: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 59: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 60: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 61: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 62: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 63: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 64: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 65: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 66: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 67: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 68: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 69: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 70: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 71: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 72: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 73: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 74: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 75: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 76: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 77: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 78: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 79: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 80: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 81: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 82: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 83: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 84: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 85: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 86: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 87: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 88: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 89: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 90: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 91: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 92: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 93: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 94: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 95: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 96: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 97: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 98: norsk.api.manager.ListBundlesResponse
+	nil,                                   // 99: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 100: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 101: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 102: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 103: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 104: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 105: norsk.api.manager.DateFilter.Within
+	nil,                                   // 106: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 107: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 108: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 109: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	(*commonpb.Version)(nil),              // 110: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 111: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 112: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 113: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 114: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 115: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 116: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 117: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 118: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 119: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 120: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 121: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 122: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 123: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 124: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 125: norsk.api.common.Log
+	(commonpb.Architecture)(0),            // 126: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 127: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 128: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	104, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	105, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	94,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	106, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	107, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	110, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	111, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	99,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	112, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	113, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	108, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	114, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	8,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	14,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	109, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	95,  // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	13,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	110, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
-	16,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	111, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	112, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	113, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	15,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	15,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	115, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	100, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	14,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	116, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	17,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	117, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	118, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	119, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	16,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	106, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	106, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	12,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	106, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	106, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	96,  // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	106, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	112, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	112, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	13,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	112, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	120, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	112, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	120, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	101, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	112, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	120, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	9,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	106, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	106, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	18,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	19,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	20,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	21,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	22,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	23,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	24,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	12,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	25,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	97,  // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	116, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	26,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	26,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	26,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	105, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	26,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	12,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	28,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	114, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	114, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	117, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	112, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	120, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	112, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	19,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	20,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	21,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	22,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	23,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	24,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	25,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	13,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	26,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	102, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	122, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	123, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	27,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	27,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	27,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	111, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	27,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	13,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	29,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	120, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	123, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	10,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	117, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	114, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	28,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	27,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	28,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	117, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	98,  // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	41,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	123, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	120, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	29,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	28,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	29,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	123, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	103, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	42,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	117, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	99,  // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	123, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	104, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	105, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	117, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	105, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	117, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	106, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	106, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	106, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	106, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	106, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	100, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	48,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	49,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	50,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	111, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	123, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	111, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	123, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	112, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	112, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	112, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	112, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	112, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	105, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	49,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	50,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	51,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 90: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	53,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	54,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 92: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	55,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	54,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	56,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	57,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	39,  // 97: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	29,  // 98: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	58,  // 99: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	31,  // 100: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	32,  // 101: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	30,  // 102: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	33,  // 103: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	35,  // 104: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	36,  // 105: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	37,  // 106: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	38,  // 107: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	40,  // 108: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	57,  // 109: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	118, // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	59,  // 111: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	88,  // 112: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	89,  // 113: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	51,  // 114: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	11,  // 115: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	119, // 116: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	104, // 117: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	114, // 118: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 119: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 120: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 121: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	28,  // 122: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	106, // 123: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	10,  // 124: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	64,  // 125: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	26,  // 126: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	28,  // 127: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	101, // 128: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	117, // 129: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	120, // 130: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	117, // 131: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	70,  // 132: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	106, // 133: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	106, // 134: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	102, // 135: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 136: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	71,  // 137: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	70,  // 138: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 139: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	117, // 140: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	103, // 141: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	106, // 142: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	77,  // 143: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	80,  // 144: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	82,  // 145: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	84,  // 146: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	83,  // 147: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 148: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	16,  // 149: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	12,  // 150: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 151: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 152: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 153: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	80,  // 154: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	80,  // 155: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	80,  // 156: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	81,  // 157: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	80,  // 158: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	105, // 159: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	81,  // 160: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	90,  // 161: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	91,  // 162: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	121, // 163: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	106, // 164: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	106, // 165: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	122, // 166: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	12,  // 167: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	12,  // 168: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	105, // 169: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	61,  // 170: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	43,  // 171: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	44,  // 172: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	45,  // 173: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	117, // 174: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	46,  // 175: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	47,  // 176: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	105, // 177: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	52,  // 178: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	122, // 179: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	65,  // 180: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	105, // 181: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	68,  // 182: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	72,  // 183: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	117, // 184: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	74,  // 185: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	76,  // 186: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	78,  // 187: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	81,  // 188: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	81,  // 189: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	80,  // 190: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	86,  // 191: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	87,  // 192: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	80,  // 193: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	92,  // 194: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	62,  // 195: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	17,  // 196: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	17,  // 197: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	122, // 198: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	34,  // 199: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	122, // 200: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	122, // 201: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	122, // 202: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	122, // 203: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	122, // 204: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	122, // 205: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	122, // 206: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	60,  // 207: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	63,  // 208: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	66,  // 209: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	67,  // 210: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	69,  // 211: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	73,  // 212: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	122, // 213: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	75,  // 214: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	122, // 215: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	79,  // 216: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	85,  // 217: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	122, // 218: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	122, // 219: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	122, // 220: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	122, // 221: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	91,  // 222: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	93,  // 223: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	195, // [195:224] is the sub-list for method output_type
-	166, // [166:195] is the sub-list for method input_type
-	166, // [166:166] is the sub-list for extension type_name
-	166, // [166:166] is the sub-list for extension extendee
-	0,   // [0:166] is the sub-list for field type_name
+	56,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	55,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	57,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	58,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	123, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	11,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
+	122, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	112, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	112, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	40,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	30,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	59,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	32,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	33,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	31,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	34,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	36,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	37,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	38,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	39,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	41,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	58,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	124, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	61,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	93,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	94,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	60,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	52,  // 120: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	12,  // 121: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	125, // 122: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	110, // 123: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	120, // 124: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	121, // 125: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 126: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 127: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	29,  // 128: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	112, // 129: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	10,  // 130: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	67,  // 131: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	122, // 132: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	112, // 133: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	112, // 134: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	106, // 135: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	123, // 136: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	122, // 137: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	123, // 138: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	112, // 139: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	66,  // 140: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	27,  // 141: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 142: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	69,  // 143: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	107, // 144: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	123, // 145: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	126, // 146: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	123, // 147: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	75,  // 148: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	112, // 149: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	112, // 150: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	108, // 151: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 152: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	76,  // 153: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	75,  // 154: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	123, // 155: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	123, // 156: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	109, // 157: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	112, // 158: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	82,  // 159: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	85,  // 160: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 161: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	89,  // 162: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	88,  // 163: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 164: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	17,  // 165: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	13,  // 166: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 167: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 168: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 169: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	85,  // 170: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 171: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 172: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 173: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	85,  // 174: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	111, // 175: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	86,  // 176: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 177: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	96,  // 178: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	127, // 179: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	112, // 180: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	112, // 181: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	127, // 182: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	128, // 183: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	13,  // 184: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	13,  // 185: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	111, // 186: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	63,  // 187: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	44,  // 188: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	45,  // 189: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	46,  // 190: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	123, // 191: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	47,  // 192: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	48,  // 193: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	111, // 194: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	53,  // 195: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	128, // 196: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	70,  // 197: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	68,  // 198: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	111, // 199: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	73,  // 200: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	77,  // 201: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	123, // 202: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	79,  // 203: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	81,  // 204: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	83,  // 205: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	86,  // 206: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 207: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	85,  // 208: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	91,  // 209: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	92,  // 210: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	85,  // 211: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 212: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	64,  // 213: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	18,  // 214: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	18,  // 215: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	128, // 216: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	35,  // 217: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	128, // 218: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	128, // 219: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	128, // 220: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	128, // 221: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	128, // 222: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	128, // 223: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	128, // 224: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	62,  // 225: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	65,  // 226: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	71,  // 227: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	128, // 228: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	72,  // 229: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	74,  // 230: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 231: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	128, // 232: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	80,  // 233: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	128, // 234: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	84,  // 235: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	90,  // 236: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	128, // 237: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	128, // 238: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	128, // 239: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	128, // 240: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	96,  // 241: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	98,  // 242: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	213, // [213:243] is the sub-list for method output_type
+	183, // [183:213] is the sub-list for method input_type
+	183, // [183:183] is the sub-list for extension type_name
+	183, // [183:183] is the sub-list for extension extendee
+	0,   // [0:183] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -7551,7 +8019,7 @@ func file_manager_proto_init() {
 		(*ProviderHealth_Aws)(nil),
 		(*ProviderHealth_Oci)(nil),
 	}
-	file_manager_proto_msgTypes[49].OneofWrappers = []any{
+	file_manager_proto_msgTypes[50].OneofWrappers = []any{
 		(*EventStreamEvent_NodeRunning)(nil),
 		(*EventStreamEvent_JobActive)(nil),
 		(*EventStreamEvent_InitialDataComplete)(nil),
@@ -7569,19 +8037,20 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_StreamReset)(nil),
 		(*EventStreamEvent_BundleUpdated)(nil),
 		(*EventStreamEvent_BundleDeleted)(nil),
+		(*EventStreamEvent_NodeAlert)(nil),
 	}
-	file_manager_proto_msgTypes[51].OneofWrappers = []any{
+	file_manager_proto_msgTypes[52].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
-	file_manager_proto_msgTypes[53].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      11,
-			NumMessages:   93,
+			NumEnums:      12,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

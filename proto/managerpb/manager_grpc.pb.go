@@ -51,6 +51,7 @@ const (
 	Manager_EventStream_FullMethodName           = "/norsk.api.manager.Manager/EventStream"
 	Manager_Version_FullMethodName               = "/norsk.api.manager.Manager/Version"
 	Manager_ListNodes_FullMethodName             = "/norsk.api.manager.Manager/ListNodes"
+	Manager_StopOrphan_FullMethodName            = "/norsk.api.manager.Manager/StopOrphan"
 	Manager_JobById_FullMethodName               = "/norsk.api.manager.Manager/JobById"
 	Manager_RegisterClusterNode_FullMethodName   = "/norsk.api.manager.Manager/RegisterClusterNode"
 	Manager_ListClusterNodes_FullMethodName      = "/norsk.api.manager.Manager/ListClusterNodes"
@@ -87,6 +88,9 @@ type ManagerClient interface {
 	// Added (newer NorskManager SDK).
 	Version(ctx context.Context, in *emptypb.Empty, opts ...grpc.CallOption) (*VersionInfo, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// Added (ours). Stops an orphan instance on its node now (NotFound if the
+	// node has no such orphan).
+	StopOrphan(ctx context.Context, in *StopOrphanRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	JobById(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*JobByIdResponse, error)
 	RegisterClusterNode(ctx context.Context, in *RegisterClusterNodeRequest, opts ...grpc.CallOption) (*RegisterClusterNodeResponse, error)
 	ListClusterNodes(ctx context.Context, in *ListClusterNodesRequest, opts ...grpc.CallOption) (*ListClusterNodesResponse, error)
@@ -297,6 +301,16 @@ func (c *managerClient) ListNodes(ctx context.Context, in *ListNodesRequest, opt
 	return out, nil
 }
 
+func (c *managerClient) StopOrphan(ctx context.Context, in *StopOrphanRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_StopOrphan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *managerClient) JobById(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*JobByIdResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JobByIdResponse)
@@ -457,6 +471,9 @@ type ManagerServer interface {
 	// Added (newer NorskManager SDK).
 	Version(context.Context, *emptypb.Empty) (*VersionInfo, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// Added (ours). Stops an orphan instance on its node now (NotFound if the
+	// node has no such orphan).
+	StopOrphan(context.Context, *StopOrphanRequest) (*emptypb.Empty, error)
 	JobById(context.Context, *commonpb.JobId) (*JobByIdResponse, error)
 	RegisterClusterNode(context.Context, *RegisterClusterNodeRequest) (*RegisterClusterNodeResponse, error)
 	ListClusterNodes(context.Context, *ListClusterNodesRequest) (*ListClusterNodesResponse, error)
@@ -534,6 +551,9 @@ func (UnimplementedManagerServer) Version(context.Context, *emptypb.Empty) (*Ver
 }
 func (UnimplementedManagerServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedManagerServer) StopOrphan(context.Context, *StopOrphanRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopOrphan not implemented")
 }
 func (UnimplementedManagerServer) JobById(context.Context, *commonpb.JobId) (*JobByIdResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method JobById not implemented")
@@ -847,6 +867,24 @@ func _Manager_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_StopOrphan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopOrphanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).StopOrphan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_StopOrphan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).StopOrphan(ctx, req.(*StopOrphanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Manager_JobById_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(commonpb.JobId)
 	if err := dec(in); err != nil {
@@ -1153,6 +1191,10 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _Manager_ListNodes_Handler,
+		},
+		{
+			MethodName: "StopOrphan",
+			Handler:    _Manager_StopOrphan_Handler,
 		},
 		{
 			MethodName: "JobById",

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/client/format"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// findNode returns the node id from ListNodes, or a NotFound-like error.
+func findNode(ctx context.Context, m *client.NorskManager, id string) (*managerpb.NodeInfo, error) {
+	nodes, err := m.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if n.GetMetadata().GetNodeId().GetNodeId() == id {
+			return n, nil
+		}
+	}
+	return nil, ctlAbout(status.Error(codes.NotFound, "the manager knows no such node"), "node %s", id)
+}
+
+// newNodeGetCommand builds "node get".
+func newNodeGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NODE_ID",
+		Short: "Show one node: state, session, jobs, orphans and alerts",
+		Args:  ctlArgs("NODE_ID"),
+		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
+			n, err := findNode(ctx, m, args[0])
+			if err != nil {
+				return err
+			}
+			if e.jsonOut {
+				return e.printJSON(n)
+			}
+			return writeNode(e.out, e.now(), n)
+		}),
+	}
+}
+
+// writeNode renders one node as "key: value" lines, then its orphans.
+func writeNode(w io.Writer, now time.Time, n *managerpb.NodeInfo) error {
+	state := format.Enum(n.GetState().String(), "NODE_LIFECYCLE_")
+	if n.StopReason != nil {
+		state += " (" + format.Enum(n.GetStopReason().String(), "") + ")"
+	}
+	lines := [][2]string{
+		{"node", format.NodeOf(n.GetMetadata())},
+		{"provider", format.Enum(n.GetProvider().String(), "NODE_PROVIDER_")},
+		{"state", state},
+		{"connected", ctlYesNo(n.GetConnected())},
+		{"address", format.NodeAddress(n.GetRunningMetadata())},
+		{"last seen", format.Age(now, n.GetLastSeen())},
+		{"jobs", format.Instances(n.GetInstances())},
+		{"tags", format.Tags(n.GetMetadata().GetTags())},
+	}
+	if c := n.GetContested(); c != "" {
+		lines = append(lines, [2]string{"CONTESTED", c})
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(w, "%-10s %s\n", l[0]+":", l[1]); err != nil {
+			return err
+		}
+	}
+	if len(n.GetOrphans()) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w, "\norphans (jobs the worker runs that the store does not know):"); err != nil {
+		return err
+	}
+	return writeOrphans(w, now, []*managerpb.NodeInfo{n})
+}
+
+// writeOrphans renders the orphans of nodes as a table.
+func writeOrphans(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) error {
+	var rows [][]string
+	for _, n := range nodes {
+		for _, o := range n.GetOrphans() {
+			rows = append(rows, []string{
+				n.GetMetadata().GetNodeId().GetNodeId(),
+				o.GetJobKey().GetJobId().GetJobId(),
+				o.GetJobKey().GetRole(),
+				format.Age(now, o.GetFirstSeen()),
+				stopIn(now, o),
+			})
+		}
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no orphans")
+		return err
+	}
+	return ctlTable(w, []string{"NODE ID", "JOB ID", "ROLE", "FIRST SEEN", "STOPPED IN"}, rows)
+}
+
+// stopIn says when an orphan will be stopped.
+func stopIn(now time.Time, o *managerpb.Orphan) string {
+	if o.GetStopAt() == nil {
+		return "-"
+	}
+	d := o.GetStopAt().AsTime().Sub(now).Round(time.Second)
+	if d <= 0 {
+		return "due"
+	}
+	return d.String()
+}
+
+// nodeAlerts summarises what an operator must look at on a node (node
+// list's ALERTS column).
+func nodeAlerts(n *managerpb.NodeInfo) string {
+	var parts []string
+	if k := len(n.GetOrphans()); k > 0 {
+		parts = append(parts, fmt.Sprintf("%d orphan(s)", k))
+	}
+	if n.GetContested() != "" {
+		parts = append(parts, "contested")
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// newNodeOrphansCommand builds "node orphans".
+func newNodeOrphansCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "orphans [NODE_ID]",
+		Short: "List jobs workers run that the manager's store does not know",
+		Long: `List orphans: job instances a worker runs that the manager's store does not
+know (a store restored from an old backup, a job deleted while its worker
+was offline is not one: that is stopped). An orphan keeps running for the
+manager's --orphan-grace (default 10 minutes), then it is stopped, unless its
+job is created or restored meanwhile (then it is adopted). Stop one earlier
+with "norsk-ctl node stop-orphan".`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
+			nodes, err := m.ListNodes(ctx)
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				n, err := findNode(ctx, m, args[0])
+				if err != nil {
+					return err
+				}
+				nodes = []*managerpb.NodeInfo{n}
+			}
+			if e.jsonOut {
+				var out []*managerpb.Orphan
+				for _, n := range nodes {
+					out = append(out, n.GetOrphans()...)
+				}
+				return e.printJSON(&managerpb.NodeInfo{Orphans: out})
+			}
+			return writeOrphans(e.out, e.now(), nodes)
+		}),
+	}
+}
+
+// newNodeStopOrphanCommand builds "node stop-orphan".
+func newNodeStopOrphanCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop-orphan NODE_ID JOB_ID ROLE",
+		Short: "Stop an orphan job instance on its node now",
+		Args:  ctlArgs("NODE_ID", "JOB_ID", "ROLE"),
+		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
+			if err := m.StopOrphan(ctx, client.NodeID(args[0]), client.JobID(args[1]), args[2]); err != nil {
+				return ctlAbout(err, "orphan %s role %s on node %s", args[1], args[2], args[0])
+			}
+			if e.jsonOut {
+				return e.printJSON(&emptypb.Empty{})
+			}
+			_, err := fmt.Fprintf(e.out, "stopping orphan %s role %s on node %s\n", args[1], args[2], args[0])
+			return err
+		}),
+	}
+}

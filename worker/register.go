@@ -212,6 +212,9 @@ type RegistrationError struct {
 	Code    codes.Code // the refusal's gRPC code
 	Message string     // the manager's message
 	Hint    string     // what an operator should do about it
+	// Reason is the manager's machine-readable reason (workerauth.Reason*),
+	// "" if it gave none.
+	Reason string
 }
 
 // Error implements error.
@@ -236,6 +239,11 @@ const (
 		"(it holds the slot's node credential), or deregister the slot (norsk-ctl slot deregister NODE_ID) " +
 		"and register a new one for this worker."
 	hintInvalid = "The manager rejected the registration request as invalid: check --advertise and --listen."
+	hintIdentityInUse = "Another worker with this node's identity is connected from the address the manager names: " +
+		"this --state-dir is probably a copy of that worker's. Stop one of the two; give a second host a slot of its own " +
+		"(norsk-ctl slot register NAME) and a fresh --state-dir."
+	hintTerminated = "An operator terminated this node; the manager refuses its worker for good. To use the host again, " +
+		"deregister the slot (norsk-ctl slot deregister NODE_ID), register a new one and start the worker with its token and a fresh --state-dir."
 )
 
 // rejection returns a *RegistrationError explained for an operator if err
@@ -250,13 +258,24 @@ func rejection(target string, err error) error {
 	case codes.Unauthenticated:
 		hint = unauthenticatedHint(errorReason(st))
 	case codes.PermissionDenied, codes.AlreadyExists:
-		hint = hintBound
+		hint = permissionHint(errorReason(st))
 	case codes.InvalidArgument:
 		hint = hintInvalid
 	default:
 		return nil
 	}
-	return &RegistrationError{Manager: target, Code: st.Code(), Message: st.Message(), Hint: hint}
+	return &RegistrationError{Manager: target, Code: st.Code(), Message: st.Message(), Hint: hint, Reason: errorReason(st)}
+}
+
+// permissionHint picks the hint of a PermissionDenied refusal by reason.
+func permissionHint(reason string) string {
+	switch reason {
+	case workerauth.ReasonIdentityInUse:
+		return hintIdentityInUse
+	case workerauth.ReasonNodeTerminated:
+		return hintTerminated
+	}
+	return hintBound
 }
 
 // errorReason returns the reason of the status's google.rpc.ErrorInfo

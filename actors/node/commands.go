@@ -71,6 +71,12 @@ func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.Me
 	}
 	bound := g.rec.GetTokenUsed()
 	credOK := c.GetCredential() != "" && workerauth.Equal(c.GetCredential(), g.rec.GetCredential())
+	if r := g.checkTerminated(); r != nil {
+		return r
+	}
+	if r := g.checkIdentityInUse(c, bound && credOK); r != nil {
+		return r
+	}
 	switch {
 	case bound && !credOK && c.GetCredential() != "":
 		return actors.FailWithReason(errorpb.Code_PERMISSION_DENIED, workerauth.ReasonSlotBound,

@@ -72,6 +72,11 @@ type Config struct {
 	// CloudPollInterval is how often a pending instance is described, and
 	// the delay before a failed termination is retried. Default 5 s.
 	CloudPollInterval time.Duration
+	// MoveGrace is how long a node's worker session must have been down
+	// before a worker at another address with the node's credential is
+	// accepted as the same host moved (identity.go). Default
+	// DefaultMoveGrace (30 s).
+	MoveGrace time.Duration
 	// OrphanGrace is how long a job a worker runs that the store does not
 	// know keeps running before it is stopped (orphans.go). Default
 	// DefaultOrphanGrace (10 minutes); negative: stopped at once.
@@ -113,6 +118,7 @@ func (c *Config) defaults() {
 	def(&c.StartupTimeout, 10*time.Minute)
 	def(&c.CloudPollInterval, 5*time.Second)
 	def(&c.StopResendInterval, 3*time.Second)
+	def(&c.MoveGrace, DefaultMoveGrace)
 	if c.OrphanGrace == 0 {
 		c.OrphanGrace = DefaultOrphanGrace
 	}
@@ -177,6 +183,8 @@ type grain struct {
 	provisions []pendingProvision
 	// cancelResend stops the stop-resend ticker (nil: not running).
 	cancelResend scheduler.CancelFunc
+	// activatedAt is when this activation started.
+	activatedAt time.Time
 	// cancelOrphans stops the orphan timer (nil: not armed).
 	cancelOrphans scheduler.CancelFunc
 }
@@ -187,6 +195,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.timer = scheduler.NewTimerScheduler(ctx)
 		g.system = ctx.ActorSystem()
 		g.actx = ctx
+		g.activatedAt = g.cfg.Clock()
 		g.load()
 		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
 		if g.rec != nil {

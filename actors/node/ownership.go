@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -99,6 +100,36 @@ func (g *grain) onSuperseded(ctx actor.Context, why string) {
 	g.stopTimers()
 	g.failProvisions(ctx, g.supersededReply())
 	ctx.Send(ctx.Parent(), &actors.Passivate{})
+}
+
+// onSessionTaken handles the worker ending this activation's session as
+// superseded. Every session of this cluster records its epoch before the
+// worker accepts it, so a record (read after the barrier) with a newer
+// epoch means another activation of the grain took over: passivate. A
+// record without one means a manager this cluster does not know took the
+// worker (a second manager on a copy of the data dir): contested, said
+// loudly, and the node stays without a session here until a command needs
+// the worker or the other manager lets go (its worker then registers again).
+func (g *grain) onSessionTaken(ctx actor.Context, epoch uint64) {
+	rec := &internalpb.NodeRecord{}
+	found, seq, err := actors.LoadRecord(g.cfg.Journal, persistence.NodeKey(g.id), rec)
+	if err != nil || !found || rec.GetSessionEpoch() > epoch {
+		g.onSuperseded(ctx, "the worker ended this session as superseded")
+		return
+	}
+	g.rec, g.seq = rec, seq
+	what := fmt.Sprintf("the worker's session (epoch %d) was taken by a session no manager of this cluster opened: "+
+		"another manager, outside this cluster, dials this worker with its credential (a copy of a data dir?); never run two managers on copies of one data dir",
+		epoch)
+	g.log.Error("worker session taken by a manager outside this cluster", "epoch", epoch, "address", g.rec.GetAddress(), "port", g.rec.GetPort())
+	if g.rec.GetContested() != "" {
+		return
+	}
+	next := g.next()
+	next.Contested = what
+	if r := g.commit("", next, g.evAlert(managerpb.NodeAlert_CONTESTED, nil, nil, "node %s: %s", g.id, what)); r != nil {
+		g.log.Warn("could not record the node as contested", "error", r.GetMessage())
+	}
 }
 
 // queueProvision holds c until the session being dialled is up (or its

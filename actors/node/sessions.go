@@ -124,6 +124,7 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 	next := g.next()
 	next.SessionEpoch = m.epoch
 	next.LastConnected = g.now()
+	next.Contested = ""
 	if r := g.commit("", next); r != nil {
 		if g.rec.GetSessionEpoch() > m.epoch {
 			// The commit reloaded the record: another activation recorded
@@ -262,8 +263,10 @@ func (g *grain) onSessionDown(ctx actor.Context, m *sessionDown) {
 		// now, or a stray one left by a topology change): leave the
 		// session to it rather than dial again and take it back, which
 		// would make the two supersede each other forever, and passivate.
-		// The next command activates the grain afresh on its owner.
-		g.onSuperseded(ctx, "the worker ended this session as superseded")
+		// The next command activates the grain afresh on its owner. If no
+		// activation of this cluster recorded a newer session, a manager
+		// outside it holds the worker: contested.
+		g.onSessionTaken(ctx, m.epoch)
 		return
 	}
 	if wasConnected {

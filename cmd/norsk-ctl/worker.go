@@ -17,6 +17,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/docker"
 	"github.com/norsk-oss/norsk-manager/worker/process"
@@ -38,8 +39,11 @@ Exit codes of --mode=worker:
   1    any other failure (e.g. --listen address in use, unreadable --state-dir)
   2    usage error (bad flag), --state-dir in use by another worker, or the
        manager rejected the registration request as invalid
-  5    the cluster slot of --token is bound to another worker
-  7    the manager refused --token: unknown, or revoked (slot deregistered)`
+  5    the cluster slot of --token is bound to another worker, or another
+       worker at another address holds a live session with this node's
+       identity (a copied --state-dir)
+  7    the manager refused --token: unknown, or revoked (slot deregistered),
+       or the node was terminated by an operator`
 
 // workerOptions holds the flags of --mode=worker.
 type workerOptions struct {
@@ -189,6 +193,9 @@ func workerFailure(stateDir string, err error) (int, error) {
 			code = workerExitUsage
 		case codes.PermissionDenied, codes.AlreadyExists:
 			code = workerExitSlotBound
+			if rej.Reason == workerauth.ReasonNodeTerminated {
+				code = workerExitUnauthorised
+			}
 		}
 		return code, fmt.Errorf("cannot join the cluster: %w", err)
 	}

@@ -60,6 +60,7 @@ type options struct {
 	eventRetention uint64
 	noSync         bool
 	orphanGrace    time.Duration
+	moveGrace      time.Duration
 
 	// HA cluster
 	name              string
@@ -134,6 +135,7 @@ workers keep running them and a restarted manager adopts them.`,
 	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
 	f.DurationVar(&o.orphanGrace, "orphan-grace", node.DefaultOrphanGrace, "how long a job a worker runs that the store does not know (an orphan: a store restored from an old backup) keeps running before it is stopped; 0 stops it at once")
+	f.DurationVar(&o.moveGrace, "worker-move-grace", node.DefaultMoveGrace, "how long a node's worker session must have been down before a worker at another address presenting the node's identity is accepted as the host having moved (while the session is up it is refused: a copied --state-dir)")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
 	o.providers.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
@@ -243,6 +245,10 @@ func run(ctx context.Context, o *options) error {
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.EnableDebug = o.enableDebug
 	cfg.Node.Providers = provs
+	if o.moveGrace <= 0 {
+		return usagef("--worker-move-grace %s: must be more than 0", o.moveGrace)
+	}
+	cfg.Node.MoveGrace = o.moveGrace
 	switch {
 	case o.orphanGrace < 0:
 		return usagef("--orphan-grace %s: must be 0 or more", o.orphanGrace)

@@ -33,6 +33,12 @@ const (
 	// ReasonSlotBound: the slot is bound to another worker (its token was
 	// presented without the matching credential).
 	ReasonSlotBound = "SLOT_BOUND"
+	// ReasonIdentityInUse: another worker, at another address, holds a live
+	// session with this node's identity (a copied --state-dir?).
+	ReasonIdentityInUse = "IDENTITY_IN_USE"
+	// ReasonNodeTerminated: an operator terminated the node; its worker is
+	// refused until the slot is deregistered and registered again.
+	ReasonNodeTerminated = "NODE_TERMINATED"
 )
 
 // WorkerProof is hex(HMAC-SHA256(credential, "norsk-worker-proof|" + nodeID

@@ -585,3 +585,31 @@ func hashOf(t *testing.T, r *internalpb.Reply) int64 {
 	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
 	return r.GetJobHash().GetHash()
 }
+
+// TestJob_LastFailureRecorded: a worker's failure report leaves the reason
+// and time per role in the record (JobById's last_failures), replacing
+// the role's earlier one; a stop does not.
+func TestJob_LastFailureRecorded(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	fail := func(role, node, reason string) {
+		require.Equal(t, errorpb.Code_OK, e.do(t, "j", start(role, node)).GetCode())
+		r := report(internalpb.InstanceReport_FAILED, role, node)
+		r.GetInstanceReport().Reason = reason
+		e.do(t, "j", r)
+	}
+	fail("primary", "n1", "web: exited with status 1: listen tcp 127.0.0.1:80: bind: address already in use")
+	fail("backup", "n2", "")
+	fail("primary", "n2", "pull image x: not found")
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("other", "n1")).GetCode())
+	e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "other", "n1"))
+
+	got := e.record(t, "j").GetLastFailures()
+	require.Len(t, got, 2, "one per role that failed, sorted by role")
+	require.Equal(t, "backup", got[0].GetRole())
+	require.Equal(t, "failed (the worker gave no reason)", got[0].GetReason())
+	require.Equal(t, "primary", got[1].GetRole())
+	require.Equal(t, "n2", got[1].GetNodeId().GetNodeId())
+	require.Equal(t, "pull image x: not found", got[1].GetReason())
+	require.NotNil(t, got[1].GetAt())
+}

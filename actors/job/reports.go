@@ -1,6 +1,7 @@
 package job
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -131,6 +132,10 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 		return actors.OK()
 	}
 	g.endInstance(next, r.GetRole(), reason)
+	if r.GetKind() == internalpb.InstanceReport_FAILED {
+		recordFailure(next, &managerpb.InstanceFailure{Role: r.GetRole(), NodeId: &commonpb.NodeId{NodeId: r.GetNodeId()},
+			Reason: r.GetReason(), At: g.now()})
+	}
 	events := []*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}
 	if r.GetReason() != "" {
 		// The history's stopping reason is an enum; the worker's words go
@@ -143,6 +148,24 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 	}
 	g.log.Info("job instance ended", "role", r.GetRole(), "node_id", r.GetNodeId(), "reason", reason.String(), "detail", r.GetReason())
 	return actors.OK()
+}
+
+// maxFailureReason bounds a recorded failure reason, in bytes (the worker
+// sends the last output line; the record must stay small).
+const maxFailureReason = 1024
+
+// recordFailure keeps f as the last failure of its role in rec, one per
+// role, sorted by role (JobByIdResponse.last_failures).
+func recordFailure(rec *internalpb.JobRecord, f *managerpb.InstanceFailure) {
+	if len(f.Reason) > maxFailureReason {
+		f.Reason = strings.ToValidUTF8(f.Reason[:maxFailureReason], "") + "…"
+	}
+	if f.Reason == "" {
+		f.Reason = "failed (the worker gave no reason)"
+	}
+	rec.LastFailures = slices.DeleteFunc(rec.LastFailures, func(x *managerpb.InstanceFailure) bool { return x.GetRole() == f.GetRole() })
+	rec.LastFailures = append(rec.LastFailures, f)
+	slices.SortFunc(rec.LastFailures, func(a, b *managerpb.InstanceFailure) int { return strings.Compare(a.GetRole(), b.GetRole()) })
 }
 
 // endInstance removes an instance of next, recording stopping (unless it was

@@ -346,7 +346,7 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec)}, nil
+	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures()}, nil
 }
 
 // JobSearch streams the jobs matching every filter, in job-id order.

@@ -187,6 +187,12 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 	for _, rj := range resp.GetInstances() {
 		fmt.Fprintf(&b, "  %s on node %s\n", rj.GetJobKey().GetRole(), rj.GetNodeId().GetNodeId())
 	}
+	if len(resp.GetLastFailures()) > 0 {
+		fmt.Fprintf(&b, "Last failures:\n")
+	}
+	for _, f := range resp.GetLastFailures() {
+		fmt.Fprintf(&b, "  %s on node %s at %s: %s\n", f.GetRole(), f.GetNodeId().GetNodeId(), format.Time(f.GetAt()), f.GetReason())
+	}
 	fmt.Fprintf(&b, "History:\n")
 	for _, h := range resp.GetJob().GetHistoryEntry() {
 		ts, text := format.HistoryEntry(h)

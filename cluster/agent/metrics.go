@@ -72,6 +72,18 @@ func (a *Agent) registerAgentGauges() {
 			return 0
 		})
 		m.gauge("norsk_manager_raft_term", "Current Raft term.", func() float64 { return float64(r.Raft().CurrentTerm()) })
+		for _, k := range a.cl.kinds {
+			name := k.Name
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "norsk_manager_grains_active", Help: "Grains activated on this manager right now, by kind.",
+				ConstLabels: prometheus.Labels{"kind": name},
+			}, func() float64 {
+				if ak := a.cl.layer().cluster.GetClusterKind(name); ak != nil {
+					return float64(ak.Count())
+				}
+				return 0
+			}))
+		}
 		m.gauge("norsk_manager_raft_commit_index", "Raft commit index known here.", func() float64 { return float64(r.Raft().CommitIndex()) })
 		m.gauge("norsk_manager_raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader).", func() float64 {
 			if r.IsLeader() {

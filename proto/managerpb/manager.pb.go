@@ -6526,6 +6526,373 @@ func (x *ListBundlesResponse) GetLogIndex() uint64 {
 	return 0
 }
 
+// Added (ours). No options yet.
+type SnapshotSaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSaveRequest) Reset() {
+	*x = SnapshotSaveRequest{}
+	mi := &file_manager_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSaveRequest) ProtoMessage() {}
+
+func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{83}
+}
+
+// Added (ours). One message of a SnapshotSave stream.
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Chunk:
+	//
+	//	*SnapshotChunk_Header
+	//	*SnapshotChunk_Data
+	//	*SnapshotChunk_Trailer
+	Chunk         isSnapshotChunk_Chunk `protobuf_oneof:"chunk"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_manager_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetHeader() *SnapshotHeader {
+	if x != nil {
+		if x, ok := x.Chunk.(*SnapshotChunk_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetData() *SnapshotData {
+	if x != nil {
+		if x, ok := x.Chunk.(*SnapshotChunk_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetTrailer() *SnapshotTrailer {
+	if x != nil {
+		if x, ok := x.Chunk.(*SnapshotChunk_Trailer); ok {
+			return x.Trailer
+		}
+	}
+	return nil
+}
+
+type isSnapshotChunk_Chunk interface {
+	isSnapshotChunk_Chunk()
+}
+
+type SnapshotChunk_Header struct {
+	Header *SnapshotHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type SnapshotChunk_Data struct {
+	Data *SnapshotData `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type SnapshotChunk_Trailer struct {
+	Trailer *SnapshotTrailer `protobuf:"bytes,3,opt,name=trailer,proto3,oneof"`
+}
+
+func (*SnapshotChunk_Header) isSnapshotChunk_Chunk() {}
+
+func (*SnapshotChunk_Data) isSnapshotChunk_Chunk() {}
+
+func (*SnapshotChunk_Trailer) isSnapshotChunk_Chunk() {}
+
+// Added (ours). First message of a SnapshotSave stream: what the backup
+// holds, as recorded in the file's own metadata.
+type SnapshotHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Version of the backup file's envelope (persistence/backupfile).
+	FileFormatVersion uint32 `protobuf:"varint,1,opt,name=file_format_version,json=fileFormatVersion,proto3" json:"file_format_version,omitempty"`
+	// Version of the store's on-disk layout the records are in.
+	StoreFormatVersion uint32 `protobuf:"varint,2,opt,name=store_format_version,json=storeFormatVersion,proto3" json:"store_format_version,omitempty"`
+	// Log index of the last write inside: every write committed at or below
+	// it is in the backup, none above it.
+	AppliedIndex uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Id of the data dir it was read from (each cluster member has its own).
+	StoreId string `protobuf:"bytes,4,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	// When the read view was taken.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Expected size of the file in bytes (exact unless the store holds very
+	// large values); the trailer has the exact size.
+	EstimatedSizeBytes uint64 `protobuf:"varint,6,opt,name=estimated_size_bytes,json=estimatedSizeBytes,proto3" json:"estimated_size_bytes,omitempty"`
+	// Number of key/value records of the snapshot.
+	Keys uint64 `protobuf:"varint,7,opt,name=keys,proto3" json:"keys,omitempty"`
+	// Newest event-log index inside.
+	EventHeadIndex uint64 `protobuf:"varint,8,opt,name=event_head_index,json=eventHeadIndex,proto3" json:"event_head_index,omitempty"`
+	// Build of the manager that took it.
+	ManagerVersion string `protobuf:"bytes,9,opt,name=manager_version,json=managerVersion,proto3" json:"manager_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_manager_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
+	if x != nil {
+		return x.FileFormatVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetStoreFormatVersion() uint32 {
+	if x != nil {
+		return x.StoreFormatVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetEstimatedSizeBytes() uint64 {
+	if x != nil {
+		return x.EstimatedSizeBytes
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetEventHeadIndex() uint64 {
+	if x != nil {
+		return x.EventHeadIndex
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetManagerVersion() string {
+	if x != nil {
+		return x.ManagerVersion
+	}
+	return ""
+}
+
+// Added (ours). The next bytes of the backup file.
+type SnapshotData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Records written so far, this chunk included (for progress).
+	KeysDone      uint64 `protobuf:"varint,2,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotData) Reset() {
+	*x = SnapshotData{}
+	mi := &file_manager_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotData) ProtoMessage() {}
+
+func (x *SnapshotData) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
+func (*SnapshotData) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *SnapshotData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SnapshotData) GetKeysDone() uint64 {
+	if x != nil {
+		return x.KeysDone
+	}
+	return 0
+}
+
+// Added (ours). Last message of a SnapshotSave stream.
+type SnapshotTrailer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the whole file (every data chunk, concatenated): what
+	// sha256sum prints for it.
+	Sha256 []byte `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// Exact size of the file in bytes.
+	SizeBytes     uint64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotTrailer) Reset() {
+	*x = SnapshotTrailer{}
+	mi := &file_manager_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotTrailer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotTrailer) ProtoMessage() {}
+
+func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
+func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *SnapshotTrailer) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *SnapshotTrailer) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -6536,7 +6903,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6548,7 +6915,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7056,7 +7423,31 @@ const file_manager_proto_rawDesc = "" +
 	"\x12ListBundlesRequest\"k\n" +
 	"\x13ListBundlesResponse\x127\n" +
 	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex*I\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\x15\n" +
+	"\x13SnapshotSaveRequest\"\xcc\x01\n" +
+	"\rSnapshotChunk\x12;\n" +
+	"\x06header\x18\x01 \x01(\v2!.norsk.api.manager.SnapshotHeaderH\x00R\x06header\x125\n" +
+	"\x04data\x18\x02 \x01(\v2\x1f.norsk.api.manager.SnapshotDataH\x00R\x04data\x12>\n" +
+	"\atrailer\x18\x03 \x01(\v2\".norsk.api.manager.SnapshotTrailerH\x00R\atrailerB\a\n" +
+	"\x05chunk\"\x86\x03\n" +
+	"\x0eSnapshotHeader\x12.\n" +
+	"\x13file_format_version\x18\x01 \x01(\rR\x11fileFormatVersion\x120\n" +
+	"\x14store_format_version\x18\x02 \x01(\rR\x12storeFormatVersion\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x19\n" +
+	"\bstore_id\x18\x04 \x01(\tR\astoreId\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x120\n" +
+	"\x14estimated_size_bytes\x18\x06 \x01(\x04R\x12estimatedSizeBytes\x12\x12\n" +
+	"\x04keys\x18\a \x01(\x04R\x04keys\x12(\n" +
+	"\x10event_head_index\x18\b \x01(\x04R\x0eeventHeadIndex\x12'\n" +
+	"\x0fmanager_version\x18\t \x01(\tR\x0emanagerVersion\"?\n" +
+	"\fSnapshotData\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
+	"\tkeys_done\x18\x02 \x01(\x04R\bkeysDone\"H\n" +
+	"\x0fSnapshotTrailer\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -7096,7 +7487,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14ANTI_AFFINITY_FORBID\x10\x01*?\n" +
 	"\vBundleState\x12\x15\n" +
 	"\x11BUNDLE_STATE_LIVE\x10\x00\x12\x19\n" +
-	"\x15BUNDLE_STATE_DELETING\x10\x012\xd1\x12\n" +
+	"\x15BUNDLE_STATE_DELETING\x10\x012\xad\x13\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -7126,7 +7517,8 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eStartBundleJob\x12(.norsk.api.manager.StartBundleJobRequest\x1a\x16.google.protobuf.Empty\x12P\n" +
 	"\rStopBundleJob\x12'.norsk.api.manager.StopBundleJobRequest\x1a\x16.google.protobuf.Empty\x12G\n" +
 	"\tGetBundle\x12\x1b.norsk.api.manager.BundleId\x1a\x1d.norsk.api.manager.BundleInfo\x12\\\n" +
-	"\vListBundles\x12%.norsk.api.manager.ListBundlesRequest\x1a&.norsk.api.manager.ListBundlesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\vListBundles\x12%.norsk.api.manager.ListBundlesRequest\x1a&.norsk.api.manager.ListBundlesResponse\x12Z\n" +
+	"\fSnapshotSave\x12&.norsk.api.manager.SnapshotSaveRequest\x1a .norsk.api.manager.SnapshotChunk0\x01B4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -7141,7 +7533,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -7237,75 +7629,80 @@ var file_manager_proto_goTypes = []any{
 	(*BundleInfo)(nil),                    // 91: norsk.api.manager.BundleInfo
 	(*ListBundlesRequest)(nil),            // 92: norsk.api.manager.ListBundlesRequest
 	(*ListBundlesResponse)(nil),           // 93: norsk.api.manager.ListBundlesResponse
-	nil,                                   // 94: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 95: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 96: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 97: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 98: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 99: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 100: norsk.api.manager.DateFilter.Within
-	nil,                                   // 101: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 102: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 103: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	(*commonpb.Version)(nil),              // 104: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 105: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 106: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 107: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 108: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 109: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 110: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 111: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 112: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 113: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 114: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 115: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 116: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 117: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 118: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 119: norsk.api.common.Log
-	(commonpb.Architecture)(0),            // 120: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 121: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 122: google.protobuf.Empty
+	(*SnapshotSaveRequest)(nil),           // 94: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 95: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 96: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 97: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 98: norsk.api.manager.SnapshotTrailer
+	nil,                                   // 99: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 100: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 101: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 102: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 103: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 104: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 105: norsk.api.manager.DateFilter.Within
+	nil,                                   // 106: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 107: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 108: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	(*commonpb.Version)(nil),              // 109: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 110: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 111: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 112: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 113: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 114: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 115: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 116: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 117: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 118: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 119: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 120: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 121: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 122: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 123: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 124: norsk.api.common.Log
+	(commonpb.Architecture)(0),            // 125: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 126: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 127: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	104, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	105, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	94,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	106, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	107, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	109, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	110, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	99,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	111, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	112, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	108, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	113, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	8,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	14,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	109, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	95,  // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	114, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	100, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	13,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	110, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	115, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	16,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	111, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	112, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	113, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	116, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	117, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	118, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	15,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	106, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	106, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	111, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	111, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	12,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	106, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	106, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	96,  // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	106, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	111, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	119, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	111, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	119, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	101, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	111, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	119, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	9,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	106, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	114, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	106, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	111, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	119, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	111, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	18,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	19,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	20,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -7315,46 +7712,46 @@ var file_manager_proto_depIdxs = []int32{
 	24,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	12,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	25,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	97,  // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	116, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	102, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	121, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	122, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	26,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	26,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	26,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	105, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	110, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	26,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	12,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	28,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	114, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	114, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	117, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	119, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	119, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	122, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	10,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	117, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	114, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	122, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	119, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	28,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	27,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	28,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	117, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	98,  // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	122, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	103, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	41,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	117, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	99,  // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	122, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	104, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	105, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	117, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	105, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	117, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	106, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	106, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	106, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	106, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	106, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	100, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	110, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	122, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	110, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	122, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	111, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	111, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	111, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	111, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	111, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	105, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	48,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	49,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	50,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -7378,39 +7775,39 @@ var file_manager_proto_depIdxs = []int32{
 	38,  // 107: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	40,  // 108: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	57,  // 109: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	118, // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	123, // 110: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	59,  // 111: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	88,  // 112: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	89,  // 113: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	51,  // 114: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	11,  // 115: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	119, // 116: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	104, // 117: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	114, // 118: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 119: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	124, // 116: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	109, // 117: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	119, // 118: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	120, // 119: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 120: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 121: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	28,  // 122: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	106, // 123: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	111, // 123: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	10,  // 124: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
 	64,  // 125: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	26,  // 126: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	28,  // 127: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	101, // 128: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	117, // 129: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	120, // 130: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	117, // 131: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	106, // 128: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	122, // 129: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	125, // 130: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	122, // 131: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	70,  // 132: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	106, // 133: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	106, // 134: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	102, // 135: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	111, // 133: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	111, // 134: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	107, // 135: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 136: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	71,  // 137: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	70,  // 138: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 139: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	117, // 140: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	103, // 141: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	106, // 142: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	122, // 139: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	122, // 140: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	108, // 141: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	111, // 142: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
 	77,  // 143: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
 	80,  // 144: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
 	82,  // 145: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
@@ -7427,76 +7824,82 @@ var file_manager_proto_depIdxs = []int32{
 	80,  // 156: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
 	81,  // 157: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
 	80,  // 158: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	105, // 159: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	110, // 159: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	81,  // 160: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
 	90,  // 161: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
 	91,  // 162: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	121, // 163: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	106, // 164: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	106, // 165: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	122, // 166: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	12,  // 167: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	12,  // 168: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	105, // 169: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	61,  // 170: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	43,  // 171: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	44,  // 172: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	45,  // 173: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	117, // 174: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	46,  // 175: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	47,  // 176: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	105, // 177: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	52,  // 178: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	122, // 179: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	65,  // 180: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	105, // 181: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	68,  // 182: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	72,  // 183: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	117, // 184: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	74,  // 185: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	76,  // 186: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	78,  // 187: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	81,  // 188: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	81,  // 189: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	80,  // 190: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	86,  // 191: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	87,  // 192: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	80,  // 193: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	92,  // 194: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	62,  // 195: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	17,  // 196: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	17,  // 197: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	122, // 198: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	34,  // 199: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	122, // 200: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	122, // 201: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	122, // 202: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	122, // 203: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	122, // 204: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	122, // 205: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	122, // 206: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	60,  // 207: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	63,  // 208: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	66,  // 209: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	67,  // 210: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	69,  // 211: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	73,  // 212: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	122, // 213: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	75,  // 214: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	122, // 215: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	79,  // 216: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	85,  // 217: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	122, // 218: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	122, // 219: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	122, // 220: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	122, // 221: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	91,  // 222: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	93,  // 223: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	195, // [195:224] is the sub-list for method output_type
-	166, // [166:195] is the sub-list for method input_type
-	166, // [166:166] is the sub-list for extension type_name
-	166, // [166:166] is the sub-list for extension extendee
-	0,   // [0:166] is the sub-list for field type_name
+	96,  // 163: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	97,  // 164: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	98,  // 165: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	111, // 166: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	126, // 167: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	111, // 168: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	111, // 169: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	127, // 170: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	12,  // 171: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	12,  // 172: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	110, // 173: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	61,  // 174: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	43,  // 175: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	44,  // 176: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	45,  // 177: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	122, // 178: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	46,  // 179: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	47,  // 180: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	110, // 181: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	52,  // 182: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	127, // 183: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	65,  // 184: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	110, // 185: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	68,  // 186: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	72,  // 187: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	122, // 188: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	74,  // 189: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	76,  // 190: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	78,  // 191: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	81,  // 192: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	81,  // 193: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	80,  // 194: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	86,  // 195: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	87,  // 196: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	80,  // 197: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	92,  // 198: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	94,  // 199: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	62,  // 200: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	17,  // 201: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	17,  // 202: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	127, // 203: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	34,  // 204: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	127, // 205: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	127, // 206: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	127, // 207: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	127, // 208: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	127, // 209: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	127, // 210: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	127, // 211: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	60,  // 212: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	63,  // 213: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	66,  // 214: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	67,  // 215: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	69,  // 216: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	73,  // 217: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	127, // 218: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	75,  // 219: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	127, // 220: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	79,  // 221: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	85,  // 222: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	127, // 223: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	127, // 224: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	127, // 225: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	127, // 226: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	91,  // 227: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	93,  // 228: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	95,  // 229: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	200, // [200:230] is the sub-list for method output_type
+	170, // [170:200] is the sub-list for method input_type
+	170, // [170:170] is the sub-list for extension type_name
+	170, // [170:170] is the sub-list for extension extendee
+	0,   // [0:170] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -7575,13 +7978,18 @@ func file_manager_proto_init() {
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
 	file_manager_proto_msgTypes[53].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[84].OneofWrappers = []any{
+		(*SnapshotChunk_Header)(nil),
+		(*SnapshotChunk_Data)(nil),
+		(*SnapshotChunk_Trailer)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   93,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

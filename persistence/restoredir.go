@@ -25,7 +25,7 @@ type RestoreDirConfig struct {
 	// Required.
 	Dir string
 	// Mode is the mode the data dir is created in: ModeSingle, or
-	// ModeCluster with Seed writing the Raft state.
+	// ModeCluster with Seed writing the Raft state (required then).
 	Mode Mode
 	// EventSkip is how far the event head moves (RestartEventLog); 0 means
 	// RandomEventSkip().
@@ -63,6 +63,11 @@ func RestoreDataDir(cfg RestoreDirConfig) (RestoreDirResult, error) {
 		return res, errors.New("restore: the backup file and the data dir are required")
 	case cfg.Mode != ModeSingle && cfg.Mode != ModeCluster:
 		return res, fmt.Errorf("restore: mode %q must be %q or %q", cfg.Mode, ModeSingle, ModeCluster)
+	case cfg.Mode == ModeCluster && cfg.Seed == nil:
+		// A cluster member's store with state but no Raft state would be
+		// bootstrapped at Raft index 1, and the FSM would skip every entry
+		// up to the restored applied index.
+		return res, errors.New("restore: a cluster member's data dir needs its Raft state (Seed)")
 	}
 	logger := cfg.Logger
 	if logger == nil {

@@ -106,6 +106,12 @@ func TestRestoreDataDir_Refuses(t *testing.T) {
 			requireEntries(t, parent)
 		})
 	}
+	t.Run("cluster without raft state", func(t *testing.T) {
+		parent := t.TempDir()
+		_, err := RestoreDataDir(RestoreDirConfig{From: writeTemp(t, good), Dir: filepath.Join(parent, "new"), Mode: ModeCluster})
+		require.ErrorContains(t, err, "needs its Raft state")
+		requireEntries(t, parent)
+	})
 	t.Run("failing seed", func(t *testing.T) {
 		parent := t.TempDir()
 		dir := filepath.Join(parent, "new")

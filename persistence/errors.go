@@ -35,6 +35,12 @@ var (
 	// ErrEventsTrimmed is returned by ReadEvents when the requested index is
 	// older than the oldest retained event.
 	ErrEventsTrimmed = errors.New("persistence: events no longer retained")
+
+	// ErrRestoring is returned by BeginBackup while a snapshot restore
+	// replaces the store's content (a cluster member installing the
+	// leader's snapshot): there is no consistent state to copy until it
+	// ends. Retry later, or on another manager.
+	ErrRestoring = errors.New("persistence: the store is being restored from a snapshot")
 )
 
 // ConflictError reports a failed expected-sequence check.

@@ -15,6 +15,7 @@ import (
 //	meta/ev_head                     → u64 newest event-log index (0: none yet)
 //	meta/ev_first                    → u64 oldest retained event-log index
 //	meta/restoring                   → u64 applied index of a snapshot being restored
+//	meta/ev_base                     → u64 event-log index the log restarted after (a restore or recovery; absent: 0)
 //	ent/<entity key>                 → u64 seq ‖ record bytes
 //	ev/<u64 index>                   → StoredEvent
 //	ix/job/tag/<lp name><lp value><id>    → ""   tag index (name, value)
@@ -67,6 +68,9 @@ var (
 	keyEvFirst = []byte("meta/ev_first")
 	// keyRestoring marks an unfinished snapshot restore.
 	keyRestoring = []byte("meta/restoring")
+	// keyEvBase is where the event log restarted (RestartEventLog): every
+	// index at or below it belongs to the log before a restore or recovery.
+	keyEvBase = []byte("meta/ev_base")
 )
 
 // Raft store prefixes (a separate badger DB, see RaftStore).

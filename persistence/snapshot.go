@@ -77,14 +77,21 @@ func writeSnapshot(txn *badger.Txn, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("write snapshot: count keys: %w", err)
 	}
+	return writeSnapshotRecords(txn, w, SnapshotHeader{Version: snapshotVersion, Format: FormatVersion, Applied: applied, Count: count}, nil)
+}
+
+// writeSnapshotRecords streams the header hdr (whose Applied and Count the
+// caller read from txn) and the records txn sees to w, calling onRecord
+// (if set) after each record is buffered.
+func writeSnapshotRecords(txn *badger.Txn, w io.Writer, hdr SnapshotHeader, onRecord func()) error {
+	count := hdr.Count
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 256<<10)
-	hdr := SnapshotHeader{Version: snapshotVersion, Format: FormatVersion, Applied: applied, Count: count}
 	if _, err := bw.Write(hdr.encode()); err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	var written uint64
-	err = eachKV(txn, true, func(k, v []byte) error {
+	err := eachKV(txn, true, func(k, v []byte) error {
 		var lens [8]byte
 		binary.BigEndian.PutUint32(lens[:4], uint32(len(k)))
 		binary.BigEndian.PutUint32(lens[4:], uint32(len(v)))
@@ -96,6 +103,9 @@ func writeSnapshot(txn *badger.Txn, w io.Writer) error {
 		}
 		_, err := bw.Write(v)
 		written++
+		if onRecord != nil {
+			onRecord()
+		}
 		return err
 	})
 	if err != nil {
@@ -260,7 +270,10 @@ type snapshotReader struct {
 	r     *bufio.Reader
 	h     hash.Hash
 	spool io.Writer
-	err   error // the first read error (a truncation wraps ErrCorrupt)
+	// tee, if set, receives every byte read, the trailer included (the
+	// checksum of a backup file that holds the stream).
+	tee io.Writer
+	err error // the first read error (a truncation wraps ErrCorrupt)
 }
 
 // read reads n bytes into buf (grown as needed) and returns them, hashed
@@ -280,6 +293,9 @@ func (sr *snapshotReader) read(buf []byte, n int, trailer bool) []byte {
 		sr.err = err
 		return nil
 	}
+	if sr.tee != nil {
+		sr.tee.Write(buf)
+	}
 	if !trailer {
 		sr.h.Write(buf)
 		if _, err := sr.spool.Write(buf); err != nil {
@@ -293,6 +309,22 @@ func (sr *snapshotReader) read(buf []byte, n int, trailer bool) []byte {
 // verify reads the whole stream and checks header, records, checksum and
 // the end of the stream.
 func (sr *snapshotReader) verify() (SnapshotHeader, error) {
+	hdr, err := sr.verifyStream()
+	if err != nil {
+		return hdr, err
+	}
+	if _, err := sr.r.ReadByte(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = fmt.Errorf("snapshot has data after its checksum: %w", ErrCorrupt)
+		}
+		return hdr, err
+	}
+	return hdr, nil
+}
+
+// verifyStream reads the stream up to its checksum and checks header,
+// records and checksum; it does not read further.
+func (sr *snapshotReader) verifyStream() (SnapshotHeader, error) {
 	b := sr.read(nil, snapshotHeaderLen, false)
 	if sr.err != nil {
 		return SnapshotHeader{}, sr.err
@@ -323,12 +355,6 @@ func (sr *snapshotReader) verify() (SnapshotHeader, error) {
 	}
 	if !bytes.Equal(got, want) {
 		return hdr, fmt.Errorf("snapshot checksum mismatch: %w", ErrCorrupt)
-	}
-	if _, err := sr.r.ReadByte(); !errors.Is(err, io.EOF) {
-		if err == nil {
-			err = fmt.Errorf("snapshot has data after its checksum: %w", ErrCorrupt)
-		}
-		return hdr, err
 	}
 	return hdr, nil
 }

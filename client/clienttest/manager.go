@@ -34,6 +34,8 @@ type Manager struct {
 		errors map[string]error                  // injected, by method ("" = all)
 		events eventLog
 	}
+	// snap is what SnapshotSave streams (snapshot.go).
+	snap snapshotState
 }
 
 // fakeJob is one stored job.

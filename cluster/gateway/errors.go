@@ -46,6 +46,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, persistence.ErrClosed):
 		return status.Error(codes.Unavailable, "the manager is shutting down")
+	case errors.Is(err, persistence.ErrRestoring):
+		return status.Error(codes.Unavailable, "this manager's store is being restored from the leader's snapshot; retry, or ask another manager: "+err.Error())
 	case errors.Is(err, persistence.ErrCorrupt):
 		return status.Error(codes.DataLoss, err.Error())
 	}

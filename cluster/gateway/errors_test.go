@@ -31,6 +31,7 @@ func TestToStatus(t *testing.T) {
 		{"grain timeout", actors.ErrGrainTimeout, codes.Unavailable},
 		{"not found", fmt.Errorf("load: %w", persistence.ErrNotFound), codes.NotFound},
 		{"closed", persistence.ErrClosed, codes.Unavailable},
+		{"restoring", fmt.Errorf("begin backup: %w", persistence.ErrRestoring), codes.Unavailable},
 		{"too large", fmt.Errorf("append: %w", persistence.ErrTooLarge), codes.ResourceExhausted},
 		{"corrupt", fmt.Errorf("decode: %w", persistence.ErrCorrupt), codes.DataLoss},
 		{"conflict", &persistence.ConflictError{Key: "job/x"}, codes.Internal},

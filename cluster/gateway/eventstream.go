@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -175,13 +174,11 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 	if req.ResumeFromIndex != nil {
 		n := persistence.Index(req.GetResumeFromIndex())
 		first, head := sub.store.EventBounds()
-		var reason string
-		switch {
-		case n > head:
-			reason = fmt.Sprintf("index %d is beyond the log head %d (the manager's state was replaced?)", n, head)
-		case n+1 < first:
-			reason = fmt.Sprintf("index %d is older than the oldest retained event %d", n, first)
+		base, err := sub.store.EventLogBase()
+		if err != nil {
+			return toStatus(err)
 		}
+		reason := resetReason(n, first, head, base)
 		if reason == "" {
 			sub.cursor, resumed = n, true
 		} else if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(head), Event: &managerpb.EventStreamEvent_StreamReset{

@@ -77,6 +77,8 @@ type Server struct {
 	log *slog.Logger
 	// subscribers counts the event streams being served.
 	subscribers atomic.Int64
+	// snapshotting is set while a SnapshotSave streams a backup.
+	snapshotting atomic.Bool
 }
 
 var _ managerpb.ManagerServer = (*Server)(nil)

@@ -97,6 +97,7 @@ func addClientCommands(root *cobra.Command) {
 		newSlotCommand(),
 		newClusterCommand(),
 		newEventsCommand(),
+		newOperatorCommand(),
 		newVersionCommand(),
 		newDemoCommand(),
 	)

@@ -6931,6 +6931,373 @@ func (x *ListBundlesResponse) GetLogIndex() uint64 {
 	return 0
 }
 
+// Added (ours). No options yet.
+type SnapshotSaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSaveRequest) Reset() {
+	*x = SnapshotSaveRequest{}
+	mi := &file_manager_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSaveRequest) ProtoMessage() {}
+
+func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{87}
+}
+
+// Added (ours). One message of a SnapshotSave stream.
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Chunk:
+	//
+	//	*SnapshotChunk_Header
+	//	*SnapshotChunk_Data
+	//	*SnapshotChunk_Trailer
+	Chunk         isSnapshotChunk_Chunk `protobuf_oneof:"chunk"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_manager_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetHeader() *SnapshotHeader {
+	if x != nil {
+		if x, ok := x.Chunk.(*SnapshotChunk_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetData() *SnapshotData {
+	if x != nil {
+		if x, ok := x.Chunk.(*SnapshotChunk_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetTrailer() *SnapshotTrailer {
+	if x != nil {
+		if x, ok := x.Chunk.(*SnapshotChunk_Trailer); ok {
+			return x.Trailer
+		}
+	}
+	return nil
+}
+
+type isSnapshotChunk_Chunk interface {
+	isSnapshotChunk_Chunk()
+}
+
+type SnapshotChunk_Header struct {
+	Header *SnapshotHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type SnapshotChunk_Data struct {
+	Data *SnapshotData `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type SnapshotChunk_Trailer struct {
+	Trailer *SnapshotTrailer `protobuf:"bytes,3,opt,name=trailer,proto3,oneof"`
+}
+
+func (*SnapshotChunk_Header) isSnapshotChunk_Chunk() {}
+
+func (*SnapshotChunk_Data) isSnapshotChunk_Chunk() {}
+
+func (*SnapshotChunk_Trailer) isSnapshotChunk_Chunk() {}
+
+// Added (ours). First message of a SnapshotSave stream: what the backup
+// holds, as recorded in the file's own metadata.
+type SnapshotHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Version of the backup file's envelope (persistence/backupfile).
+	FileFormatVersion uint32 `protobuf:"varint,1,opt,name=file_format_version,json=fileFormatVersion,proto3" json:"file_format_version,omitempty"`
+	// Version of the store's on-disk layout the records are in.
+	StoreFormatVersion uint32 `protobuf:"varint,2,opt,name=store_format_version,json=storeFormatVersion,proto3" json:"store_format_version,omitempty"`
+	// Log index of the last write inside: every write committed at or below
+	// it is in the backup, none above it.
+	AppliedIndex uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Id of the data dir it was read from (each cluster member has its own).
+	StoreId string `protobuf:"bytes,4,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	// When the read view was taken.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Expected size of the file in bytes (exact unless the store holds very
+	// large values); the trailer has the exact size.
+	EstimatedSizeBytes uint64 `protobuf:"varint,6,opt,name=estimated_size_bytes,json=estimatedSizeBytes,proto3" json:"estimated_size_bytes,omitempty"`
+	// Number of key/value records of the snapshot.
+	Keys uint64 `protobuf:"varint,7,opt,name=keys,proto3" json:"keys,omitempty"`
+	// Newest event-log index inside.
+	EventHeadIndex uint64 `protobuf:"varint,8,opt,name=event_head_index,json=eventHeadIndex,proto3" json:"event_head_index,omitempty"`
+	// Build of the manager that took it.
+	ManagerVersion string `protobuf:"bytes,9,opt,name=manager_version,json=managerVersion,proto3" json:"manager_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_manager_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
+	if x != nil {
+		return x.FileFormatVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetStoreFormatVersion() uint32 {
+	if x != nil {
+		return x.StoreFormatVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetEstimatedSizeBytes() uint64 {
+	if x != nil {
+		return x.EstimatedSizeBytes
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetEventHeadIndex() uint64 {
+	if x != nil {
+		return x.EventHeadIndex
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetManagerVersion() string {
+	if x != nil {
+		return x.ManagerVersion
+	}
+	return ""
+}
+
+// Added (ours). The next bytes of the backup file.
+type SnapshotData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Records written so far, this chunk included (for progress).
+	KeysDone      uint64 `protobuf:"varint,2,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotData) Reset() {
+	*x = SnapshotData{}
+	mi := &file_manager_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotData) ProtoMessage() {}
+
+func (x *SnapshotData) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
+func (*SnapshotData) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *SnapshotData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SnapshotData) GetKeysDone() uint64 {
+	if x != nil {
+		return x.KeysDone
+	}
+	return 0
+}
+
+// Added (ours). Last message of a SnapshotSave stream.
+type SnapshotTrailer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the whole file (every data chunk, concatenated): what
+	// sha256sum prints for it.
+	Sha256 []byte `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// Exact size of the file in bytes.
+	SizeBytes     uint64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotTrailer) Reset() {
+	*x = SnapshotTrailer{}
+	mi := &file_manager_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotTrailer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotTrailer) ProtoMessage() {}
+
+func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
+func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *SnapshotTrailer) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *SnapshotTrailer) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -6941,7 +7308,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6953,7 +7320,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7497,7 +7864,31 @@ const file_manager_proto_rawDesc = "" +
 	"\x12ListBundlesRequest\"k\n" +
 	"\x13ListBundlesResponse\x127\n" +
 	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex*I\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\x15\n" +
+	"\x13SnapshotSaveRequest\"\xcc\x01\n" +
+	"\rSnapshotChunk\x12;\n" +
+	"\x06header\x18\x01 \x01(\v2!.norsk.api.manager.SnapshotHeaderH\x00R\x06header\x125\n" +
+	"\x04data\x18\x02 \x01(\v2\x1f.norsk.api.manager.SnapshotDataH\x00R\x04data\x12>\n" +
+	"\atrailer\x18\x03 \x01(\v2\".norsk.api.manager.SnapshotTrailerH\x00R\atrailerB\a\n" +
+	"\x05chunk\"\x86\x03\n" +
+	"\x0eSnapshotHeader\x12.\n" +
+	"\x13file_format_version\x18\x01 \x01(\rR\x11fileFormatVersion\x120\n" +
+	"\x14store_format_version\x18\x02 \x01(\rR\x12storeFormatVersion\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x19\n" +
+	"\bstore_id\x18\x04 \x01(\tR\astoreId\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x120\n" +
+	"\x14estimated_size_bytes\x18\x06 \x01(\x04R\x12estimatedSizeBytes\x12\x12\n" +
+	"\x04keys\x18\a \x01(\x04R\x04keys\x12(\n" +
+	"\x10event_head_index\x18\b \x01(\x04R\x0eeventHeadIndex\x12'\n" +
+	"\x0fmanager_version\x18\t \x01(\tR\x0emanagerVersion\"?\n" +
+	"\fSnapshotData\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
+	"\tkeys_done\x18\x02 \x01(\x04R\bkeysDone\"H\n" +
+	"\x0fSnapshotTrailer\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -7537,7 +7928,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14ANTI_AFFINITY_FORBID\x10\x01*?\n" +
 	"\vBundleState\x12\x15\n" +
 	"\x11BUNDLE_STATE_LIVE\x10\x00\x12\x19\n" +
-	"\x15BUNDLE_STATE_DELETING\x10\x012\x9d\x13\n" +
+	"\x15BUNDLE_STATE_DELETING\x10\x012\xf9\x13\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -7569,7 +7960,8 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eStartBundleJob\x12(.norsk.api.manager.StartBundleJobRequest\x1a\x16.google.protobuf.Empty\x12P\n" +
 	"\rStopBundleJob\x12'.norsk.api.manager.StopBundleJobRequest\x1a\x16.google.protobuf.Empty\x12G\n" +
 	"\tGetBundle\x12\x1b.norsk.api.manager.BundleId\x1a\x1d.norsk.api.manager.BundleInfo\x12\\\n" +
-	"\vListBundles\x12%.norsk.api.manager.ListBundlesRequest\x1a&.norsk.api.manager.ListBundlesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\vListBundles\x12%.norsk.api.manager.ListBundlesRequest\x1a&.norsk.api.manager.ListBundlesResponse\x12Z\n" +
+	"\fSnapshotSave\x12&.norsk.api.manager.SnapshotSaveRequest\x1a .norsk.api.manager.SnapshotChunk0\x01B4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -7584,7 +7976,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -7685,76 +8077,81 @@ var file_manager_proto_goTypes = []any{
 	(*BundleInfo)(nil),                    // 96: norsk.api.manager.BundleInfo
 	(*ListBundlesRequest)(nil),            // 97: norsk.api.manager.ListBundlesRequest
 	(*ListBundlesResponse)(nil),           // 98: norsk.api.manager.ListBundlesResponse
-	nil,                                   // 99: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 100: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 101: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 102: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 103: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 104: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 105: norsk.api.manager.DateFilter.Within
-	nil,                                   // 106: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 107: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 108: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 109: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	(*commonpb.Version)(nil),              // 110: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 111: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 112: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 113: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 114: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 115: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 116: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 117: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 118: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 119: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 120: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 121: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 122: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 123: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 124: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 125: norsk.api.common.Log
-	(commonpb.Architecture)(0),            // 126: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 127: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 128: google.protobuf.Empty
+	(*SnapshotSaveRequest)(nil),           // 99: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 100: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 101: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 102: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 103: norsk.api.manager.SnapshotTrailer
+	nil,                                   // 104: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 105: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 106: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 107: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 108: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 109: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 110: norsk.api.manager.DateFilter.Within
+	nil,                                   // 111: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 112: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 113: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 114: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	(*commonpb.Version)(nil),              // 115: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 116: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 117: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 118: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 119: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 120: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 121: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 122: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 123: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 124: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 125: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 126: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 127: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 128: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 129: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 130: norsk.api.common.Log
+	(commonpb.Architecture)(0),            // 131: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 132: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 133: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	110, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	111, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	99,  // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	112, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	113, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	115, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	116, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	104, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	117, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	118, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	114, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	119, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	8,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	15,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	115, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	100, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	120, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	105, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	14,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	116, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	121, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	17,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	117, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	118, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	119, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	122, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	123, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	124, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	16,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	112, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	112, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	117, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	117, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	13,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	112, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	120, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	112, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	120, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	101, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	112, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	120, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	117, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	125, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	117, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	125, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	106, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	117, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	125, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	9,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	112, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	120, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	112, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	117, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	125, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	117, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	19,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	20,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	21,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -7764,46 +8161,46 @@ var file_manager_proto_depIdxs = []int32{
 	25,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	13,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	26,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	102, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	122, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	123, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	107, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	127, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	128, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	27,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	27,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	27,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	111, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	116, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	27,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	13,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	29,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	120, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	120, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	123, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	125, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	125, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	128, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	10,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	123, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	120, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	128, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	125, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	29,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	28,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	29,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	123, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	103, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	128, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	108, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	42,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	123, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	104, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	128, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	109, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	111, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	123, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	111, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	123, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	112, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	112, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	112, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	112, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	112, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	105, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	116, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	128, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	116, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	128, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	117, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	117, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	117, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	117, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	117, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	110, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	49,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	50,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	51,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -7814,11 +8211,11 @@ var file_manager_proto_depIdxs = []int32{
 	55,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	57,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	58,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	123, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	128, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	122, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	112, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	112, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	127, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	117, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	117, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	40,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	30,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	59,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -7832,50 +8229,50 @@ var file_manager_proto_depIdxs = []int32{
 	39,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	41,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	58,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	124, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	129, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	61,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	93,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	94,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	60,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
 	52,  // 120: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	12,  // 121: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	125, // 122: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	110, // 123: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	120, // 124: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	121, // 125: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	130, // 122: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	115, // 123: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	125, // 124: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 125: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 126: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 127: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	29,  // 128: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	112, // 129: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	117, // 129: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	10,  // 130: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
 	67,  // 131: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	122, // 132: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	112, // 133: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	112, // 134: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	106, // 135: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	123, // 136: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	122, // 137: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	123, // 138: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	112, // 139: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	127, // 132: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	117, // 133: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	117, // 134: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	111, // 135: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	128, // 136: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	127, // 137: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	128, // 138: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	117, // 139: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
 	66,  // 140: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	27,  // 141: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 142: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
 	69,  // 143: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	107, // 144: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	123, // 145: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	126, // 146: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	123, // 147: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	112, // 144: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	128, // 145: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	131, // 146: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	128, // 147: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	75,  // 148: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	112, // 149: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	112, // 150: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	108, // 151: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	117, // 149: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	117, // 150: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	113, // 151: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 152: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	76,  // 153: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	75,  // 154: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	123, // 155: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	123, // 156: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	109, // 157: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	112, // 158: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	128, // 155: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	128, // 156: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	114, // 157: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	117, // 158: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
 	82,  // 159: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
 	85,  // 160: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
 	87,  // 161: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
@@ -7892,79 +8289,85 @@ var file_manager_proto_depIdxs = []int32{
 	85,  // 172: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
 	86,  // 173: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
 	85,  // 174: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	111, // 175: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	116, // 175: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	86,  // 176: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
 	95,  // 177: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
 	96,  // 178: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	127, // 179: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	112, // 180: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	112, // 181: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	127, // 182: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	128, // 183: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	13,  // 184: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	13,  // 185: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	111, // 186: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	63,  // 187: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	44,  // 188: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	45,  // 189: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	46,  // 190: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	123, // 191: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	47,  // 192: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	48,  // 193: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	111, // 194: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	53,  // 195: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	128, // 196: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	70,  // 197: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	68,  // 198: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	111, // 199: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	73,  // 200: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	77,  // 201: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	123, // 202: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	79,  // 203: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	81,  // 204: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	83,  // 205: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	86,  // 206: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 207: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	85,  // 208: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	91,  // 209: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	92,  // 210: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	85,  // 211: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 212: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	64,  // 213: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	18,  // 214: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	18,  // 215: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	128, // 216: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	35,  // 217: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	128, // 218: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	128, // 219: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	128, // 220: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	128, // 221: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	128, // 222: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	128, // 223: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	128, // 224: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	62,  // 225: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	65,  // 226: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	71,  // 227: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	128, // 228: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	72,  // 229: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	74,  // 230: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 231: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	128, // 232: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	80,  // 233: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	128, // 234: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	84,  // 235: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	90,  // 236: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	128, // 237: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	128, // 238: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	128, // 239: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	128, // 240: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	96,  // 241: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	98,  // 242: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	213, // [213:243] is the sub-list for method output_type
-	183, // [183:213] is the sub-list for method input_type
-	183, // [183:183] is the sub-list for extension type_name
-	183, // [183:183] is the sub-list for extension extendee
-	0,   // [0:183] is the sub-list for field type_name
+	101, // 179: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	102, // 180: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	103, // 181: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	117, // 182: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	132, // 183: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	117, // 184: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	117, // 185: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	132, // 186: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	133, // 187: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	13,  // 188: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	13,  // 189: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	116, // 190: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	63,  // 191: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	44,  // 192: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	45,  // 193: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	46,  // 194: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	128, // 195: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	47,  // 196: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	48,  // 197: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	116, // 198: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	53,  // 199: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	133, // 200: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	70,  // 201: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	68,  // 202: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	116, // 203: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	73,  // 204: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	77,  // 205: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	128, // 206: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	79,  // 207: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	81,  // 208: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	83,  // 209: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	86,  // 210: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 211: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	85,  // 212: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	91,  // 213: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	92,  // 214: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	85,  // 215: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 216: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	99,  // 217: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	64,  // 218: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	18,  // 219: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	18,  // 220: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	133, // 221: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	35,  // 222: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	133, // 223: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	133, // 224: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	133, // 225: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	133, // 226: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	133, // 227: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	133, // 228: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	133, // 229: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	62,  // 230: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	65,  // 231: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	71,  // 232: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	133, // 233: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	72,  // 234: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	74,  // 235: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 236: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	133, // 237: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	80,  // 238: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	133, // 239: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	84,  // 240: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	90,  // 241: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	133, // 242: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	133, // 243: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	133, // 244: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	133, // 245: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	96,  // 246: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	98,  // 247: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	100, // 248: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	218, // [218:249] is the sub-list for method output_type
+	187, // [187:218] is the sub-list for method input_type
+	187, // [187:187] is the sub-list for extension type_name
+	187, // [187:187] is the sub-list for extension extendee
+	0,   // [0:187] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -8044,13 +8447,18 @@ func file_manager_proto_init() {
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
 	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[88].OneofWrappers = []any{
+		(*SnapshotChunk_Header)(nil),
+		(*SnapshotChunk_Data)(nil),
+		(*SnapshotChunk_Trailer)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   98,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -66,6 +66,7 @@ const (
 	Manager_StopBundleJob_FullMethodName         = "/norsk.api.manager.Manager/StopBundleJob"
 	Manager_GetBundle_FullMethodName             = "/norsk.api.manager.Manager/GetBundle"
 	Manager_ListBundles_FullMethodName           = "/norsk.api.manager.Manager/ListBundles"
+	Manager_SnapshotSave_FullMethodName          = "/norsk.api.manager.Manager/SnapshotSave"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -114,6 +115,14 @@ type ManagerClient interface {
 	// Added (ours, beyond the seeds): reads.
 	GetBundle(ctx context.Context, in *BundleId, opts ...grpc.CallOption) (*BundleInfo, error)
 	ListBundles(ctx context.Context, in *ListBundlesRequest, opts ...grpc.CallOption) (*ListBundlesResponse, error)
+	// Added (ours; docs/design/backup.md): an online, consistent backup of
+	// the manager's store, read after the read barrier (in a cluster: on any
+	// member, holding every write acknowledged before the call). The stream
+	// is a SnapshotHeader, the backup file's bytes in SnapshotData chunks,
+	// then a SnapshotTrailer with the file's SHA-256. RESOURCE_EXHAUSTED: a
+	// backup is already being taken from this manager; UNAVAILABLE: no
+	// leader, or the store is being restored from the leader's snapshot.
+	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 }
 
 type managerClient struct {
@@ -451,6 +460,25 @@ func (c *managerClient) ListBundles(ctx context.Context, in *ListBundlesRequest,
 	return out, nil
 }
 
+func (c *managerClient) SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Manager_ServiceDesc.Streams[3], Manager_SnapshotSave_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotSaveRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Manager_SnapshotSaveClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -497,6 +525,14 @@ type ManagerServer interface {
 	// Added (ours, beyond the seeds): reads.
 	GetBundle(context.Context, *BundleId) (*BundleInfo, error)
 	ListBundles(context.Context, *ListBundlesRequest) (*ListBundlesResponse, error)
+	// Added (ours; docs/design/backup.md): an online, consistent backup of
+	// the manager's store, read after the read barrier (in a cluster: on any
+	// member, holding every write acknowledged before the call). The stream
+	// is a SnapshotHeader, the backup file's bytes in SnapshotData chunks,
+	// then a SnapshotTrailer with the file's SHA-256. RESOURCE_EXHAUSTED: a
+	// backup is already being taken from this manager; UNAVAILABLE: no
+	// leader, or the store is being restored from the leader's snapshot.
+	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -596,6 +632,9 @@ func (UnimplementedManagerServer) GetBundle(context.Context, *BundleId) (*Bundle
 }
 func (UnimplementedManagerServer) ListBundles(context.Context, *ListBundlesRequest) (*ListBundlesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBundles not implemented")
+}
+func (UnimplementedManagerServer) SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotSave not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1137,6 +1176,17 @@ func _Manager_ListBundles_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_SnapshotSave_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotSaveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ManagerServer).SnapshotSave(m, &grpc.GenericServerStream[SnapshotSaveRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Manager_SnapshotSaveServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1267,6 +1317,11 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "EventStream",
 			Handler:       _Manager_EventStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SnapshotSave",
+			Handler:       _Manager_SnapshotSave_Handler,
 			ServerStreams: true,
 		},
 	},

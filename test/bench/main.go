@@ -5,6 +5,7 @@
 //	go run ./test/bench startjob    # StartJob → job_running on the event stream (real worker process)
 //	go run ./test/bench register    # ClusterMemberRegister → node_started (in-bench minimal worker)
 //	go run ./test/bench recovery    # restart on 10k/100k jobs: time to serve, heap per job
+//	go run ./test/bench snapshot    # snapshot save / restore / start of the restored manager on 10k/100k jobs (--jobs, --probes)
 //	go run ./test/bench docker      # the Docker runtime: StartJob → job_running, StopJob → job_stopped of a two-container job (real worker, --runtime=docker)
 //	go run ./test/bench all         # all of the above (docker is skipped with a note where no Docker engine answers)
 //
@@ -97,6 +98,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"register":  runRegister,
 	"recovery":  runRecovery,
 	"docker":    runDocker,
+	"snapshot":  runSnapshot,
 
 	"failover":           runFailover,
 	"session-failover":   runSessionFailover,
@@ -134,7 +136,7 @@ func main() {
 }
 
 func usage() string {
-	return "usage: go run ./test/bench {createjob|startjob|register|recovery|docker|all} [--quick] [flags]\n" +
+	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
 }
@@ -192,8 +194,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 	clients := fs.String("clients", "1,16,64", "concurrent clients (createjob; cluster-throughput: 16,64 unless given)")
 	trials := fs.Int("trials", 100, "start/stop trials (startjob)")
 	slots := fs.Int("slots", 50, "cluster slots registered (register)")
-	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery)")
-	probes := fs.Int("probes", 3, "manager starts measured per job count (recovery)")
+	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery) or to snapshot (snapshot)")
+	probes := fs.Int("probes", 3, "manager starts (recovery) or save/restore rounds (snapshot) measured per job count")
 	dockerTrials := fs.Int("docker-trials", 50, "docker: start/stop trials per series (each a fresh job)")
 	dockerGrace := fs.Duration("docker-stop-grace", time.Second, "docker: the workers' --stop-grace (what the SIGTERM-ignoring service gets before SIGKILL)")
 	dockerJobNetwork := fs.Bool("docker-job-network", true, "docker: also measure a worker with --docker-network=job (a bridge network per job)")

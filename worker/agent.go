@@ -67,7 +67,7 @@ func New(cfg Config) (*Agent, error) {
 		log:        log,
 		rt:         cfg.Runtime,
 		load:       newLoadSampler(cfg.StateDir),
-		hub:        newHub(log, cfg.PendingEventLimit),
+		hub:        newHub(log, cfg.PendingEventLimit, newInfoBuffer(cfg.OfflineInfoLines, cfg.OfflineInfoBytes, cfg.OfflineInfoTotalBytes)),
 		readyCh:    make(chan struct{}),
 		stopCh:     make(chan struct{}),
 		identityCh: make(chan struct{}),

@@ -86,6 +86,19 @@ type Config struct {
 	// running_jobs still tells the truth).
 	PendingEventLimit int
 
+	// OfflineInfoLines and OfflineInfoBytes bound, per (job, role), the
+	// job info (output lines, container events, compose stages) kept while
+	// no manager session is up; the next verified session gets it, in
+	// order with the lifecycle events. Beyond a bound the oldest messages
+	// go, and the session gets one "N job info lines dropped" note for the
+	// job where they were. OfflineInfoTotalBytes bounds the buffer across
+	// every job (the job holding the most loses its oldest first). Bytes
+	// are the messages' encoded sizes. Defaults 1000 messages, 256 KiB and
+	// 16 MiB; 0 keeps none (only the note).
+	OfflineInfoLines      int
+	OfflineInfoBytes      int
+	OfflineInfoTotalBytes int
+
 	// SessionQueue is the per-session send queue length. Job info is
 	// dropped when it is full; a lifecycle event that does not fit ends the
 	// session (the manager re-dials and reads the truth from hello).
@@ -104,17 +117,20 @@ type Config struct {
 // be set.
 func DefaultConfig() Config {
 	return Config{
-		Listen:               "127.0.0.1:7001",
-		HealthInterval:       2 * time.Second,
-		StopGrace:            10 * time.Second,
-		Version:              buildVersion(),
-		HelloResponseTimeout: 10 * time.Second,
-		DialBackTimeout:      30 * time.Second,
-		RegisterTimeout:      10 * time.Second,
-		RetryBackoff:         500 * time.Millisecond,
-		MaxRetryBackoff:      30 * time.Second,
-		PendingEventLimit:    256,
-		SessionQueue:         1024,
+		Listen:                "127.0.0.1:7001",
+		HealthInterval:        2 * time.Second,
+		StopGrace:             10 * time.Second,
+		Version:               buildVersion(),
+		HelloResponseTimeout:  10 * time.Second,
+		DialBackTimeout:       30 * time.Second,
+		RegisterTimeout:       10 * time.Second,
+		RetryBackoff:          500 * time.Millisecond,
+		MaxRetryBackoff:       30 * time.Second,
+		PendingEventLimit:     256,
+		OfflineInfoLines:      1000,
+		OfflineInfoBytes:      256 << 10,
+		OfflineInfoTotalBytes: 16 << 20,
+		SessionQueue:          1024,
 	}
 }
 
@@ -190,6 +206,14 @@ func (c *Config) validateDurations() error {
 	}
 	if c.PendingEventLimit < 1 {
 		return fmt.Errorf("worker: PendingEventLimit (%d) must be at least 1", c.PendingEventLimit)
+	}
+	for _, b := range []struct {
+		name string
+		n    int
+	}{{"OfflineInfoLines", c.OfflineInfoLines}, {"OfflineInfoBytes", c.OfflineInfoBytes}, {"OfflineInfoTotalBytes", c.OfflineInfoTotalBytes}} {
+		if b.n < 0 {
+			return fmt.Errorf("worker: %s (%d) must not be negative", b.name, b.n)
+		}
 	}
 	if c.SessionQueue < 1 {
 		return fmt.Errorf("worker: SessionQueue (%d) must be at least 1", c.SessionQueue)

@@ -30,13 +30,20 @@ type Config struct {
 	// ManagerURLs are the managers' gRPC addresses ("host:port"; a
 	// "grpc://" or "http://" prefix is accepted) tried in order for
 	// registration, failing over to the next on error. Required with a
-	// Token; must be empty without one.
+	// Token. Set without a Token, the worker restarts as the node whose
+	// identity StateDir holds and registers with its credential alone (Run
+	// fails with ErrNoStoredIdentity if there is none). Empty (and no
+	// Token): a mock-pool worker.
 	ManagerURLs []string
 
 	// Token is the cluster-slot registration token minted by
-	// RegisterClusterNode. Empty makes this a mock-pool worker: it
-	// registers nowhere, accepts sessions from any manager, adopts the node
-	// id the manager dials it with, and sends hello without a proof.
+	// RegisterClusterNode. A worker restarting over a StateDir that holds
+	// the identity obtained with it does not need it (see ManagerURLs);
+	// one given that differs from the token of the stored identity makes
+	// the worker register as a new node. Empty with no ManagerURLs makes
+	// this a mock-pool worker: it registers nowhere, accepts sessions from
+	// any manager, adopts the node id the manager dials it with, and sends
+	// hello without a proof.
 	Token string
 
 	// StateDir holds the node identity (identity.json, mode 0600) and the
@@ -166,16 +173,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("worker: Advertise %q: %w", c.Advertise, err)
 		}
 	}
-	if c.Token == "" && len(c.ManagerURLs) > 0 {
-		return errors.New("worker: ManagerURLs are set but Token is empty (a worker without a token registers nowhere)")
+	if c.Token != "" && len(c.ManagerURLs) == 0 {
+		return errors.New("worker: Token is set but ManagerURLs is empty (nowhere to register)")
 	}
-	if c.Token != "" {
-		if len(c.ManagerURLs) == 0 {
-			return errors.New("worker: Token is set but ManagerURLs is empty (nowhere to register)")
-		}
-		if c.Advertise == "" && isUnspecifiedHost(host) {
-			return fmt.Errorf("worker: Listen %q binds every interface; set Advertise to the address the manager can dial back", c.Listen)
-		}
+	if c.registers() && c.Advertise == "" && isUnspecifiedHost(host) {
+		return fmt.Errorf("worker: Listen %q binds every interface; set Advertise to the address the manager can dial back", c.Listen)
 	}
 	for i, u := range c.ManagerURLs {
 		if _, err := ManagerTarget(u); err != nil {
@@ -184,6 +186,11 @@ func (c *Config) Validate() error {
 	}
 	return c.validateDurations()
 }
+
+// registers reports whether the worker registers with managers (a
+// cluster-slot worker, with a Token or restarting on its stored identity)
+// rather than being a mock-pool worker.
+func (c *Config) registers() bool { return len(c.ManagerURLs) > 0 }
 
 func (c *Config) validateDurations() error {
 	checks := []struct {

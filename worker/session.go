@@ -144,7 +144,7 @@ func recvLoop(ctx context.Context, stream workerpb.Worker_NodeControllerStreamSe
 // sessionIdentity checks the session's metadata against this worker's
 // identity. It returns nil (and no error) for a mock-pool worker.
 func (a *Agent) sessionIdentity(ctx context.Context, wantNode, nonce string) (*Identity, error) {
-	if a.cfg.Token == "" {
+	if !a.cfg.registers() {
 		return nil, nil
 	}
 	id := a.waitIdentity(ctx)

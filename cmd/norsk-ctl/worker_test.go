@@ -115,8 +115,9 @@ func lastLine(s string) string {
 }
 
 // TestWorkerOptions_Config_ManagerURL covers where the worker's managers
-// come from: --manager-url, else NORSK_MANAGER_URL for a worker with a
-// token.
+// come from: --manager-url (with or without a token: without one the
+// worker restarts on its stored identity), else NORSK_MANAGER_URL for a
+// worker with a token.
 func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -130,7 +131,8 @@ func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 		{name: "env", token: "t", env: "m1:6790, m2:6790", want: []string{"m1:6790", "m2:6790"}},
 		{name: "flag over env", token: "t", flag: "m3:6790", flagSet: true, env: "m1:6790", want: []string{"m3:6790"}},
 		{name: "mock pool ignores env", env: "m1:6790"},
-		{name: "mock pool with flag", flag: "m1:6790", flagSet: true, wantErr: "--manager-url needs --token"},
+		{name: "restart on the stored identity", flag: "m1:6790", flagSet: true, want: []string{"m1:6790"}},
+		{name: "restart needs the flag, not env", env: "m1:6790"},
 		{name: "token without managers", token: "t", wantErr: "--token needs --manager-url (or $NORSK_MANAGER_URL)"},
 		{name: "bad env", token: "t", env: "nonsense", wantErr: "$NORSK_MANAGER_URL (the default of --manager-url)"},
 		{name: "bad flag", token: "t", flag: "nonsense", flagSet: true, env: "m1:6790", wantErr: "--manager-url: "},
@@ -177,6 +179,10 @@ func TestWorkerFailure(t *testing.T) {
 		{"unknown or revoked token", rej(codes.Unauthenticated), workerExitUnauthorised, "cannot join the cluster: "},
 		{"bound slot", rej(codes.PermissionDenied), workerExitSlotBound, "cannot join the cluster: "},
 		{"invalid", rej(codes.InvalidArgument), workerExitUsage, "cannot join the cluster: "},
+		{"no token, no stored identity", fmt.Errorf("%w in /s/identity.json: start it with --token", worker.ErrNoStoredIdentity), workerExitUsage,
+			"/s/identity.json: start it with --token"},
+		{"corrupt identity", fmt.Errorf("worker: %w: /s/identity.json is not valid JSON", worker.ErrBadStoredIdentity), workerExitFailure,
+			"/s/identity.json is not valid JSON"},
 		{"other", errors.New("worker: listen on 127.0.0.1:1: address in use"), workerExitFailure, "address in use"},
 	}
 	for _, tc := range cases {

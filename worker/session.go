@@ -173,7 +173,8 @@ func (a *Agent) buildHello(ctx context.Context, nodeID NodeID, id *Identity, man
 			NodeId: &commonpb.NodeId{NodeId: string(nodeID)},
 			Tags:   a.cfg.Tags,
 		},
-		MeasuredLoad: load,
+		MeasuredLoad:      load,
+		RuntimeConditions: runtimeConditions(a.rt),
 	}
 	for _, rj := range a.rt.List() {
 		hello.RunningJobs = append(hello.RunningJobs, rj.Proto())
@@ -280,7 +281,7 @@ func (a *Agent) sendHealth(ctx context.Context, stream workerpb.Worker_NodeContr
 		a.log.Debug("measuring load", "error", err)
 	}
 	return stream.Send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{
-		Health: &workerpb.Health{MeasuredLoad: load},
+		Health: &workerpb.Health{MeasuredLoad: load, RuntimeConditions: runtimeConditions(a.rt)},
 	}})
 }
 

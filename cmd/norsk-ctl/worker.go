@@ -85,7 +85,7 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f.DurationVar(&o.dialBack, "dial-back-timeout", def.DialBackTimeout,
 		"worker mode: register again when no manager session was established for this long (a worker of a deregistered slot learns it then and exits)")
 	f.StringVar(&o.runtime, "runtime", "process",
-		`worker mode: how services run: "process" (each service's command as a local process group) or "docker" (each service's image as a container, through the Docker Engine API at $DOCKER_HOST or the local socket)`)
+		`worker mode: how services run: "process" (each service's command as a local process group) or "docker" (each service's image as a container, through the Docker Engine API at $DOCKER_HOST or the local socket; while the engine does not answer, the worker reports it in its health and refuses new jobs)`)
 	f.StringVar(&o.dockerNetwork, "docker-network", docker.NetworkJob,
 		`worker mode, --runtime=docker: "job" (a bridge network per job and role; port mappings are published on the host) or "host" (containers share the host's network; services bind the resolved host ports given in NORSK_PORT_*/NORSK_ADDR_*)`)
 	f.StringArrayVar(&o.mediaImages, "media-image", nil,

@@ -13,9 +13,9 @@ import (
 	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
 )
 
-// identityFile is the name, inside Config.StateDir, of the file holding the
-// node identity.
-const identityFile = "identity.json"
+// IdentityFile is the name, inside Config.StateDir, of the file holding the
+// node identity (mode 0600, JSON).
+const IdentityFile = "identity.json"
 
 // Identity is what a registered worker keeps in its state directory across
 // restarts, so that it comes back as the same node with the same jobs.
@@ -41,7 +41,7 @@ func tokenDigest(token string) string {
 // loadIdentity reads the identity from dir. ok is false, with a nil error,
 // when there is none.
 func loadIdentity(dir string) (id Identity, ok bool, err error) {
-	path := filepath.Join(dir, identityFile)
+	path := filepath.Join(dir, IdentityFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Identity{}, false, nil
@@ -74,7 +74,7 @@ func saveIdentity(dir string, id Identity) error {
 	if err != nil {
 		return fmt.Errorf("encode node identity: %w", err)
 	}
-	if err := atomicfile.Write(filepath.Join(dir, identityFile), append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, IdentityFile), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save node identity: %w", err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func (a *Agent) loadStoredIdentity() error {
 	case !ok && a.cfg.registers() && a.cfg.Token == "":
 		return fmt.Errorf("%w in %s: a worker started without --token registers with the credential stored there by an earlier registration; "+
 			"start it with --token of a cluster slot (norsk-ctl slot register NAME), or with the --state-dir it registered with",
-			ErrNoStoredIdentity, filepath.Join(a.cfg.StateDir, identityFile))
+			ErrNoStoredIdentity, filepath.Join(a.cfg.StateDir, IdentityFile))
 	case !ok:
 		return nil
 	case !a.cfg.registers():

@@ -25,7 +25,7 @@ func newNodeCommand() *cobra.Command {
 		Short: "List, create (mock) and terminate nodes",
 		Long:  `Nodes are the machines that run jobs: cloud instances, cluster slots with a worker, and test-only mock nodes.`,
 	})
-	cmd.AddCommand(newNodeListCommand(), newNodeTerminateCommand(), newNodeMockCreateCommand())
+	cmd.AddCommand(newNodeListCommand(), newNodeGetCommand(), newNodeTerminateCommand(), newNodeMockCreateCommand())
 	return cmd
 }
 
@@ -70,10 +70,11 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 			format.Age(now, n.GetLastSeen()),
 			fmt.Sprintf("%.0f%%", n.GetCpuPercentage()),
 			fmt.Sprintf("%.0fMiB", n.GetMemoryUsedMib()),
+			format.RuntimeConditions(n.GetRuntimeConditions()),
 			format.Tags(n.GetMetadata().GetTags()),
 		})
 	}
-	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "TAGS"}, rows)
+	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "RUNTIME", "TAGS"}, rows)
 }
 
 // ctlYesNo renders a bool.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -258,6 +259,13 @@ func (o *workerOptions) config() (worker.Config, error) {
 			return cfg, fmt.Errorf("--state-dir is required: no home directory to default to: %w", err)
 		}
 		stateDir = filepath.Join(home, ".norsk-worker")
+	}
+	if o.token == "" && len(urls) > 0 {
+		// Checked here too, before the runtime touches the state dir.
+		if _, err := os.Stat(filepath.Join(stateDir, worker.IdentityFile)); errors.Is(err, fs.ErrNotExist) {
+			return cfg, fmt.Errorf("--manager-url without --token: --state-dir %s holds no node identity (%s, written at the first registration with --token): "+
+				"give --token of a cluster slot (norsk-ctl slot register NAME), or the --state-dir the worker registered with", stateDir, worker.IdentityFile)
+		}
 	}
 	cfg.Token, cfg.ManagerURLs = o.token, urls
 	cfg.Listen, cfg.Advertise, cfg.StateDir = o.listen, o.advertise, stateDir

@@ -120,18 +120,20 @@ func lastLine(s string) string {
 // worker with a token.
 func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 	cases := []struct {
-		name    string
-		token   string
-		flag    string
-		flagSet bool
-		env     string
-		want    []string
-		wantErr string
+		name     string
+		token    string
+		flag     string
+		flagSet  bool
+		env      string
+		identity bool // the state dir holds identity.json
+		want     []string
+		wantErr  string
 	}{
 		{name: "env", token: "t", env: "m1:6790, m2:6790", want: []string{"m1:6790", "m2:6790"}},
 		{name: "flag over env", token: "t", flag: "m3:6790", flagSet: true, env: "m1:6790", want: []string{"m3:6790"}},
 		{name: "mock pool ignores env", env: "m1:6790"},
-		{name: "restart on the stored identity", flag: "m1:6790", flagSet: true, want: []string{"m1:6790"}},
+		{name: "restart on the stored identity", flag: "m1:6790", flagSet: true, identity: true, want: []string{"m1:6790"}},
+		{name: "restart without a stored identity", flag: "m1:6790", flagSet: true, wantErr: "holds no node identity (identity.json"},
 		{name: "restart needs the flag, not env", env: "m1:6790"},
 		{name: "token without managers", token: "t", wantErr: "--token needs --manager-url (or $NORSK_MANAGER_URL)"},
 		{name: "bad env", token: "t", env: "nonsense", wantErr: "$NORSK_MANAGER_URL (the default of --manager-url)"},
@@ -140,8 +142,14 @@ func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(ctlEnvManagerURL, tc.env)
+			dir := t.TempDir()
+			if tc.identity {
+				if err := os.WriteFile(filepath.Join(dir, worker.IdentityFile), []byte(`{"node_id":"n","credential":"c"}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			o := &workerOptions{token: tc.token, managerURLs: tc.flag, managerURLsSet: tc.flagSet,
-				listen: "127.0.0.1:0", stateDir: t.TempDir(), runtime: "process", healthInterval: 1, logLevel: "info"}
+				listen: "127.0.0.1:0", stateDir: dir, runtime: "process", healthInterval: 1, logLevel: "info"}
 			cfg, err := o.config()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

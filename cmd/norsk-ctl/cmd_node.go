@@ -22,7 +22,7 @@ import (
 func newNodeCommand() *cobra.Command {
 	cmd := withExitCodes(&cobra.Command{
 		Use:   "node",
-		Short: "List, create (mock) and terminate nodes",
+		Short: "List, show, create (mock) and terminate nodes",
 		Long:  `Nodes are the machines that run jobs: cloud instances, cluster slots with a worker, and test-only mock nodes.`,
 	})
 	cmd.AddCommand(newNodeListCommand(), newNodeGetCommand(), newNodeTerminateCommand(), newNodeMockCreateCommand())

@@ -3,6 +3,8 @@ package actors
 import (
 	"sync"
 	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 )
 
 // NodeLiveness is what a node grain knows about its worker session right
@@ -17,6 +19,11 @@ type NodeLiveness struct {
 	CPUBusy float32
 	// MemoryUsedMiB is memory in use in the last health ping, in MiB.
 	MemoryUsedMiB float32
+	// RuntimeConditions is what the worker last reported about its
+	// runtime's dependencies (hello, then every health): its Docker
+	// engine unreachable, say. Shared with readers: never modified in
+	// place, only replaced.
+	RuntimeConditions []*commonpb.RuntimeCondition
 }
 
 // Liveness is the registry of NodeLiveness by node id, written by node

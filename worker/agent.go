@@ -67,7 +67,7 @@ func New(cfg Config) (*Agent, error) {
 		log:        log,
 		rt:         cfg.Runtime,
 		load:       newLoadSampler(cfg.StateDir),
-		hub:        newHub(log, cfg.PendingEventLimit),
+		hub:        newHub(log, cfg.PendingEventLimit, newInfoBuffer(cfg.OfflineInfoLines, cfg.OfflineInfoBytes, cfg.OfflineInfoTotalBytes)),
 		readyCh:    make(chan struct{}),
 		stopCh:     make(chan struct{}),
 		identityCh: make(chan struct{}),
@@ -83,7 +83,8 @@ func New(cfg Config) (*Agent, error) {
 // started has exited; every job keeps running (a worker stopping never
 // stops jobs). It returns an error, after the same cleanup, if another
 // worker holds the state directory (a *StateDirInUseError), the listener
-// fails, Restore fails, the stored identity is unreadable, or a manager
+// fails, Restore fails, the stored identity is unreadable (matching
+// ErrBadStoredIdentity) or missing without a Token (ErrNoStoredIdentity), or a manager
 // refuses the registration (a *RegistrationError, which matches
 // ErrRegistrationRejected and explains what an operator should do). Run
 // does not log the error it returns: reporting it is the caller's job. Run
@@ -129,9 +130,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.addr = lis.Addr()
 	a.mu.Unlock()
 	close(a.readyCh)
-	a.log.Info("worker listening", "addr", lis.Addr().String(), "mock_pool", a.cfg.Token == "")
+	a.log.Info("worker listening", "addr", lis.Addr().String(), "mock_pool", !a.cfg.registers())
 
-	if a.cfg.Token != "" {
+	if a.cfg.registers() {
 		a.goFunc(func() {
 			if err := a.registerLoop(runCtx); err != nil && runCtx.Err() == nil {
 				errCh <- err

@@ -30,13 +30,20 @@ type Config struct {
 	// ManagerURLs are the managers' gRPC addresses ("host:port"; a
 	// "grpc://" or "http://" prefix is accepted) tried in order for
 	// registration, failing over to the next on error. Required with a
-	// Token; must be empty without one.
+	// Token. Set without a Token, the worker restarts as the node whose
+	// identity StateDir holds and registers with its credential alone (Run
+	// fails with ErrNoStoredIdentity if there is none). Empty (and no
+	// Token): a mock-pool worker.
 	ManagerURLs []string
 
 	// Token is the cluster-slot registration token minted by
-	// RegisterClusterNode. Empty makes this a mock-pool worker: it
-	// registers nowhere, accepts sessions from any manager, adopts the node
-	// id the manager dials it with, and sends hello without a proof.
+	// RegisterClusterNode. A worker restarting over a StateDir that holds
+	// the identity obtained with it does not need it (see ManagerURLs);
+	// one given that differs from the token of the stored identity makes
+	// the worker register as a new node. Empty with no ManagerURLs makes
+	// this a mock-pool worker: it registers nowhere, accepts sessions from
+	// any manager, adopts the node id the manager dials it with, and sends
+	// hello without a proof.
 	Token string
 
 	// StateDir holds the node identity (identity.json, mode 0600) and the
@@ -86,6 +93,19 @@ type Config struct {
 	// running_jobs still tells the truth).
 	PendingEventLimit int
 
+	// OfflineInfoLines and OfflineInfoBytes bound, per (job, role), the
+	// job info (output lines, container events, compose stages) kept while
+	// no manager session is up; the next verified session gets it, in
+	// order with the lifecycle events. Beyond a bound the oldest messages
+	// go, and the session gets one "N job info lines dropped" note for the
+	// job where they were. OfflineInfoTotalBytes bounds the buffer across
+	// every job (the job holding the most loses its oldest first). Bytes
+	// are the messages' encoded sizes. Defaults 1000 messages, 256 KiB and
+	// 16 MiB; 0 keeps none (only the note).
+	OfflineInfoLines      int
+	OfflineInfoBytes      int
+	OfflineInfoTotalBytes int
+
 	// SessionQueue is the per-session send queue length. Job info is
 	// dropped when it is full; a lifecycle event that does not fit ends the
 	// session (the manager re-dials and reads the truth from hello).
@@ -104,17 +124,20 @@ type Config struct {
 // be set.
 func DefaultConfig() Config {
 	return Config{
-		Listen:               "127.0.0.1:7001",
-		HealthInterval:       2 * time.Second,
-		StopGrace:            10 * time.Second,
-		Version:              buildVersion(),
-		HelloResponseTimeout: 10 * time.Second,
-		DialBackTimeout:      30 * time.Second,
-		RegisterTimeout:      10 * time.Second,
-		RetryBackoff:         500 * time.Millisecond,
-		MaxRetryBackoff:      30 * time.Second,
-		PendingEventLimit:    256,
-		SessionQueue:         1024,
+		Listen:                "127.0.0.1:7001",
+		HealthInterval:        2 * time.Second,
+		StopGrace:             10 * time.Second,
+		Version:               buildVersion(),
+		HelloResponseTimeout:  10 * time.Second,
+		DialBackTimeout:       30 * time.Second,
+		RegisterTimeout:       10 * time.Second,
+		RetryBackoff:          500 * time.Millisecond,
+		MaxRetryBackoff:       30 * time.Second,
+		PendingEventLimit:     256,
+		OfflineInfoLines:      1000,
+		OfflineInfoBytes:      256 << 10,
+		OfflineInfoTotalBytes: 16 << 20,
+		SessionQueue:          1024,
 	}
 }
 
@@ -150,16 +173,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("worker: Advertise %q: %w", c.Advertise, err)
 		}
 	}
-	if c.Token == "" && len(c.ManagerURLs) > 0 {
-		return errors.New("worker: ManagerURLs are set but Token is empty (a worker without a token registers nowhere)")
+	if c.Token != "" && len(c.ManagerURLs) == 0 {
+		return errors.New("worker: Token is set but ManagerURLs is empty (nowhere to register)")
 	}
-	if c.Token != "" {
-		if len(c.ManagerURLs) == 0 {
-			return errors.New("worker: Token is set but ManagerURLs is empty (nowhere to register)")
-		}
-		if c.Advertise == "" && isUnspecifiedHost(host) {
-			return fmt.Errorf("worker: Listen %q binds every interface; set Advertise to the address the manager can dial back", c.Listen)
-		}
+	if c.registers() && c.Advertise == "" && isUnspecifiedHost(host) {
+		return fmt.Errorf("worker: Listen %q binds every interface; set Advertise to the address the manager can dial back", c.Listen)
 	}
 	for i, u := range c.ManagerURLs {
 		if _, err := ManagerTarget(u); err != nil {
@@ -168,6 +186,11 @@ func (c *Config) Validate() error {
 	}
 	return c.validateDurations()
 }
+
+// registers reports whether the worker registers with managers (a
+// cluster-slot worker, with a Token or restarting on its stored identity)
+// rather than being a mock-pool worker.
+func (c *Config) registers() bool { return len(c.ManagerURLs) > 0 }
 
 func (c *Config) validateDurations() error {
 	checks := []struct {
@@ -190,6 +213,14 @@ func (c *Config) validateDurations() error {
 	}
 	if c.PendingEventLimit < 1 {
 		return fmt.Errorf("worker: PendingEventLimit (%d) must be at least 1", c.PendingEventLimit)
+	}
+	for _, b := range []struct {
+		name string
+		n    int
+	}{{"OfflineInfoLines", c.OfflineInfoLines}, {"OfflineInfoBytes", c.OfflineInfoBytes}, {"OfflineInfoTotalBytes", c.OfflineInfoTotalBytes}} {
+		if b.n < 0 {
+			return fmt.Errorf("worker: %s (%d) must not be negative", b.name, b.n)
+		}
 	}
 	if c.SessionQueue < 1 {
 		return fmt.Errorf("worker: SessionQueue (%d) must be at least 1", c.SessionQueue)

@@ -30,7 +30,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"bad listen", func(c *worker.Config) { c.Listen = "nonsense" }, "Listen"},
 		{"bad listen port", func(c *worker.Config) { c.Listen = "127.0.0.1:99999" }, "port"},
 		{"token without managers", func(c *worker.Config) { c.Token = "t" }, "ManagerURLs is empty"},
-		{"managers without token", func(c *worker.Config) { c.ManagerURLs = []string{"m:1"} }, "Token is empty"},
+		{"managers without token (restart on the stored identity)", func(c *worker.Config) { c.ManagerURLs = []string{"m:1"} }, ""},
+		{"restart on the stored identity, wildcard listen needs advertise", func(c *worker.Config) {
+			c.ManagerURLs, c.Listen = []string{"m:1"}, "0.0.0.0:7001"
+		}, "set Advertise"},
+		{"negative offline info bound", func(c *worker.Config) { c.OfflineInfoBytes = -1 }, "OfflineInfoBytes"},
 		{"https manager", func(c *worker.Config) { c.Token, c.ManagerURLs = "t", []string{"https://m:1"} }, "TLS"},
 		{"manager without port", func(c *worker.Config) { c.Token, c.ManagerURLs = "t", []string{"m"} }, "ManagerURLs[0]"},
 		{"wildcard listen needs advertise", func(c *worker.Config) {

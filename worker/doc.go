@@ -13,8 +13,11 @@
 //   - routing of job commands (provision, stop, update; delete_job to a
 //     Runtime that implements JobDataDeleter) to a Runtime and of the
 //     Runtime's events (job started/stopped/failed, job info) to the
-//     current session;
-//   - measuring the load reported in hello and health messages.
+//     current session, keeping them (bounded) while there is none and
+//     sending them, in order, to the next one;
+//   - measuring the load reported in hello and health messages, with the
+//     conditions of a Runtime that implements ConditionReporter (the Docker
+//     runtime's engine).
 //
 // It does not own how services run: that is a Runtime (worker/process for
 // local process groups; a Docker runtime later). Runtimes import this

@@ -10,6 +10,17 @@ var (
 	// Retrying cannot help; an operator must act.
 	ErrRegistrationRejected = errors.New("worker: registration rejected")
 
+	// ErrNoStoredIdentity is returned (wrapped, naming the file) by
+	// Agent.Run for a worker given ManagerURLs but no Token whose state
+	// directory holds no node identity: without a token or a credential
+	// there is nothing to register with.
+	ErrNoStoredIdentity = errors.New("worker: no node identity stored")
+
+	// ErrBadStoredIdentity is returned (wrapped, naming the file and what
+	// to do) by Agent.Run when the state directory's node identity cannot
+	// be read or parsed.
+	ErrBadStoredIdentity = errors.New("worker: stored node identity unusable")
+
 	// ErrJobNotRunning is returned by Runtime.Update when the (job, role)
 	// is not running on this worker.
 	ErrJobNotRunning = errors.New("worker: job not running")

@@ -18,8 +18,10 @@ import (
 //   - events that happened after the new session's hello snapshot was taken
 //     (they may have gone to the session it supersedes).
 //
-// Job info is only ever sent live; it is dropped while no session is
-// current.
+// Job info published while no session is current is kept in a bounded
+// buffer (infoBuffer) and handed to the next verified session with the
+// lifecycle events, in publication order. Job info published while a
+// session is current goes to that session only.
 type hub struct {
 	log   *slog.Logger
 	limit int // max remembered lifecycle events
@@ -28,6 +30,7 @@ type hub struct {
 		sync.Mutex
 		seq       uint64        // sequence of the last lifecycle event
 		recent    []recentEvent // oldest first, at most limit
+		info      *infoBuffer   // job info published while current was nil
 		current   *session      // nil while disconnected
 		epoch     uint64        // highest verified epoch (valid if hasEpoch)
 		hasEpoch  bool          // a session was ever verified
@@ -43,8 +46,11 @@ type recentEvent struct {
 	delivered bool // queued to a current session when it happened
 }
 
-func newHub(log *slog.Logger, limit int) *hub {
+// newHub returns a hub remembering limit lifecycle events and buffering
+// job info in info while no session is current.
+func newHub(log *slog.Logger, limit int, info *infoBuffer) *hub {
 	h := &hub{log: log, limit: limit}
+	h.mu.info = info
 	h.mu.changed = make(chan struct{})
 	h.mu.idleSince = time.Now()
 	return h
@@ -63,12 +69,7 @@ func (h *hub) Publish(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !ev.Kind.Lifecycle() {
-		if cur := h.mu.current; cur != nil && !cur.offer(ev.Message()) {
-			cur.dropped++
-			if cur.dropped == 1 || cur.dropped%1000 == 0 {
-				h.log.Warn("session send queue full; dropping job info", "dropped", cur.dropped)
-			}
-		}
+		h.publishInfoLocked(ev)
 		return
 	}
 	h.mu.seq++
@@ -86,6 +87,25 @@ func (h *hub) Publish(ev Event) {
 	h.rememberLocked(re)
 }
 
+// publishInfoLocked sends job info to the current session, or buffers it
+// while there is none.
+func (h *hub) publishInfoLocked(ev Event) {
+	cur := h.mu.current
+	if cur == nil {
+		if h.mu.info.add(ev, h.mu.seq) {
+			h.log.Warn("job info buffer of a job is full while no manager session is up; dropping its oldest lines",
+				"job_id", ev.Key.JobID, "role", ev.Key.Role)
+		}
+		return
+	}
+	if !cur.offer(ev.Message()) {
+		cur.dropped++
+		if cur.dropped == 1 || cur.dropped%1000 == 0 {
+			h.log.Warn("session send queue full; dropping job info", "dropped", cur.dropped)
+		}
+	}
+}
+
 func (h *hub) rememberLocked(re recentEvent) {
 	h.mu.recent = append(h.mu.recent, re)
 	if over := len(h.mu.recent) - h.limit; over > 0 {
@@ -100,9 +120,11 @@ func (h *hub) rememberLocked(re recentEvent) {
 }
 
 // Promote makes s the current session if its epoch is not lower than the
-// highest verified so far, queues on it the lifecycle events it must
-// learn (undelivered ones and those after helloSeq), and ends the session
-// it supersedes. It returns a FailedPrecondition status for a stale epoch.
+// highest verified so far, gives it as its backlog what it must learn
+// (undelivered lifecycle events, those after helloSeq, and the job info
+// buffered while no session was current, in publication order), and ends
+// the session it supersedes. It returns a FailedPrecondition status for a
+// stale epoch. s's handler must send the backlog before its queue.
 func (h *hub) Promote(s *session, helloSeq uint64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -112,16 +134,7 @@ func (h *hub) Promote(s *session, helloSeq uint64) error {
 	}
 	old := h.mu.current
 	h.mu.epoch, h.mu.hasEpoch = s.epoch, true
-	for i := range h.mu.recent {
-		re := &h.mu.recent[i]
-		if re.delivered && re.seq <= helloSeq {
-			continue
-		}
-		if !s.offer(re.ev.Message()) {
-			break // queue sized above limit; cannot happen
-		}
-		re.delivered = true
-	}
+	s.backlog = h.backlogLocked(helloSeq)
 	h.mu.verified++
 	h.setCurrentLocked(s)
 	if old != nil && old != s {
@@ -130,14 +143,67 @@ func (h *hub) Promote(s *session, helloSeq uint64) error {
 	return nil
 }
 
+// backlogLocked merges the lifecycle events a session promoted with
+// helloSeq must get with the buffered job info (emptying the buffer), in
+// publication order, and marks the events delivered.
+func (h *hub) backlogLocked(helloSeq uint64) []pending {
+	infos := h.mu.info.take()
+	var out []pending
+	i := 0
+	for j := range h.mu.recent {
+		re := &h.mu.recent[j]
+		if re.delivered && re.seq <= helloSeq {
+			continue
+		}
+		// Info published before this event (after an earlier one) goes first.
+		for ; i < len(infos) && infos[i].after < re.seq; i++ {
+			out = append(out, pending{msg: infos[i].ev.Message(), info: infos[i]})
+		}
+		out = append(out, pending{msg: re.ev.Message(), seq: re.seq})
+		re.delivered = true
+	}
+	for ; i < len(infos); i++ {
+		out = append(out, pending{msg: infos[i].ev.Message(), info: infos[i]})
+	}
+	return out
+}
+
 // Release forgets s if it is the current session. Called when a session's
-// handler returns.
+// handler returns. What s's backlog still held (the session ended before
+// sending it) is kept for the next session: its lifecycle events count as
+// undelivered again and its job info goes back to the buffer. (A session
+// superseded meanwhile loses its unsent backlog; the superseding one
+// replays the lifecycle events after its hello snapshot.)
 func (h *hub) Release(s *session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.mu.current == s {
-		h.setCurrentLocked(nil)
+	if h.mu.current != s {
+		return
 	}
+	h.requeueLocked(s.backlog)
+	s.backlog = nil
+	h.setCurrentLocked(nil)
+}
+
+// requeueLocked puts unsent backlog entries back.
+func (h *hub) requeueLocked(unsent []pending) {
+	if len(unsent) == 0 {
+		return
+	}
+	var infos []bufferedInfo
+	for _, p := range unsent {
+		if p.seq == 0 {
+			infos = append(infos, p.info)
+			continue
+		}
+		for j := range h.mu.recent {
+			if h.mu.recent[j].seq == p.seq {
+				h.mu.recent[j].delivered = false
+			}
+		}
+	}
+	h.mu.info.requeue(infos)
+	h.log.Info("session ended before sending everything buffered; keeping the rest for the next session", "unsent", len(unsent))
 }
 
 // IsCurrent reports whether s is the current session (commands from any

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -13,26 +14,46 @@ func lifecycle(kind EventKind, job string) Event {
 	return Event{Kind: kind, Key: JobKey{JobID: JobID(job), Role: "primary"}}
 }
 
-// drain returns the lifecycle events queued on s, as "kind job".
+// drain returns what s would send, its backlog then its queue, as "kind
+// job" ("info job text" for job info with text, "info" without).
 func drain(s *session) []string {
 	var out []string
+	for _, p := range s.backlog {
+		out = append(out, describe(p.msg))
+	}
+	s.backlog = nil
 	for {
 		select {
 		case m := <-s.queue:
-			switch {
-			case m.GetJobStarted() != nil:
-				out = append(out, "started "+m.GetJobStarted().GetJobKey().GetJobId().GetJobId())
-			case m.GetJobStopped() != nil:
-				out = append(out, "stopped "+m.GetJobStopped().GetJobId().GetJobId())
-			case m.GetJobFailed() != nil:
-				out = append(out, "failed "+m.GetJobFailed().GetJobKey().GetJobId().GetJobId())
-			case m.GetJobInfo() != nil:
-				out = append(out, "info")
-			}
+			out = append(out, describe(m))
 		default:
 			return out
 		}
 	}
+}
+
+func describe(m *workerpb.WorkerMessage) string {
+	switch {
+	case m.GetJobStarted() != nil:
+		return "started " + m.GetJobStarted().GetJobKey().GetJobId().GetJobId()
+	case m.GetJobStopped() != nil:
+		return "stopped " + m.GetJobStopped().GetJobId().GetJobId()
+	case m.GetJobFailed() != nil:
+		return "failed " + m.GetJobFailed().GetJobKey().GetJobId().GetJobId()
+	case m.GetJobInfo() != nil:
+		if text := m.GetJobInfo().GetContainerEvent().GetText(); text != "" {
+			return "info " + m.GetJobInfo().GetJobKey().GetJobId().GetJobId() + " " + text
+		}
+		return "info"
+	}
+	return "?"
+}
+
+// testHub returns a hub remembering limit lifecycle events, with the
+// default job info bounds.
+func testHub(t *testing.T, limit int) *hub {
+	c := DefaultConfig()
+	return newHub(TestLogger(t), limit, newInfoBuffer(c.OfflineInfoLines, c.OfflineInfoBytes, c.OfflineInfoTotalBytes))
 }
 
 func sess(epoch uint64) *session {
@@ -54,7 +75,7 @@ func equal(a, b []string) bool {
 }
 
 func TestHub_Promote_ReplaysEventsAfterHelloSnapshot(t *testing.T) {
-	h := newHub(TestLogger(t), 8)
+	h := testHub(t, 8)
 	s1 := sess(1)
 	if err := h.Promote(s1, h.Seq()); err != nil {
 		t.Fatal(err)
@@ -86,8 +107,8 @@ func TestHub_Promote_ReplaysEventsAfterHelloSnapshot(t *testing.T) {
 	}
 }
 
-func TestHub_Disconnected_KeepsLifecycleDropsInfo(t *testing.T) {
-	h := newHub(TestLogger(t), 3)
+func TestHub_Disconnected_KeepsLifecycleAndInfo(t *testing.T) {
+	h := testHub(t, 3)
 	h.Publish(lifecycle(EventStarted, "a")) // never delivered
 	h.Publish(NewInfo(JobKey{JobID: "a"}, time.Now()))
 	for _, j := range []string{"b", "c", "d"} {
@@ -97,8 +118,9 @@ func TestHub_Disconnected_KeepsLifecycleDropsInfo(t *testing.T) {
 	if err := h.Promote(s, h.Seq()); err != nil {
 		t.Fatal(err)
 	}
-	// The limit (3) drops the oldest; info is never kept.
-	if got := drain(s); !equal(got, []string{"stopped b", "stopped c", "stopped d"}) {
+	// The limit (3) drops the oldest lifecycle event; the info published
+	// after it is kept, before the events that followed it.
+	if got := drain(s); !equal(got, []string{"info", "stopped b", "stopped c", "stopped d"}) {
 		t.Errorf("got %v", got)
 	}
 	h.Release(s)
@@ -112,7 +134,7 @@ func TestHub_Disconnected_KeepsLifecycleDropsInfo(t *testing.T) {
 }
 
 func TestHub_Promote_RefusesStaleEpoch(t *testing.T) {
-	h := newHub(TestLogger(t), 8)
+	h := testHub(t, 8)
 	if err := h.Promote(sess(5), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +147,7 @@ func TestHub_Promote_RefusesStaleEpoch(t *testing.T) {
 }
 
 func TestHub_QueueOverflow_EndsSession(t *testing.T) {
-	h := newHub(TestLogger(t), 8)
+	h := testHub(t, 8)
 	s := newSession("n", 1)
 	if err := h.Promote(s, 0); err != nil {
 		t.Fatal(err)
@@ -148,7 +170,7 @@ func TestHub_QueueOverflow_EndsSession(t *testing.T) {
 }
 
 func TestHub_WaitIdle(t *testing.T) {
-	h := newHub(TestLogger(t), 8)
+	h := testHub(t, 8)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	begin := time.Now()

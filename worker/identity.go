@@ -13,9 +13,9 @@ import (
 	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
 )
 
-// identityFile is the name, inside Config.StateDir, of the file holding the
-// node identity.
-const identityFile = "identity.json"
+// IdentityFile is the name, inside Config.StateDir, of the file holding the
+// node identity (mode 0600, JSON).
+const IdentityFile = "identity.json"
 
 // Identity is what a registered worker keeps in its state directory across
 // restarts, so that it comes back as the same node with the same jobs.
@@ -41,21 +41,31 @@ func tokenDigest(token string) string {
 // loadIdentity reads the identity from dir. ok is false, with a nil error,
 // when there is none.
 func loadIdentity(dir string) (id Identity, ok bool, err error) {
-	path := filepath.Join(dir, identityFile)
+	path := filepath.Join(dir, IdentityFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Identity{}, false, nil
 	}
 	if err != nil {
-		return Identity{}, false, fmt.Errorf("read node identity: %w", err)
+		return Identity{}, false, fmt.Errorf("%w: read %s: %w", ErrBadStoredIdentity, path, err)
 	}
 	if err := json.Unmarshal(data, &id); err != nil {
-		return Identity{}, false, fmt.Errorf("parse node identity %s (remove it to register as a new node): %w", path, err)
+		return Identity{}, false, fmt.Errorf("%w: %s is not valid JSON (%w). %s", ErrBadStoredIdentity, path, err, badIdentityAdvice())
 	}
 	if id.NodeID == "" || id.Credential == "" {
-		return Identity{}, false, fmt.Errorf("node identity %s lacks node_id or credential (remove it to register as a new node)", path)
+		return Identity{}, false, fmt.Errorf("%w: %s lacks node_id or credential. %s", ErrBadStoredIdentity, path, badIdentityAdvice())
 	}
 	return id, true, nil
+}
+
+// badIdentityAdvice says what to do about an unusable identity file. Its
+// slot stays bound to the credential that was in it, so the slot's token
+// cannot bind a new worker: only a restored file or a new slot helps.
+func badIdentityAdvice() string {
+	return "It held this worker's node credential. Restore it from a backup to come back as the same node with its jobs; " +
+		"or move it aside (e.g. to identity.json.broken) and start the worker with --token of a new cluster slot " +
+		"(norsk-ctl slot register NAME) to join as a new node (the manager stops the jobs still running here for the old node), " +
+		"then deregister the old slot (norsk-ctl slot deregister NODE_ID)"
 }
 
 // saveIdentity writes id to dir atomically with mode 0600.
@@ -64,7 +74,7 @@ func saveIdentity(dir string, id Identity) error {
 	if err != nil {
 		return fmt.Errorf("encode node identity: %w", err)
 	}
-	if err := atomicfile.Write(filepath.Join(dir, identityFile), append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, IdentityFile), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save node identity: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -21,32 +22,39 @@ import (
 // that bring no session: DialBackTimeout × this factor.
 const maxDialBackWaitFactor = 8
 
-// loadStoredIdentity adopts the identity in the state directory if it was
-// obtained with the configured token, so that a manager dialing back before
-// re-registration completes is served at once.
+// loadStoredIdentity adopts the identity in the state directory if the
+// worker restarts without a token, or with the token it was obtained with,
+// so that a manager dialing back before re-registration completes is
+// served at once. A worker started without a token needs one; a corrupt
+// identity stops any registering worker (the credential in it may be the
+// only one for its slot: never overwritten).
 func (a *Agent) loadStoredIdentity() error {
 	id, ok, err := loadIdentity(a.cfg.StateDir)
 	if err != nil {
-		if a.cfg.Token == "" {
+		if !a.cfg.registers() {
 			a.log.Warn("ignoring unreadable node identity (mock-pool worker)", "error", err)
 			return nil
 		}
-		return fmt.Errorf("worker: %w", err)
+		return err
 	}
 	switch {
+	case !ok && a.cfg.registers() && a.cfg.Token == "":
+		return fmt.Errorf("%w in %s: a worker started without --token registers with the credential stored there by an earlier registration; "+
+			"start it with --token of a cluster slot (norsk-ctl slot register NAME), or with the --state-dir it registered with",
+			ErrNoStoredIdentity, filepath.Join(a.cfg.StateDir, IdentityFile))
 	case !ok:
 		return nil
-	case a.cfg.Token == "":
-		a.log.Warn("the state directory holds a node identity but no token was given: running as a mock-pool worker",
-			"node_id", id.NodeID)
+	case !a.cfg.registers():
+		a.log.Warn("the state directory holds a node identity but neither a token nor manager URLs were given: running as a mock-pool worker "+
+			"(give --manager-url to come back as this node)", "node_id", id.NodeID)
 		return nil
-	case id.TokenSHA256 != tokenDigest(a.cfg.Token):
+	case a.cfg.Token != "" && id.TokenSHA256 != tokenDigest(a.cfg.Token):
 		a.log.Warn("the registration token differs from the one this node registered with: registering as a new node",
 			"old_node_id", id.NodeID)
 		return nil
 	}
 	a.setIdentity(id)
-	a.log.Info("loaded node identity", "node_id", id.NodeID, "node_name", id.NodeName)
+	a.log.Info("loaded node identity", "node_id", id.NodeID, "node_name", id.NodeName, "with_token", a.cfg.Token != "")
 	return nil
 }
 
@@ -187,13 +195,19 @@ func (a *Agent) acceptRegistration(resp *managerpb.ClusterMemberRegisterResponse
 		NodeName:    resp.GetNodeName(),
 		TokenSHA256: tokenDigest(a.cfg.Token),
 	}
+	old, hadOld := a.Identity()
+	if a.cfg.Token == "" {
+		// Registered with the credential alone: a later start with the
+		// original token must still find its identity.
+		id.TokenSHA256 = old.TokenSHA256
+	}
 	if id.Credential == "" {
 		id.Credential = presented
 	}
 	if id.NodeID == "" || id.Credential == "" {
 		return fmt.Errorf("%w: manager %s answered without a node id or node credential", ErrRegistrationRejected, target)
 	}
-	if old, ok := a.Identity(); ok && old.NodeID != id.NodeID {
+	if hadOld && old.NodeID != id.NodeID {
 		a.log.Warn("the manager assigned a different node id", "old_node_id", old.NodeID, "node_id", id.NodeID)
 	}
 	if err := saveIdentity(a.cfg.StateDir, id); err != nil {

@@ -36,9 +36,22 @@ type session struct {
 
 	dropped uint64 // job info dropped on a full queue; guarded by hub.mu
 
+	// backlog is what the session must send before its queue: set by
+	// hub.Promote, then consumed by the session's handler goroutine (the
+	// same goroutine), and handed back to the hub by hub.Release.
+	backlog []pending
+
 	endOnce sync.Once
 	endCh   chan struct{} // closed by end; only ever closed
 	endErr  error         // set before endCh is closed
+}
+
+// pending is a backlog entry: a lifecycle event (seq > 0) or buffered job
+// info.
+type pending struct {
+	msg  *workerpb.WorkerMessage
+	seq  uint64       // the lifecycle event's hub sequence; 0 for job info
+	info bufferedInfo // the job info (seq == 0)
 }
 
 func newSession(nodeID NodeID, queueLen int) *session {
@@ -131,7 +144,7 @@ func recvLoop(ctx context.Context, stream workerpb.Worker_NodeControllerStreamSe
 // sessionIdentity checks the session's metadata against this worker's
 // identity. It returns nil (and no error) for a mock-pool worker.
 func (a *Agent) sessionIdentity(ctx context.Context, wantNode, nonce string) (*Identity, error) {
-	if a.cfg.Token == "" {
+	if !a.cfg.registers() {
 		return nil, nil
 	}
 	id := a.waitIdentity(ctx)
@@ -160,7 +173,8 @@ func (a *Agent) buildHello(ctx context.Context, nodeID NodeID, id *Identity, man
 			NodeId: &commonpb.NodeId{NodeId: string(nodeID)},
 			Tags:   a.cfg.Tags,
 		},
-		MeasuredLoad: load,
+		MeasuredLoad:      load,
+		RuntimeConditions: runtimeConditions(a.rt),
 	}
 	for _, rj := range a.rt.List() {
 		hello.RunningJobs = append(hello.RunningJobs, rj.Proto())
@@ -220,9 +234,23 @@ func (a *Agent) sessionLoop(ctx context.Context, stream workerpb.Worker_NodeCont
 	}
 	ticker := time.NewTicker(a.cfg.HealthInterval)
 	defer ticker.Stop()
+	// While the backlog is not empty, one entry is sent per round and the
+	// queue waits (it holds newer events); commands and health go on.
+	backlogReady := make(chan struct{})
+	close(backlogReady)
 	for {
+		queue, sendBacklog := s.queue, (<-chan struct{})(nil)
+		if len(s.backlog) > 0 {
+			queue, sendBacklog = nil, backlogReady
+		}
 		select {
-		case m := <-s.queue:
+		case <-sendBacklog:
+			if err := stream.Send(s.backlog[0].msg); err != nil {
+				return err
+			}
+			s.backlog[0] = pending{}
+			s.backlog = s.backlog[1:]
+		case m := <-queue:
 			if err := stream.Send(m); err != nil {
 				return err
 			}
@@ -253,7 +281,7 @@ func (a *Agent) sendHealth(ctx context.Context, stream workerpb.Worker_NodeContr
 		a.log.Debug("measuring load", "error", err)
 	}
 	return stream.Send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{
-		Health: &workerpb.Health{MeasuredLoad: load},
+		Health: &workerpb.Health{MeasuredLoad: load, RuntimeConditions: runtimeConditions(a.rt)},
 	}})
 }
 

@@ -145,7 +145,8 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 	g.connected, g.healthy = true, false
 	g.helloRunning = m.hello.GetRunningJobs()
 	g.cfg.Liveness.Set(g.id, actors.NodeLiveness{Connected: true, LastSeen: g.cfg.Clock(),
-		CPUBusy: m.hello.GetMeasuredLoad().GetVCpus(), MemoryUsedMiB: m.hello.GetMeasuredLoad().GetMemory()})
+		CPUBusy: m.hello.GetMeasuredLoad().GetVCpus(), MemoryUsedMiB: m.hello.GetMeasuredLoad().GetMemory(),
+		RuntimeConditions: m.hello.GetRuntimeConditions()})
 	g.log.Info("worker session up", "epoch", m.epoch, "running_jobs", len(g.helloRunning))
 }
 
@@ -226,6 +227,7 @@ func (g *grain) onWorkerMessage(ctx actor.Context, m *workerMessage) {
 		l.LastSeen = now
 		if h := m.msg.GetHealth(); h != nil {
 			l.CPUBusy, l.MemoryUsedMiB = h.GetMeasuredLoad().GetVCpus(), h.GetMeasuredLoad().GetMemory()
+			l.RuntimeConditions = h.GetRuntimeConditions()
 		}
 	})
 	switch x := m.msg.GetMessage().(type) {

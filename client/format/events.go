@@ -93,7 +93,8 @@ func JobEventDetails(jh *managerpb.JobWithHistory) string {
 
 // JobInfoDetails renders a worker's job_info report: the job id and role,
 // then the message ("service web started", "[web] exited with status 1",
-// "start: starting web"). A message of a kind this package does not know
+// "start: starting web"; a container_event without a service, such as the
+// worker's "N job info lines dropped" note, without the brackets). A message of a kind this package does not know
 // renders as the job id and role only.
 func JobInfoDetails(info *commonpb.JobInfoMessage) string {
 	head := fmt.Sprintf("job=%s role=%s", info.GetJobKey().GetJobId().GetJobId(), info.GetJobKey().GetRole())
@@ -103,6 +104,9 @@ func JobInfoDetails(info *commonpb.JobInfoMessage) string {
 	case *commonpb.JobInfoMessage_ServiceRestarting:
 		return head + " service " + m.ServiceRestarting.GetServiceName() + " restarting"
 	case *commonpb.JobInfoMessage_ContainerEvent:
+		if m.ContainerEvent.GetServiceName() == "" { // about the job, from the worker itself
+			return head + " " + m.ContainerEvent.GetText()
+		}
 		return fmt.Sprintf("%s [%s] %s", head, m.ContainerEvent.GetServiceName(), m.ContainerEvent.GetText())
 	case *commonpb.JobInfoMessage_ComposeMessage:
 		return fmt.Sprintf("%s %s: %s", head, Enum(m.ComposeMessage.GetStage().String(), ""), m.ComposeMessage.GetText())

@@ -86,6 +86,9 @@ func TestEventLine(t *testing.T) {
 		{"container event", jobInfo(&commonpb.JobInfoMessage{Message: &commonpb.JobInfoMessage_ContainerEvent{
 			ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: "web", Text: "exited with status 1"}}}),
 			"#9     job_info                job=j1 role=primary [web] exited with status 1"},
+		{"container event without a service", jobInfo(&commonpb.JobInfoMessage{Message: &commonpb.JobInfoMessage_ContainerEvent{
+			ContainerEvent: &commonpb.JobInfoContainerEvent{Text: "3 job info lines dropped"}}}),
+			"#9     job_info                job=j1 role=primary 3 job info lines dropped"},
 		{"compose", jobInfo(&commonpb.JobInfoMessage{Message: &commonpb.JobInfoMessage_ComposeMessage{
 			ComposeMessage: &commonpb.JobInfoComposeMessage{Stage: commonpb.JobInfoComposeMessage_START, Text: "starting web"}}}),
 			"#9     job_info                job=j1 role=primary start: starting web"},

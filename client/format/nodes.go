@@ -2,6 +2,7 @@ package format
 
 import (
 	"strings"
+	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -58,4 +59,33 @@ func joinInstances(instances []*managerpb.RunningJob, one func(*managerpb.Runnin
 		parts[i] = one(rj)
 	}
 	return strings.Join(parts, ",")
+}
+
+// RuntimeConditions renders the runtime conditions a node's worker reports
+// as "<runtime> ok" or "<runtime> down" joined by commas ("docker down"),
+// or "-" if there are none (a process worker, or no session up): the
+// RUNTIME of a node (node list). RuntimeCondition renders one with its
+// reason.
+func RuntimeConditions(conds []*commonpb.RuntimeCondition) string {
+	if len(conds) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(conds))
+	for i, c := range conds {
+		parts[i] = c.GetRuntime() + " " + map[bool]string{true: "ok", false: "down"}[c.GetOk()]
+	}
+	return strings.Join(parts, ",")
+}
+
+// RuntimeCondition renders one runtime condition for node get: "docker: ok
+// since 3m ago", or "docker: down since 10s ago: <reason>".
+func RuntimeCondition(now time.Time, c *commonpb.RuntimeCondition) string {
+	s := c.GetRuntime() + ": " + map[bool]string{true: "ok", false: "down"}[c.GetOk()]
+	if c.GetSince() != nil {
+		s += " since " + Age(now, c.GetSince())
+	}
+	if c.GetReason() != "" {
+		s += ": " + c.GetReason()
+	}
+	return s
 }

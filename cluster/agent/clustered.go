@@ -504,7 +504,8 @@ func (c *clustered) status(context.Context) (*internalpb.ManagerStatus, error) {
 func (c *clustered) localLiveness(context.Context) *internalpb.LivenessReply {
 	reply := &internalpb.LivenessReply{}
 	for id, l := range c.a.live.Snapshot() {
-		nl := &internalpb.NodeLive{NodeId: id, Connected: l.Connected, CpuBusy: l.CPUBusy, MemoryUsedMib: l.MemoryUsedMiB}
+		nl := &internalpb.NodeLive{NodeId: id, Connected: l.Connected, CpuBusy: l.CPUBusy, MemoryUsedMib: l.MemoryUsedMiB,
+			RuntimeConditions: l.RuntimeConditions}
 		if !l.LastSeen.IsZero() {
 			nl.LastSeen = timestamppb.New(l.LastSeen)
 		}
@@ -547,8 +548,13 @@ func (a *Agent) liveView(ctx context.Context) map[string]actors.NodeLiveness {
 					seen = time.Time{}
 				}
 				if n.GetConnected() || seen.After(cur.LastSeen) {
+					conds := n.GetRuntimeConditions()
+					if !n.GetConnected() && cur.Connected {
+						conds = cur.RuntimeConditions // the session's, not a closed one's
+					}
 					out[n.GetNodeId()] = actors.NodeLiveness{Connected: n.GetConnected() || cur.Connected,
-						LastSeen: latest(seen, cur.LastSeen), CPUBusy: n.GetCpuBusy(), MemoryUsedMiB: n.GetMemoryUsedMib()}
+						LastSeen: latest(seen, cur.LastSeen), CPUBusy: n.GetCpuBusy(), MemoryUsedMiB: n.GetMemoryUsedMib(),
+						RuntimeConditions: conds}
 				}
 			}
 		}()

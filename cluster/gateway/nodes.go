@@ -42,7 +42,9 @@ func nodeInstances(r *persistence.Reader, node string) ([]*managerpb.RunningJob,
 }
 
 // ListNodes returns every node the manager knows (cluster slots not yet
-// registered by a worker included, in state REGISTERED), in node-id order.
+// registered by a worker included, in state REGISTERED), in node-id order,
+// with what the live registry knows of its worker session (connected, last
+// seen, load, and the runtime conditions of a connected worker).
 func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
 	resp := &managerpb.ListNodesResponse{}
 	lives := s.liveView(ctx)
@@ -70,6 +72,9 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 				info.LastSeen = timestamppb.New(live.LastSeen)
 			} else {
 				info.LastSeen = n.GetLastConnected()
+			}
+			if live.Connected {
+				info.RuntimeConditions = live.RuntimeConditions
 			}
 			resp.Nodes = append(resp.Nodes, info)
 			return nil

@@ -224,7 +224,7 @@ func TestCtl_Usage(t *testing.T) {
 		{"misspelt command", []string{"job", "creat"}, `unknown command "creat" for "norsk-ctl job" (did you mean create?)`},
 		{"unreadable file", []string{"job", "create", "-f", "/nonexistent.json"}, "--file (-f) /nonexistent.json: cannot read the job file: no such file or directory"},
 		{"unknown mode", []string{"--mode=workr"}, `--mode: unknown mode "workr"`},
-		{"worker without token", []string{"--mode=worker"}, "--manager-url needs --token"},
+		{"worker without token or identity", []string{"--mode=worker", "--state-dir", t.TempDir()}, "--manager-url without --token: --state-dir "},
 		{"bad slot tag", []string{"slot", "register", "r", "--tag", "=x"}, `--tag: "=x" is not key=value`},
 		{"bad listen", []string{"demo", "http", "--listen", "nonsense"}, `--listen: "nonsense" is not host:port`},
 	}

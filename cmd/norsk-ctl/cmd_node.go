@@ -22,7 +22,7 @@ import (
 func newNodeCommand() *cobra.Command {
 	cmd := withExitCodes(&cobra.Command{
 		Use:   "node",
-		Short: "List, inspect, create (mock) and terminate nodes; list and stop orphans",
+		Short: "List, show, create (mock) and terminate nodes; list and stop orphans",
 		Long:  `Nodes are the machines that run jobs: cloud instances, cluster slots with a worker, and test-only mock nodes.`,
 	})
 	cmd.AddCommand(newNodeListCommand(), newNodeGetCommand(), newNodeOrphansCommand(), newNodeStopOrphanCommand(),
@@ -71,11 +71,12 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 			format.Age(now, n.GetLastSeen()),
 			fmt.Sprintf("%.0f%%", n.GetCpuPercentage()),
 			fmt.Sprintf("%.0fMiB", n.GetMemoryUsedMib()),
+			format.RuntimeConditions(n.GetRuntimeConditions()),
 			format.Tags(n.GetMetadata().GetTags()),
 			nodeAlerts(n),
 		})
 	}
-	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "TAGS", "ALERTS"}, rows)
+	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "RUNTIME", "TAGS", "ALERTS"}, rows)
 }
 
 // ctlYesNo renders a bool.

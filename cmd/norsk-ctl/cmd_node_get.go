@@ -35,49 +35,68 @@ func findNode(ctx context.Context, m *client.NorskManager, id string) (*managerp
 func newNodeGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NODE_ID",
-		Short: "Show one node: state, session, jobs, orphans and alerts",
-		Args:  ctlArgs("NODE_ID"),
+		Short: "Show one node: state, session, load, runtime conditions, jobs, orphans and alerts",
+		Long: `Show one node as "node list" knows it, with the runtime conditions its
+worker reports in full: a Docker worker whose engine does not answer shows
+"docker: down since …: docker engine at … unreachable: …" (and refuses new
+jobs until it answers); the orphans it runs (jobs the store does not know,
+see "node orphans"); and whether its worker session is contested (taken by a
+manager outside this cluster). Exit code 3 if the manager knows no such node.`,
+		Args: ctlArgs("NODE_ID"),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
-			n, err := findNode(ctx, m, args[0])
+			nodes, err := m.ListNodes(ctx)
 			if err != nil {
 				return err
 			}
-			if e.jsonOut {
-				return e.printJSON(n)
+			for _, n := range nodes {
+				if n.GetMetadata().GetNodeId().GetNodeId() != args[0] {
+					continue
+				}
+				if e.jsonOut {
+					return e.printJSON(n)
+				}
+				return writeNodeDetails(e.out, e.now(), n)
 			}
-			return writeNode(e.out, e.now(), n)
+			fmt.Fprintf(e.errOut, "norsk-ctl: not found: node %s\n", args[0])
+			return &exitError{code: ctlExitNotFound}
 		}),
 	}
 }
 
-// writeNode renders one node as "key: value" lines, then its orphans.
-func writeNode(w io.Writer, now time.Time, n *managerpb.NodeInfo) error {
+// writeNodeDetails renders one NodeInfo for a terminal.
+func writeNodeDetails(w io.Writer, now time.Time, n *managerpb.NodeInfo) error {
+	var b strings.Builder
+	field := func(name, value string) { fmt.Fprintf(&b, "%-11s %s\n", name+":", value) }
+	field("Node", format.NodeOf(n.GetMetadata()))
+	field("Provider", format.Enum(n.GetProvider().String(), "NODE_PROVIDER_"))
 	state := format.Enum(n.GetState().String(), "NODE_LIFECYCLE_")
 	if n.StopReason != nil {
 		state += " (" + format.Enum(n.GetStopReason().String(), "") + ")"
 	}
-	lines := [][2]string{
-		{"node", format.NodeOf(n.GetMetadata())},
-		{"provider", format.Enum(n.GetProvider().String(), "NODE_PROVIDER_")},
-		{"state", state},
-		{"connected", ctlYesNo(n.GetConnected())},
-		{"address", format.NodeAddress(n.GetRunningMetadata())},
-		{"last seen", format.Age(now, n.GetLastSeen())},
-		{"jobs", format.Instances(n.GetInstances())},
-		{"tags", format.Tags(n.GetMetadata().GetTags())},
+	field("State", state)
+	field("Connected", ctlYesNo(n.GetConnected()))
+	field("Address", format.NodeAddress(n.GetRunningMetadata()))
+	field("Last seen", format.Age(now, n.GetLastSeen()))
+	field("Load", fmt.Sprintf("%.0f%% CPU, %.0f MiB memory", n.GetCpuPercentage(), n.GetMemoryUsedMib()))
+	field("Tags", format.Tags(n.GetMetadata().GetTags()))
+	b.WriteString("Runtime:\n")
+	if len(n.GetRuntimeConditions()) == 0 {
+		b.WriteString("  (nothing reported)\n")
 	}
+	for _, c := range n.GetRuntimeConditions() {
+		fmt.Fprintf(&b, "  %s\n", format.RuntimeCondition(now, c))
+	}
+	field("Jobs", format.Instances(n.GetInstances()))
 	if c := n.GetContested(); c != "" {
-		lines = append(lines, [2]string{"CONTESTED", c})
+		field("Contested", c)
 	}
-	for _, l := range lines {
-		if _, err := fmt.Fprintf(w, "%-10s %s\n", l[0]+":", l[1]); err != nil {
-			return err
-		}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
 	}
 	if len(n.GetOrphans()) == 0 {
 		return nil
 	}
-	if _, err := fmt.Fprintln(w, "\norphans (jobs the worker runs that the store does not know):"); err != nil {
+	if _, err := fmt.Fprintln(w, "Orphans (jobs the worker runs that the store does not know):"); err != nil {
 		return err
 	}
 	return writeOrphans(w, now, []*managerpb.NodeInfo{n})

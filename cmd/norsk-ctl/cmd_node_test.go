@@ -54,7 +54,7 @@ Run the worker on the slot's host with:
 		t.Errorf("slot list after registration printed:\n%s", got)
 	}
 	got = mustRun(t, addr, "node", "list")
-	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0s ago\s+0%\s+0MiB\s+site=lab`).MatchString(got) {
+	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+site=lab`).MatchString(got) {
 		t.Errorf("node list printed:\n%s", got)
 	}
 
@@ -114,6 +114,7 @@ func TestWriteNodeTable(t *testing.T) {
 				NodeId: &commonpb.NodeId{NodeId: "aws-1"},
 			}},
 			CpuPercentage: 42.4, MemoryUsedMib: 512,
+			RuntimeConditions: []*commonpb.RuntimeCondition{{Runtime: "docker", Ok: false, Reason: "docker engine at unix:///x unreachable: refused"}},
 		},
 		{
 			Metadata:   &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: "mock-1"}},
@@ -133,9 +134,9 @@ func TestWriteNodeTable(t *testing.T) {
 		t.Fatalf("got:\n%s", b.String())
 	}
 	for i, re := range []string{
-		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+LAST SEEN\s+CPU\s+MEM\s+TAGS\s+ALERTS$`,
-		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+1m ago\s+42%\s+512MiB\s+a=1,b=2\s+-$`,
-		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+never\s+0%\s+0MiB\s+-\s+1 orphan\(s\), contested$`,
+		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+LAST SEEN\s+CPU\s+MEM\s+RUNTIME\s+TAGS\s+ALERTS$`,
+		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+1m ago\s+42%\s+512MiB\s+docker down\s+a=1,b=2\s+-$`,
+		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+never\s+0%\s+0MiB\s+-\s+-\s+1 orphan\(s\), contested$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(lines[i]) {
 			t.Errorf("line %d = %q, want match of %s", i, lines[i], re)
@@ -169,5 +170,52 @@ func TestAddClientCommands_SharedFlags(t *testing.T) {
 				t.Fatalf("node list: %v, stdout %q, stderr %q", err, out.String(), errOut.String())
 			}
 		})
+	}
+}
+
+func TestWriteNodeDetails(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	n := &managerpb.NodeInfo{
+		Metadata:        &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: "n1"}},
+		RunningMetadata: &commonpb.RunningNodeMetadata{PrivateIpAddress: "10.0.0.5"},
+		Provider:        managerpb.NodeProvider_NODE_PROVIDER_CLUSTER,
+		State:           managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED,
+		Connected:       true,
+		LastSeen:        timestamppb.New(now.Add(-time.Second)),
+		RuntimeConditions: []*commonpb.RuntimeCondition{{Runtime: "docker", Reason: "docker engine at tcp://127.0.0.1:1 unreachable: connection refused",
+			Since: timestamppb.New(now.Add(-10 * time.Second))}},
+	}
+	var b strings.Builder
+	if err := writeNodeDetails(&b, now, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Node:       n1\n", "State:      started\n", "Connected:  yes\n", "Address:    10.0.0.5\n",
+		"Runtime:\n  docker: down since 10s ago: docker engine at tcp://127.0.0.1:1 unreachable: connection refused\n",
+		"Jobs:       -\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	n.RuntimeConditions = nil
+	b.Reset()
+	if err := writeNodeDetails(&b, now, n); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Runtime:\n  (nothing reported)\n") {
+		t.Errorf("without conditions:\n%s", b.String())
+	}
+}
+
+func TestCtl_NodeGet(t *testing.T) {
+	_, addr := newTestFake(t)
+	mustRun(t, addr, "node", "mock-create", "m1")
+	if out := mustRun(t, addr, "node", "get", "m1"); !strings.Contains(out, "Node:       m1\n") || !strings.Contains(out, "Connected:  yes\n") {
+		t.Errorf("node get printed:\n%s", out)
+	}
+	r := runCtl(t, testCtx(), "", "--manager-url", addr, "node", "get", "nope")
+	if r.code != ctlExitNotFound || !strings.Contains(r.stderr, "not found: node nope") {
+		t.Errorf("node get of an unknown node: %+v", r)
 	}
 }

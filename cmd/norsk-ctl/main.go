@@ -48,8 +48,14 @@ and runs the jobs the manager provisions:
   norsk-ctl --mode=worker --token=TOKEN --manager-url=127.0.0.1:6790 --listen=127.0.0.1:7001 \
     --state-dir=/var/lib/norsk-worker
 
---manager-url defaults to $NORSK_MANAGER_URL when --token is given. Only one
-worker may use a --state-dir at a time: a second one exits with code 2.
+--manager-url defaults to $NORSK_MANAGER_URL when --token is given. The token
+is needed at the first start only: the worker stores its node identity in
+--state-dir, and restarted on it comes back as the same node with its jobs:
+
+  norsk-ctl --mode=worker --manager-url=127.0.0.1:6790 --listen=127.0.0.1:7001 \
+    --state-dir=/var/lib/norsk-worker
+
+Only one worker may use a --state-dir at a time: a second one exits with code 2.
 
 Without --mode, use the subcommands below to manage jobs, nodes, cluster
 slots and to follow the event stream.`,

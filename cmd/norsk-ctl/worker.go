@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -37,8 +38,9 @@ const workerExitCodesHelp = `
 Exit codes of --mode=worker:
   0    stopped by SIGINT or SIGTERM (its jobs keep running)
   1    any other failure (e.g. --listen address in use, unreadable --state-dir)
-  2    usage error (bad flag), --state-dir in use by another worker, or the
-       manager rejected the registration request as invalid
+  2    usage error (bad flag), --state-dir in use by another worker, no
+       --token and no node identity in --state-dir, or the manager rejected
+       the registration request as invalid
   5    the cluster slot of --token is bound to another worker, or another
        worker at another address holds a live session with this node's
        identity (a copied --state-dir)
@@ -67,10 +69,14 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	def := worker.DefaultConfig()
 	f := cmd.Flags()
 	f.StringVar(&o.token, "token", "",
-		"worker mode: cluster-slot registration token (from RegisterClusterNode); without it the worker is a mock-pool worker that registers nowhere and waits to be dialed")
+		"worker mode: cluster-slot registration token (from \"norsk-ctl slot register\"), needed at the first start only: "+
+			"a worker restarting on its --state-dir registers with the node credential stored there (give --manager-url). "+
+			"A token other than the one the stored identity came with registers a new node. "+
+			"Without --token and --manager-url the worker is a mock-pool worker that registers nowhere and waits to be dialed")
 	f.StringVar(&o.managerURLs, ctlFlagManagerURL, "",
 		"manager address host:port, or a comma-separated list of the managers of one cluster (default $"+ctlEnvManagerURL+", else "+client.DefaultURL+"). "+
-			"Worker mode: the managers --token registers with, tried in order (default $"+ctlEnvManagerURL+"; a worker without --token registers nowhere and ignores it)")
+			"Worker mode: the managers to register with, tried in order (with --token, default $"+ctlEnvManagerURL+"); "+
+			"without --token the worker registers with the credential in --state-dir; a worker with neither registers nowhere")
 	f.StringVar(&o.listen, "listen", def.Listen,
 		"worker mode: host:port the worker's gRPC server listens on (the manager dials it back)")
 	f.StringVar(&o.advertise, "advertise", "",
@@ -84,7 +90,7 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f.DurationVar(&o.dialBack, "dial-back-timeout", def.DialBackTimeout,
 		"worker mode: register again when no manager session was established for this long (a worker of a deregistered slot learns it then and exits)")
 	f.StringVar(&o.runtime, "runtime", "process",
-		`worker mode: how services run: "process" (each service's command as a local process group) or "docker" (each service's image as a container, through the Docker Engine API at $DOCKER_HOST or the local socket)`)
+		`worker mode: how services run: "process" (each service's command as a local process group) or "docker" (each service's image as a container, through the Docker Engine API at $DOCKER_HOST or the local socket; while the engine does not answer, the worker reports it in its health and refuses new jobs)`)
 	f.StringVar(&o.dockerNetwork, "docker-network", docker.NetworkJob,
 		`worker mode, --runtime=docker: "job" (a bridge network per job and role; port mappings are published on the host) or "host" (containers share the host's network; services bind the resolved host ports given in NORSK_PORT_*/NORSK_ADDR_*)`)
 	f.StringArrayVar(&o.mediaImages, "media-image", nil,
@@ -97,7 +103,8 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 // the next worker started with the same --state-dir re-adopts them.
 //
 // The exit codes are workerExitCodesHelp's: 2 for a bad flag, a --state-dir
-// another worker holds, or a registration the manager rejects as invalid;
+// another worker holds, no --token and no stored identity, or a
+// registration the manager rejects as invalid;
 // 5 when the cluster slot is bound to another worker (PermissionDenied);
 // 7 when the manager refuses the token (Unauthenticated: unknown or
 // revoked); 1 otherwise.
@@ -129,7 +136,7 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
 	logger.Info("starting worker", "version", cfg.Version, "state_dir", cfg.StateDir, "runtime", o.runtime,
-		"managers", cfg.ManagerURLs, "mock_pool", cfg.Token == "")
+		"managers", cfg.ManagerURLs, "mock_pool", len(cfg.ManagerURLs) == 0)
 	if err := agent.Run(ctx); err != nil {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
@@ -186,6 +193,9 @@ func workerFailure(stateDir string, err error) (int, error) {
 		}
 		return workerExitUsage, fmt.Errorf("--state-dir %s is in use by %s: stop that worker, or give this one its own --state-dir", stateDir, holder)
 	}
+	if errors.Is(err, worker.ErrNoStoredIdentity) {
+		return workerExitUsage, err
+	}
 	if rej, ok := errors.AsType[*worker.RegistrationError](err); ok {
 		code := workerExitUnauthorised
 		switch rej.Code {
@@ -214,11 +224,8 @@ func (o *workerOptions) config() (worker.Config, error) {
 		// a NORSK_MANAGER_URL set for the operator commands.
 		urls = splitList(os.Getenv(ctlEnvManagerURL))
 	}
-	switch {
-	case o.token != "" && len(urls) == 0:
+	if o.token != "" && len(urls) == 0 {
 		return cfg, errors.New("--token needs --manager-url (or $" + ctlEnvManagerURL + "): the manager(s) to register with")
-	case o.token == "" && len(urls) > 0:
-		return cfg, errors.New("--manager-url needs --token: a worker without a token registers nowhere (it is a mock-pool worker that waits to be dialed)")
 	}
 	for _, u := range urls {
 		if _, err := worker.ManagerTarget(u); err != nil {
@@ -232,7 +239,7 @@ func (o *workerOptions) config() (worker.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--listen %q: want host:port: %w", o.listen, err)
 	}
-	if ip := net.ParseIP(host); o.token != "" && o.advertise == "" && (host == "" || (ip != nil && ip.IsUnspecified())) {
+	if ip := net.ParseIP(host); len(urls) > 0 && o.advertise == "" && (host == "" || (ip != nil && ip.IsUnspecified())) {
 		return cfg, fmt.Errorf("--advertise is required when --listen (%s) binds every interface: give the address the manager can dial back", o.listen)
 	}
 	switch {
@@ -259,6 +266,13 @@ func (o *workerOptions) config() (worker.Config, error) {
 			return cfg, fmt.Errorf("--state-dir is required: no home directory to default to: %w", err)
 		}
 		stateDir = filepath.Join(home, ".norsk-worker")
+	}
+	if o.token == "" && len(urls) > 0 {
+		// Checked here too, before the runtime touches the state dir.
+		if _, err := os.Stat(filepath.Join(stateDir, worker.IdentityFile)); errors.Is(err, fs.ErrNotExist) {
+			return cfg, fmt.Errorf("--manager-url without --token: --state-dir %s holds no node identity (%s, written at the first registration with --token): "+
+				"give --token of a cluster slot (norsk-ctl slot register NAME), or the --state-dir the worker registered with", stateDir, worker.IdentityFile)
+		}
 	}
 	cfg.Token, cfg.ManagerURLs = o.token, urls
 	cfg.Listen, cfg.Advertise, cfg.StateDir = o.listen, o.advertise, stateDir

@@ -115,22 +115,26 @@ func lastLine(s string) string {
 }
 
 // TestWorkerOptions_Config_ManagerURL covers where the worker's managers
-// come from: --manager-url, else NORSK_MANAGER_URL for a worker with a
-// token.
+// come from: --manager-url (with or without a token: without one the
+// worker restarts on its stored identity), else NORSK_MANAGER_URL for a
+// worker with a token.
 func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 	cases := []struct {
-		name    string
-		token   string
-		flag    string
-		flagSet bool
-		env     string
-		want    []string
-		wantErr string
+		name     string
+		token    string
+		flag     string
+		flagSet  bool
+		env      string
+		identity bool // the state dir holds identity.json
+		want     []string
+		wantErr  string
 	}{
 		{name: "env", token: "t", env: "m1:6790, m2:6790", want: []string{"m1:6790", "m2:6790"}},
 		{name: "flag over env", token: "t", flag: "m3:6790", flagSet: true, env: "m1:6790", want: []string{"m3:6790"}},
 		{name: "mock pool ignores env", env: "m1:6790"},
-		{name: "mock pool with flag", flag: "m1:6790", flagSet: true, wantErr: "--manager-url needs --token"},
+		{name: "restart on the stored identity", flag: "m1:6790", flagSet: true, identity: true, want: []string{"m1:6790"}},
+		{name: "restart without a stored identity", flag: "m1:6790", flagSet: true, wantErr: "holds no node identity (identity.json"},
+		{name: "restart needs the flag, not env", env: "m1:6790"},
 		{name: "token without managers", token: "t", wantErr: "--token needs --manager-url (or $NORSK_MANAGER_URL)"},
 		{name: "bad env", token: "t", env: "nonsense", wantErr: "$NORSK_MANAGER_URL (the default of --manager-url)"},
 		{name: "bad flag", token: "t", flag: "nonsense", flagSet: true, env: "m1:6790", wantErr: "--manager-url: "},
@@ -138,8 +142,14 @@ func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(ctlEnvManagerURL, tc.env)
+			dir := t.TempDir()
+			if tc.identity {
+				if err := os.WriteFile(filepath.Join(dir, worker.IdentityFile), []byte(`{"node_id":"n","credential":"c"}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			o := &workerOptions{token: tc.token, managerURLs: tc.flag, managerURLsSet: tc.flagSet,
-				listen: "127.0.0.1:0", stateDir: t.TempDir(), runtime: "process", healthInterval: 1, logLevel: "info"}
+				listen: "127.0.0.1:0", stateDir: dir, runtime: "process", healthInterval: 1, logLevel: "info"}
 			cfg, err := o.config()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -177,6 +187,10 @@ func TestWorkerFailure(t *testing.T) {
 		{"unknown or revoked token", rej(codes.Unauthenticated), workerExitUnauthorised, "cannot join the cluster: "},
 		{"bound slot", rej(codes.PermissionDenied), workerExitSlotBound, "cannot join the cluster: "},
 		{"invalid", rej(codes.InvalidArgument), workerExitUsage, "cannot join the cluster: "},
+		{"no token, no stored identity", fmt.Errorf("%w in /s/identity.json: start it with --token", worker.ErrNoStoredIdentity), workerExitUsage,
+			"/s/identity.json: start it with --token"},
+		{"corrupt identity", fmt.Errorf("worker: %w: /s/identity.json is not valid JSON", worker.ErrBadStoredIdentity), workerExitFailure,
+			"/s/identity.json is not valid JSON"},
 		{"other", errors.New("worker: listen on 127.0.0.1:1: address in use"), workerExitFailure, "address in use"},
 	}
 	for _, tc := range cases {

@@ -2813,6 +2813,82 @@ func (x *ProductTemplateRef) GetVersion() string {
 	return ""
 }
 
+// Added. The state of something a worker's runtime needs to run jobs, such
+// as the Docker engine of a --runtime=docker worker. Reported in the
+// worker's hello and health (norsk.api.worker) and shown by ListNodes.
+type RuntimeCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the condition is about: "docker" (the Docker engine).
+	Runtime string `protobuf:"bytes,1,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	// Whether it works now; jobs that need it are refused while it does not.
+	Ok bool `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// Why not (empty when ok), e.g. "docker engine at
+	// unix:///var/run/docker.sock unreachable: connection refused".
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When ok last changed (the first check counts as a change).
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuntimeCondition) Reset() {
+	*x = RuntimeCondition{}
+	mi := &file_shared_common_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuntimeCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuntimeCondition) ProtoMessage() {}
+
+func (x *RuntimeCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_shared_common_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuntimeCondition.ProtoReflect.Descriptor instead.
+func (*RuntimeCondition) Descriptor() ([]byte, []int) {
+	return file_shared_common_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RuntimeCondition) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
+func (x *RuntimeCondition) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *RuntimeCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RuntimeCondition) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 var File_shared_common_proto protoreflect.FileDescriptor
 
 const file_shared_common_proto_rawDesc = "" +
@@ -3002,7 +3078,12 @@ const file_shared_common_proto_rawDesc = "" +
 	"\bservices\x18\x04 \x03(\tR\bservices\"B\n" +
 	"\x12ProductTemplateRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion*(\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"\x86\x01\n" +
+	"\x10RuntimeCondition\x12\x18\n" +
+	"\aruntime\x18\x01 \x01(\tR\aruntime\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since*(\n" +
 	"\fArchitecture\x12\n" +
 	"\n" +
 	"\x06X86_64\x10\x00\x12\f\n" +
@@ -3025,7 +3106,7 @@ func file_shared_common_proto_rawDescGZIP() []byte {
 }
 
 var file_shared_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_shared_common_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_shared_common_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_shared_common_proto_goTypes = []any{
 	(Architecture)(0),                   // 0: norsk.api.common.Architecture
 	(ProtocolFamily)(0),                 // 1: norsk.api.common.ProtocolFamily
@@ -3073,20 +3154,21 @@ var file_shared_common_proto_goTypes = []any{
 	(*OptionalFloat)(nil),               // 43: norsk.api.common.OptionalFloat
 	(*WriteFile)(nil),                   // 44: norsk.api.common.WriteFile
 	(*ProductTemplateRef)(nil),          // 45: norsk.api.common.ProductTemplateRef
-	nil,                                 // 46: norsk.api.common.NodeMetadata.TagsEntry
-	(*emptypb.Empty)(nil),               // 47: google.protobuf.Empty
-	(*timestamppb.Timestamp)(nil),       // 48: google.protobuf.Timestamp
+	(*RuntimeCondition)(nil),            // 46: norsk.api.common.RuntimeCondition
+	nil,                                 // 47: norsk.api.common.NodeMetadata.TagsEntry
+	(*emptypb.Empty)(nil),               // 48: google.protobuf.Empty
+	(*timestamppb.Timestamp)(nil),       // 49: google.protobuf.Timestamp
 }
 var file_shared_common_proto_depIdxs = []int32{
-	47, // 0: norsk.api.common.UInt32OrInfinity.infinity:type_name -> google.protobuf.Empty
+	48, // 0: norsk.api.common.UInt32OrInfinity.infinity:type_name -> google.protobuf.Empty
 	12, // 1: norsk.api.common.CurrentLoad.schedulerUtilization:type_name -> norsk.api.common.SchedulerUtilization
 	0,  // 2: norsk.api.common.AwsMetadata.architecture:type_name -> norsk.api.common.Architecture
 	14, // 3: norsk.api.common.ProviderMetadata.aws:type_name -> norsk.api.common.AwsMetadata
 	15, // 4: norsk.api.common.ProviderMetadata.oci:type_name -> norsk.api.common.OciMetadata
 	14, // 5: norsk.api.common.ProviderMetadata.test:type_name -> norsk.api.common.AwsMetadata
 	22, // 6: norsk.api.common.NodeMetadata.node_id:type_name -> norsk.api.common.NodeId
-	46, // 7: norsk.api.common.NodeMetadata.tags:type_name -> norsk.api.common.NodeMetadata.TagsEntry
-	48, // 8: norsk.api.common.NodeMetadata.created_at:type_name -> google.protobuf.Timestamp
+	47, // 7: norsk.api.common.NodeMetadata.tags:type_name -> norsk.api.common.NodeMetadata.TagsEntry
+	49, // 8: norsk.api.common.NodeMetadata.created_at:type_name -> google.protobuf.Timestamp
 	16, // 9: norsk.api.common.NodeMetadata.provider_metadata:type_name -> norsk.api.common.ProviderMetadata
 	18, // 10: norsk.api.common.RunningNodeProviderMetadata.aws:type_name -> norsk.api.common.RunningAwsMetadata
 	19, // 11: norsk.api.common.RunningNodeProviderMetadata.oci:type_name -> norsk.api.common.RunningOciMetadata
@@ -3110,17 +3192,18 @@ var file_shared_common_proto_depIdxs = []int32{
 	36, // 29: norsk.api.common.Service.parameters:type_name -> norsk.api.common.ServiceParameters
 	4,  // 30: norsk.api.common.JobInfoComposeMessage.stage:type_name -> norsk.api.common.JobInfoComposeMessage.Stage
 	24, // 31: norsk.api.common.JobInfoMessage.job_key:type_name -> norsk.api.common.ActiveJobKey
-	48, // 32: norsk.api.common.JobInfoMessage.timestamp:type_name -> google.protobuf.Timestamp
+	49, // 32: norsk.api.common.JobInfoMessage.timestamp:type_name -> google.protobuf.Timestamp
 	38, // 33: norsk.api.common.JobInfoMessage.service_started:type_name -> norsk.api.common.JobInfoServiceStarted
 	39, // 34: norsk.api.common.JobInfoMessage.service_restarting:type_name -> norsk.api.common.JobInfoServiceRestarting
 	40, // 35: norsk.api.common.JobInfoMessage.container_event:type_name -> norsk.api.common.JobInfoContainerEvent
 	41, // 36: norsk.api.common.JobInfoMessage.compose_message:type_name -> norsk.api.common.JobInfoComposeMessage
 	5,  // 37: norsk.api.common.WriteFile.mode:type_name -> norsk.api.common.OptionalInt
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	49, // 38: norsk.api.common.RuntimeCondition.since:type_name -> google.protobuf.Timestamp
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_shared_common_proto_init() }
@@ -3162,7 +3245,7 @@ func file_shared_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shared_common_proto_rawDesc), len(file_shared_common_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,6 +11,7 @@
 package internalpb
 
 import (
+	commonpb "github.com/norsk-oss/norsk-manager/proto/commonpb"
 	errorpb "github.com/norsk-oss/norsk-manager/proto/errorpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -71,8 +72,10 @@ type NodeLive struct {
 	// CPUs busy and memory in use (MiB) in the last health ping.
 	CpuBusy       float32 `protobuf:"fixed32,4,opt,name=cpu_busy,json=cpuBusy,proto3" json:"cpu_busy,omitempty"`
 	MemoryUsedMib float32 `protobuf:"fixed32,5,opt,name=memory_used_mib,json=memoryUsedMib,proto3" json:"memory_used_mib,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// What the worker last reported about its runtime's dependencies.
+	RuntimeConditions []*commonpb.RuntimeCondition `protobuf:"bytes,6,rep,name=runtime_conditions,json=runtimeConditions,proto3" json:"runtime_conditions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeLive) Reset() {
@@ -138,6 +141,13 @@ func (x *NodeLive) GetMemoryUsedMib() float32 {
 		return x.MemoryUsedMib
 	}
 	return 0
+}
+
+func (x *NodeLive) GetRuntimeConditions() []*commonpb.RuntimeCondition {
+	if x != nil {
+		return x.RuntimeConditions
+	}
+	return nil
 }
 
 type LivenessReply struct {
@@ -552,14 +562,15 @@ var File_internal_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x16internal/cluster.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17internal/internal.proto\x1a\x12shared/error.proto\"\x11\n" +
-	"\x0fLivenessRequest\"\xbd\x01\n" +
+	"\x16internal/cluster.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17internal/internal.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\"\x11\n" +
+	"\x0fLivenessRequest\"\x90\x02\n" +
 	"\bNodeLive\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x127\n" +
 	"\tlast_seen\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x19\n" +
 	"\bcpu_busy\x18\x04 \x01(\x02R\acpuBusy\x12&\n" +
-	"\x0fmemory_used_mib\x18\x05 \x01(\x02R\rmemoryUsedMib\"B\n" +
+	"\x0fmemory_used_mib\x18\x05 \x01(\x02R\rmemoryUsedMib\x12Q\n" +
+	"\x12runtime_conditions\x18\x06 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"B\n" +
 	"\rLivenessReply\x121\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.internal.v1.NodeLiveR\x05nodes\"\x82\x02\n" +
 	"\vAppendReply\x12)\n" +
@@ -615,36 +626,38 @@ func file_internal_cluster_proto_rawDescGZIP() []byte {
 
 var file_internal_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_internal_cluster_proto_goTypes = []any{
-	(*LivenessRequest)(nil),       // 0: norsk.internal.v1.LivenessRequest
-	(*NodeLive)(nil),              // 1: norsk.internal.v1.NodeLive
-	(*LivenessReply)(nil),         // 2: norsk.internal.v1.LivenessReply
-	(*AppendReply)(nil),           // 3: norsk.internal.v1.AppendReply
-	(*ReadIndexRequest)(nil),      // 4: norsk.internal.v1.ReadIndexRequest
-	(*ReadIndexReply)(nil),        // 5: norsk.internal.v1.ReadIndexReply
-	(*StatusRequest)(nil),         // 6: norsk.internal.v1.StatusRequest
-	(*ManagerStatus)(nil),         // 7: norsk.internal.v1.ManagerStatus
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(errorpb.Code)(0),             // 9: norsk.api.error.Code
-	(*AppendCommand)(nil),         // 10: norsk.internal.v1.AppendCommand
+	(*LivenessRequest)(nil),           // 0: norsk.internal.v1.LivenessRequest
+	(*NodeLive)(nil),                  // 1: norsk.internal.v1.NodeLive
+	(*LivenessReply)(nil),             // 2: norsk.internal.v1.LivenessReply
+	(*AppendReply)(nil),               // 3: norsk.internal.v1.AppendReply
+	(*ReadIndexRequest)(nil),          // 4: norsk.internal.v1.ReadIndexRequest
+	(*ReadIndexReply)(nil),            // 5: norsk.internal.v1.ReadIndexReply
+	(*StatusRequest)(nil),             // 6: norsk.internal.v1.StatusRequest
+	(*ManagerStatus)(nil),             // 7: norsk.internal.v1.ManagerStatus
+	(*timestamppb.Timestamp)(nil),     // 8: google.protobuf.Timestamp
+	(*commonpb.RuntimeCondition)(nil), // 9: norsk.api.common.RuntimeCondition
+	(errorpb.Code)(0),                 // 10: norsk.api.error.Code
+	(*AppendCommand)(nil),             // 11: norsk.internal.v1.AppendCommand
 }
 var file_internal_cluster_proto_depIdxs = []int32{
 	8,  // 0: norsk.internal.v1.NodeLive.last_seen:type_name -> google.protobuf.Timestamp
-	1,  // 1: norsk.internal.v1.LivenessReply.nodes:type_name -> norsk.internal.v1.NodeLive
-	9,  // 2: norsk.internal.v1.AppendReply.code:type_name -> norsk.api.error.Code
-	8,  // 3: norsk.internal.v1.ManagerStatus.last_contact:type_name -> google.protobuf.Timestamp
-	10, // 4: norsk.internal.v1.Cluster.Append:input_type -> norsk.internal.v1.AppendCommand
-	4,  // 5: norsk.internal.v1.Cluster.ReadIndex:input_type -> norsk.internal.v1.ReadIndexRequest
-	6,  // 6: norsk.internal.v1.Cluster.Status:input_type -> norsk.internal.v1.StatusRequest
-	0,  // 7: norsk.internal.v1.Cluster.Liveness:input_type -> norsk.internal.v1.LivenessRequest
-	3,  // 8: norsk.internal.v1.Cluster.Append:output_type -> norsk.internal.v1.AppendReply
-	5,  // 9: norsk.internal.v1.Cluster.ReadIndex:output_type -> norsk.internal.v1.ReadIndexReply
-	7,  // 10: norsk.internal.v1.Cluster.Status:output_type -> norsk.internal.v1.ManagerStatus
-	2,  // 11: norsk.internal.v1.Cluster.Liveness:output_type -> norsk.internal.v1.LivenessReply
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	9,  // 1: norsk.internal.v1.NodeLive.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	1,  // 2: norsk.internal.v1.LivenessReply.nodes:type_name -> norsk.internal.v1.NodeLive
+	10, // 3: norsk.internal.v1.AppendReply.code:type_name -> norsk.api.error.Code
+	8,  // 4: norsk.internal.v1.ManagerStatus.last_contact:type_name -> google.protobuf.Timestamp
+	11, // 5: norsk.internal.v1.Cluster.Append:input_type -> norsk.internal.v1.AppendCommand
+	4,  // 6: norsk.internal.v1.Cluster.ReadIndex:input_type -> norsk.internal.v1.ReadIndexRequest
+	6,  // 7: norsk.internal.v1.Cluster.Status:input_type -> norsk.internal.v1.StatusRequest
+	0,  // 8: norsk.internal.v1.Cluster.Liveness:input_type -> norsk.internal.v1.LivenessRequest
+	3,  // 9: norsk.internal.v1.Cluster.Append:output_type -> norsk.internal.v1.AppendReply
+	5,  // 10: norsk.internal.v1.Cluster.ReadIndex:output_type -> norsk.internal.v1.ReadIndexReply
+	7,  // 11: norsk.internal.v1.Cluster.Status:output_type -> norsk.internal.v1.ManagerStatus
+	2,  // 12: norsk.internal.v1.Cluster.Liveness:output_type -> norsk.internal.v1.LivenessReply
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_proto_init() }

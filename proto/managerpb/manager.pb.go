@@ -4726,6 +4726,9 @@ type NodeInfo struct {
 	// machine) and memory in use, in MiB.
 	CpuPercentage float32 `protobuf:"fixed32,9,opt,name=cpu_percentage,json=cpuPercentage,proto3" json:"cpu_percentage,omitempty"`
 	MemoryUsedMib float32 `protobuf:"fixed32,10,opt,name=memory_used_mib,json=memoryUsedMib,proto3" json:"memory_used_mib,omitempty"`
+	// Added. What the worker last reported about its runtime's dependencies
+	// (e.g. its Docker engine unreachable); empty while no session is up.
+	RuntimeConditions []*commonpb.RuntimeCondition `protobuf:"bytes,11,rep,name=runtime_conditions,json=runtimeConditions,proto3" json:"runtime_conditions,omitempty"`
 	// Added (ours). Jobs the node's worker runs that the store does not know,
 	// kept running until their stop time (--orphan-grace).
 	Orphans []*Orphan `protobuf:"bytes,20,rep,name=orphans,proto3" json:"orphans,omitempty"`
@@ -4834,6 +4837,13 @@ func (x *NodeInfo) GetMemoryUsedMib() float32 {
 		return x.MemoryUsedMib
 	}
 	return 0
+}
+
+func (x *NodeInfo) GetRuntimeConditions() []*commonpb.RuntimeCondition {
+	if x != nil {
+		return x.RuntimeConditions
+	}
+	return nil
 }
 
 func (x *NodeInfo) GetOrphans() []*Orphan {
@@ -7690,7 +7700,7 @@ const file_manager_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\x12'\n" +
 	"\x0fmanager_version\x18\x02 \x01(\tR\x0emanagerVersion\x12\x1d\n" +
 	"\n" +
-	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xa1\x05\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xf4\x05\n" +
 	"\bNodeInfo\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\bmetadata\x12P\n" +
 	"\x10running_metadata\x18\x02 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x0frunningMetadata\x12;\n" +
@@ -7703,7 +7713,8 @@ const file_manager_proto_rawDesc = "" +
 	"stopReason\x88\x01\x01\x12%\n" +
 	"\x0ecpu_percentage\x18\t \x01(\x02R\rcpuPercentage\x12&\n" +
 	"\x0fmemory_used_mib\x18\n" +
-	" \x01(\x02R\rmemoryUsedMib\x123\n" +
+	" \x01(\x02R\rmemoryUsedMib\x12Q\n" +
+	"\x12runtime_conditions\x18\v \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\x123\n" +
 	"\aorphans\x18\x14 \x03(\v2\x19.norsk.api.manager.OrphanR\aorphans\x12\x1c\n" +
 	"\tcontested\x18\x15 \x01(\tR\tcontestedB\x0e\n" +
 	"\f_stop_reason\"\x89\x03\n" +
@@ -8109,9 +8120,10 @@ var file_manager_proto_goTypes = []any{
 	(*commonpb.NodeId)(nil),               // 128: norsk.api.common.NodeId
 	(*commonpb.JobInfoMessage)(nil),       // 129: norsk.api.common.JobInfoMessage
 	(*commonpb.Log)(nil),                  // 130: norsk.api.common.Log
-	(commonpb.Architecture)(0),            // 131: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 132: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 133: google.protobuf.Empty
+	(*commonpb.RuntimeCondition)(nil),     // 131: norsk.api.common.RuntimeCondition
+	(commonpb.Architecture)(0),            // 132: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 133: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 134: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
 	115, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
@@ -8245,129 +8257,130 @@ var file_manager_proto_depIdxs = []int32{
 	29,  // 128: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
 	117, // 129: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	10,  // 130: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	67,  // 131: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	127, // 132: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 133: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	117, // 134: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	111, // 135: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	128, // 136: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	127, // 137: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	128, // 138: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	117, // 139: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	66,  // 140: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	27,  // 141: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 142: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	69,  // 143: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	112, // 144: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	128, // 145: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	131, // 146: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	128, // 147: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	75,  // 148: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 149: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	117, // 150: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	113, // 151: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 152: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	76,  // 153: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	75,  // 154: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	128, // 155: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	128, // 156: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	114, // 157: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	117, // 158: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	82,  // 159: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	85,  // 160: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 161: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	89,  // 162: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	88,  // 163: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 164: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	17,  // 165: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	13,  // 166: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 167: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 168: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 169: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	85,  // 170: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 171: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 172: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 173: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	85,  // 174: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	116, // 175: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	86,  // 176: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 177: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	96,  // 178: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	101, // 179: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	102, // 180: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	103, // 181: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	117, // 182: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	132, // 183: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	117, // 184: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	117, // 185: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	132, // 186: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	133, // 187: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	13,  // 188: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	13,  // 189: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	116, // 190: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	63,  // 191: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	44,  // 192: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	45,  // 193: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	46,  // 194: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	128, // 195: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	47,  // 196: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	48,  // 197: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	116, // 198: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	53,  // 199: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	133, // 200: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	70,  // 201: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	68,  // 202: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	116, // 203: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	73,  // 204: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	77,  // 205: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	128, // 206: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	79,  // 207: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	81,  // 208: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	83,  // 209: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	86,  // 210: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 211: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	85,  // 212: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	91,  // 213: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	92,  // 214: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	85,  // 215: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 216: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	99,  // 217: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	64,  // 218: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	18,  // 219: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	18,  // 220: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	133, // 221: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	35,  // 222: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	133, // 223: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	133, // 224: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	133, // 225: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	133, // 226: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	133, // 227: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	133, // 228: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	133, // 229: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	62,  // 230: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	65,  // 231: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	71,  // 232: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	133, // 233: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	72,  // 234: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	74,  // 235: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 236: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	133, // 237: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	80,  // 238: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	133, // 239: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	84,  // 240: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	90,  // 241: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	133, // 242: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	133, // 243: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	133, // 244: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	133, // 245: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	96,  // 246: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	98,  // 247: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	100, // 248: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	218, // [218:249] is the sub-list for method output_type
-	187, // [187:218] is the sub-list for method input_type
-	187, // [187:187] is the sub-list for extension type_name
-	187, // [187:187] is the sub-list for extension extendee
-	0,   // [0:187] is the sub-list for field type_name
+	131, // 131: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	67,  // 132: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	127, // 133: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	117, // 134: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	117, // 135: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	111, // 136: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	128, // 137: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	127, // 138: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	128, // 139: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	117, // 140: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	66,  // 141: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	27,  // 142: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 143: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	69,  // 144: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	112, // 145: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	128, // 146: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	132, // 147: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	128, // 148: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	75,  // 149: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	117, // 150: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	117, // 151: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	113, // 152: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 153: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	76,  // 154: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	75,  // 155: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	128, // 156: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	128, // 157: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	114, // 158: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	117, // 159: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	82,  // 160: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	85,  // 161: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 162: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	89,  // 163: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	88,  // 164: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 165: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	17,  // 166: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	13,  // 167: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 168: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 169: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 170: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	85,  // 171: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 172: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 173: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 174: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	85,  // 175: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	116, // 176: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	86,  // 177: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 178: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	96,  // 179: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	101, // 180: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	102, // 181: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	103, // 182: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	117, // 183: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	133, // 184: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	117, // 185: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	117, // 186: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	133, // 187: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	134, // 188: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	13,  // 189: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	13,  // 190: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	116, // 191: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	63,  // 192: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	44,  // 193: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	45,  // 194: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	46,  // 195: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	128, // 196: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	47,  // 197: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	48,  // 198: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	116, // 199: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	53,  // 200: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	134, // 201: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	70,  // 202: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	68,  // 203: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	116, // 204: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	73,  // 205: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	77,  // 206: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	128, // 207: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	79,  // 208: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	81,  // 209: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	83,  // 210: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	86,  // 211: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 212: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	85,  // 213: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	91,  // 214: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	92,  // 215: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	85,  // 216: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 217: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	99,  // 218: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	64,  // 219: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	18,  // 220: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	18,  // 221: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	134, // 222: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	35,  // 223: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	134, // 224: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	134, // 225: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	134, // 226: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	134, // 227: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	134, // 228: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	134, // 229: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	134, // 230: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	62,  // 231: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	65,  // 232: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	71,  // 233: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	134, // 234: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	72,  // 235: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	74,  // 236: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 237: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	134, // 238: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	80,  // 239: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	134, // 240: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	84,  // 241: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	90,  // 242: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	134, // 243: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	134, // 244: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	134, // 245: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	134, // 246: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	96,  // 247: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	98,  // 248: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	100, // 249: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	219, // [219:250] is the sub-list for method output_type
+	188, // [188:219] is the sub-list for method input_type
+	188, // [188:188] is the sub-list for extension type_name
+	188, // [188:188] is the sub-list for extension extendee
+	0,   // [0:188] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }

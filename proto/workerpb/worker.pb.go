@@ -129,10 +129,13 @@ func (x *Capacity) GetNetworkIOPS() float32 {
 
 // Periodic health ping from the worker (default every 2 s).
 type Health struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MeasuredLoad  *Capacity              `protobuf:"bytes,1,opt,name=measured_load,json=measuredLoad,proto3" json:"measured_load,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MeasuredLoad *Capacity              `protobuf:"bytes,1,opt,name=measured_load,json=measuredLoad,proto3" json:"measured_load,omitempty"`
+	// Added. The state of what the worker's runtime depends on (the Docker
+	// engine of a Docker worker); empty for a runtime that depends on nothing.
+	RuntimeConditions []*commonpb.RuntimeCondition `protobuf:"bytes,2,rep,name=runtime_conditions,json=runtimeConditions,proto3" json:"runtime_conditions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Health) Reset() {
@@ -168,6 +171,13 @@ func (*Health) Descriptor() ([]byte, []int) {
 func (x *Health) GetMeasuredLoad() *Capacity {
 	if x != nil {
 		return x.MeasuredLoad
+	}
+	return nil
+}
+
+func (x *Health) GetRuntimeConditions() []*commonpb.RuntimeCondition {
+	if x != nil {
+		return x.RuntimeConditions
 	}
 	return nil
 }
@@ -494,14 +504,16 @@ func (x *WorkerAuthenticationToken) GetSignature() *commonpb.OptionalString {
 }
 
 type WorkerHello struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	NodeMetadata  *commonpb.NodeMetadata     `protobuf:"bytes,1,opt,name=node_metadata,json=nodeMetadata,proto3" json:"node_metadata,omitempty"`
-	MeasuredLoad  *Capacity                  `protobuf:"bytes,2,opt,name=measured_load,json=measuredLoad,proto3" json:"measured_load,omitempty"`
-	SharedSecret  string                     `protobuf:"bytes,3,opt,name=shared_secret,json=sharedSecret,proto3" json:"shared_secret,omitempty"`
-	RunningJobs   []*WorkerRunningJob        `protobuf:"bytes,4,rep,name=running_jobs,json=runningJobs,proto3" json:"running_jobs,omitempty"`
-	Token         *WorkerAuthenticationToken `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState     `protogen:"open.v1"`
+	NodeMetadata *commonpb.NodeMetadata     `protobuf:"bytes,1,opt,name=node_metadata,json=nodeMetadata,proto3" json:"node_metadata,omitempty"`
+	MeasuredLoad *Capacity                  `protobuf:"bytes,2,opt,name=measured_load,json=measuredLoad,proto3" json:"measured_load,omitempty"`
+	SharedSecret string                     `protobuf:"bytes,3,opt,name=shared_secret,json=sharedSecret,proto3" json:"shared_secret,omitempty"`
+	RunningJobs  []*WorkerRunningJob        `protobuf:"bytes,4,rep,name=running_jobs,json=runningJobs,proto3" json:"running_jobs,omitempty"`
+	Token        *WorkerAuthenticationToken `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"`
+	// Added. As Health.runtime_conditions, when the session starts.
+	RuntimeConditions []*commonpb.RuntimeCondition `protobuf:"bytes,6,rep,name=runtime_conditions,json=runtimeConditions,proto3" json:"runtime_conditions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WorkerHello) Reset() {
@@ -565,6 +577,13 @@ func (x *WorkerHello) GetRunningJobs() []*WorkerRunningJob {
 func (x *WorkerHello) GetToken() *WorkerAuthenticationToken {
 	if x != nil {
 		return x.Token
+	}
+	return nil
+}
+
+func (x *WorkerHello) GetRuntimeConditions() []*commonpb.RuntimeCondition {
+	if x != nil {
+		return x.RuntimeConditions
 	}
 	return nil
 }
@@ -1030,9 +1049,10 @@ const file_worker_proto_rawDesc = "" +
 	"\x06memory\x18\x02 \x01(\x02R\x06memory\x12\x1c\n" +
 	"\tdiskSpace\x18\x03 \x01(\x02R\tdiskSpace\x12\x1a\n" +
 	"\bdiskIOPS\x18\x04 \x01(\x02R\bdiskIOPS\x12 \n" +
-	"\vnetworkIOPS\x18\x05 \x01(\x02R\vnetworkIOPS\"I\n" +
+	"\vnetworkIOPS\x18\x05 \x01(\x02R\vnetworkIOPS\"\x9c\x01\n" +
 	"\x06Health\x12?\n" +
-	"\rmeasured_load\x18\x01 \x01(\v2\x1a.norsk.api.worker.CapacityR\fmeasuredLoad\"\xd6\b\n" +
+	"\rmeasured_load\x18\x01 \x01(\v2\x1a.norsk.api.worker.CapacityR\fmeasuredLoad\x12Q\n" +
+	"\x12runtime_conditions\x18\x02 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xd6\b\n" +
 	"\tWorkerJob\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -1073,13 +1093,14 @@ const file_worker_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\tR\x06cookie\x12>\n" +
-	"\tsignature\x18\x03 \x01(\v2 .norsk.api.common.OptionalStringR\tsignature\"\xc2\x02\n" +
+	"\tsignature\x18\x03 \x01(\v2 .norsk.api.common.OptionalStringR\tsignature\"\x95\x03\n" +
 	"\vWorkerHello\x12C\n" +
 	"\rnode_metadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12?\n" +
 	"\rmeasured_load\x18\x02 \x01(\v2\x1a.norsk.api.worker.CapacityR\fmeasuredLoad\x12#\n" +
 	"\rshared_secret\x18\x03 \x01(\tR\fsharedSecret\x12E\n" +
 	"\frunning_jobs\x18\x04 \x03(\v2\".norsk.api.worker.WorkerRunningJobR\vrunningJobs\x12A\n" +
-	"\x05token\x18\x05 \x01(\v2+.norsk.api.worker.WorkerAuthenticationTokenR\x05token\"\xac\x02\n" +
+	"\x05token\x18\x05 \x01(\v2+.norsk.api.worker.WorkerAuthenticationTokenR\x05token\x12Q\n" +
+	"\x12runtime_conditions\x18\x06 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xac\x02\n" +
 	"\x10WorkerJobStarted\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12o\n" +
 	"\x15service_port_mappings\x18\x02 \x03(\v2;.norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
@@ -1147,59 +1168,62 @@ var file_worker_proto_goTypes = []any{
 	nil,                                   // 13: norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
 	nil,                                   // 14: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
 	nil,                                   // 15: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
-	(*commonpb.JobId)(nil),                // 16: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 17: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 18: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 19: norsk.api.common.ServiceParameters
-	(*commonpb.WriteFile)(nil),            // 20: norsk.api.common.WriteFile
-	(*commonpb.ProductTemplateRef)(nil),   // 21: norsk.api.common.ProductTemplateRef
-	(*commonpb.OptionalString)(nil),       // 22: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 23: norsk.api.common.NodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 24: norsk.api.common.ActiveJobKey
-	(*commonpb.JobInfoMessage)(nil),       // 25: norsk.api.common.JobInfoMessage
-	(*commonpb.ResolvedPortMappings)(nil), // 26: norsk.api.common.ResolvedPortMappings
+	(*commonpb.RuntimeCondition)(nil),     // 16: norsk.api.common.RuntimeCondition
+	(*commonpb.JobId)(nil),                // 17: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 18: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 19: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 20: norsk.api.common.ServiceParameters
+	(*commonpb.WriteFile)(nil),            // 21: norsk.api.common.WriteFile
+	(*commonpb.ProductTemplateRef)(nil),   // 22: norsk.api.common.ProductTemplateRef
+	(*commonpb.OptionalString)(nil),       // 23: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 24: norsk.api.common.NodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 25: norsk.api.common.ActiveJobKey
+	(*commonpb.JobInfoMessage)(nil),       // 26: norsk.api.common.JobInfoMessage
+	(*commonpb.ResolvedPortMappings)(nil), // 27: norsk.api.common.ResolvedPortMappings
 }
 var file_worker_proto_depIdxs = []int32{
 	0,  // 0: norsk.api.worker.Health.measured_load:type_name -> norsk.api.worker.Capacity
-	16, // 1: norsk.api.worker.WorkerJob.job_id:type_name -> norsk.api.common.JobId
-	12, // 2: norsk.api.worker.WorkerJob.tags:type_name -> norsk.api.worker.WorkerJob.TagsEntry
-	17, // 3: norsk.api.worker.WorkerJob.start_date_time:type_name -> google.protobuf.Timestamp
-	18, // 4: norsk.api.worker.WorkerJob.services:type_name -> norsk.api.common.Service
-	19, // 5: norsk.api.worker.WorkerJob.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
-	20, // 6: norsk.api.worker.WorkerJob.write_files:type_name -> norsk.api.common.WriteFile
-	21, // 7: norsk.api.worker.WorkerJob.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	13, // 8: norsk.api.worker.WorkerJob.product_template_parameters:type_name -> norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
-	16, // 9: norsk.api.worker.UpdateJobConfig.job_id:type_name -> norsk.api.common.JobId
-	2,  // 10: norsk.api.worker.WorkerRunningJob.job:type_name -> norsk.api.worker.WorkerJob
-	14, // 11: norsk.api.worker.WorkerRunningJob.service_port_mappings:type_name -> norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
-	22, // 12: norsk.api.worker.WorkerAuthenticationToken.signature:type_name -> norsk.api.common.OptionalString
-	23, // 13: norsk.api.worker.WorkerHello.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	0,  // 14: norsk.api.worker.WorkerHello.measured_load:type_name -> norsk.api.worker.Capacity
-	4,  // 15: norsk.api.worker.WorkerHello.running_jobs:type_name -> norsk.api.worker.WorkerRunningJob
-	5,  // 16: norsk.api.worker.WorkerHello.token:type_name -> norsk.api.worker.WorkerAuthenticationToken
-	24, // 17: norsk.api.worker.WorkerJobStarted.job_key:type_name -> norsk.api.common.ActiveJobKey
-	15, // 18: norsk.api.worker.WorkerJobStarted.service_port_mappings:type_name -> norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
-	24, // 19: norsk.api.worker.WorkerJobFailed.job_key:type_name -> norsk.api.common.ActiveJobKey
-	6,  // 20: norsk.api.worker.WorkerMessage.hello:type_name -> norsk.api.worker.WorkerHello
-	1,  // 21: norsk.api.worker.WorkerMessage.health:type_name -> norsk.api.worker.Health
-	7,  // 22: norsk.api.worker.WorkerMessage.job_started:type_name -> norsk.api.worker.WorkerJobStarted
-	24, // 23: norsk.api.worker.WorkerMessage.job_stopped:type_name -> norsk.api.common.ActiveJobKey
-	8,  // 24: norsk.api.worker.WorkerMessage.job_failed:type_name -> norsk.api.worker.WorkerJobFailed
-	25, // 25: norsk.api.worker.WorkerMessage.job_info:type_name -> norsk.api.common.JobInfoMessage
-	9,  // 26: norsk.api.worker.NodeControllerMessage.hello_response:type_name -> norsk.api.worker.WorkerHelloResponse
-	2,  // 27: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
-	24, // 28: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
-	2,  // 29: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
-	16, // 30: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
-	26, // 31: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	26, // 32: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	11, // 33: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
-	10, // 34: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
-	34, // [34:35] is the sub-list for method output_type
-	33, // [33:34] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	16, // 1: norsk.api.worker.Health.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	17, // 2: norsk.api.worker.WorkerJob.job_id:type_name -> norsk.api.common.JobId
+	12, // 3: norsk.api.worker.WorkerJob.tags:type_name -> norsk.api.worker.WorkerJob.TagsEntry
+	18, // 4: norsk.api.worker.WorkerJob.start_date_time:type_name -> google.protobuf.Timestamp
+	19, // 5: norsk.api.worker.WorkerJob.services:type_name -> norsk.api.common.Service
+	20, // 6: norsk.api.worker.WorkerJob.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	21, // 7: norsk.api.worker.WorkerJob.write_files:type_name -> norsk.api.common.WriteFile
+	22, // 8: norsk.api.worker.WorkerJob.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	13, // 9: norsk.api.worker.WorkerJob.product_template_parameters:type_name -> norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
+	17, // 10: norsk.api.worker.UpdateJobConfig.job_id:type_name -> norsk.api.common.JobId
+	2,  // 11: norsk.api.worker.WorkerRunningJob.job:type_name -> norsk.api.worker.WorkerJob
+	14, // 12: norsk.api.worker.WorkerRunningJob.service_port_mappings:type_name -> norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
+	23, // 13: norsk.api.worker.WorkerAuthenticationToken.signature:type_name -> norsk.api.common.OptionalString
+	24, // 14: norsk.api.worker.WorkerHello.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	0,  // 15: norsk.api.worker.WorkerHello.measured_load:type_name -> norsk.api.worker.Capacity
+	4,  // 16: norsk.api.worker.WorkerHello.running_jobs:type_name -> norsk.api.worker.WorkerRunningJob
+	5,  // 17: norsk.api.worker.WorkerHello.token:type_name -> norsk.api.worker.WorkerAuthenticationToken
+	16, // 18: norsk.api.worker.WorkerHello.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	25, // 19: norsk.api.worker.WorkerJobStarted.job_key:type_name -> norsk.api.common.ActiveJobKey
+	15, // 20: norsk.api.worker.WorkerJobStarted.service_port_mappings:type_name -> norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
+	25, // 21: norsk.api.worker.WorkerJobFailed.job_key:type_name -> norsk.api.common.ActiveJobKey
+	6,  // 22: norsk.api.worker.WorkerMessage.hello:type_name -> norsk.api.worker.WorkerHello
+	1,  // 23: norsk.api.worker.WorkerMessage.health:type_name -> norsk.api.worker.Health
+	7,  // 24: norsk.api.worker.WorkerMessage.job_started:type_name -> norsk.api.worker.WorkerJobStarted
+	25, // 25: norsk.api.worker.WorkerMessage.job_stopped:type_name -> norsk.api.common.ActiveJobKey
+	8,  // 26: norsk.api.worker.WorkerMessage.job_failed:type_name -> norsk.api.worker.WorkerJobFailed
+	26, // 27: norsk.api.worker.WorkerMessage.job_info:type_name -> norsk.api.common.JobInfoMessage
+	9,  // 28: norsk.api.worker.NodeControllerMessage.hello_response:type_name -> norsk.api.worker.WorkerHelloResponse
+	2,  // 29: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
+	25, // 30: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
+	2,  // 31: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
+	17, // 32: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
+	27, // 33: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	27, // 34: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	11, // 35: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
+	10, // 36: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
+	36, // [36:37] is the sub-list for method output_type
+	35, // [35:36] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }

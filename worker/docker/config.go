@@ -80,6 +80,15 @@ type Config struct {
 	// EventBuffer is the length of the Events channel. Default 1024.
 	EventBuffer int
 
+	// EngineCheckInterval is how often the runtime pings the Docker engine
+	// to report its state (Runtime.Conditions, in the worker's health);
+	// Start also pings it before creating a job. Default 5s.
+	EngineCheckInterval time.Duration
+
+	// EnginePingTimeout bounds one ping: an engine that does not answer
+	// within it counts as unreachable. Default 5s.
+	EnginePingTimeout time.Duration
+
 	// Logger receives the runtime's logs. Nil logs text to stderr.
 	Logger *slog.Logger
 }
@@ -96,6 +105,8 @@ func DefaultConfig() Config {
 		FailStopGrace:        10 * time.Second,
 		OutputLinesPerSecond: 20,
 		EventBuffer:          1024,
+		EngineCheckInterval:  5 * time.Second,
+		EnginePingTimeout:    5 * time.Second,
 	}
 }
 
@@ -108,6 +119,8 @@ func DevConfig() Config {
 	c.MaxRestartBackoff = 100 * time.Millisecond
 	c.FailStopGrace = time.Second
 	c.PullTimeout = time.Minute
+	c.EngineCheckInterval = 200 * time.Millisecond
+	c.EnginePingTimeout = 2 * time.Second
 	return c
 }
 
@@ -130,6 +143,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("docker: OutputLinesPerSecond (%d) must be at least 1", c.OutputLinesPerSecond)
 	case c.EventBuffer < 1:
 		return fmt.Errorf("docker: EventBuffer (%d) must be at least 1", c.EventBuffer)
+	case c.EngineCheckInterval < time.Millisecond:
+		return fmt.Errorf("docker: EngineCheckInterval (%s) must be at least 1ms", c.EngineCheckInterval)
+	case c.EnginePingTimeout < time.Millisecond:
+		return fmt.Errorf("docker: EnginePingTimeout (%s) must be at least 1ms", c.EnginePingTimeout)
 	}
 	for _, v := range sortedKeys(c.MediaImages) {
 		if _, err := reference.ParseNormalizedNamed(c.MediaImages[v]); err != nil {

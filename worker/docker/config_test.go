@@ -52,6 +52,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.PullTimeout = 0 }, "PullTimeout"},
 		{func(c *Config) { c.RestartBackoff = time.Second; c.MaxRestartBackoff = 0 }, "RestartBackoff"},
 		{func(c *Config) { c.MediaImages = map[string]string{"LTS": "::"} }, "MediaImages[LTS]"},
+		{func(c *Config) { c.EngineCheckInterval = 0 }, "EngineCheckInterval"},
+		{func(c *Config) { c.EnginePingTimeout = 0 }, "EnginePingTimeout"},
 	}
 	for _, tt := range tests {
 		c := DefaultConfig()

@@ -997,7 +997,9 @@ func (j *job) finish(kind worker.EventKind, reason string) {
 // runRestored is the goroutine of a job re-adopted by Restore.
 func (j *job) runRestored(rec *record, containers []container.Summary) {
 	defer j.r.wg.Done()
-	j.endStartPhase() // there is no start phase to cancel
+	// There is no start phase to cancel, but a Stop may have come before
+	// the containers were adopted (the engine did not answer at Restore).
+	grace, stopRequested := j.endStartPhase()
 	j.phase = rec.Phase
 	byService := map[string]container.Summary{}
 	for _, c := range containers {
@@ -1026,6 +1028,11 @@ func (j *job) runRestored(rec *record, containers []container.Summary) {
 		j.startErr = errors.New("the job failed")
 		close(j.startedCh)
 		j.fail(rec.FailReason)
+		return
+	}
+	if stopRequested {
+		j.log.Info("stopping a restored job, as asked before its containers were adopted")
+		j.stop(grace)
 		return
 	}
 	j.log.Info("re-adopting job") // startedCh was closed by Restore

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -38,6 +37,7 @@ type Runtime struct {
 	id       string // runtime id: LabelWorker of everything it creates
 	jobsDir  string
 	emit     *emit.Emitter
+	engine   *engine
 	ports    *hostports.Table
 	lock     *worker.StateDirLock
 	ctx      context.Context // cancelled by Shutdown
@@ -54,18 +54,19 @@ type Runtime struct {
 }
 
 var (
-	_ worker.Runtime        = (*Runtime)(nil)
-	_ worker.JobDataDeleter = (*Runtime)(nil)
+	_ worker.Runtime           = (*Runtime)(nil)
+	_ worker.JobDataDeleter    = (*Runtime)(nil)
+	_ worker.ConditionReporter = (*Runtime)(nil)
 )
-
-// pingTimeout bounds the check that the Docker engine answers in New.
-const pingTimeout = 10 * time.Second
 
 // New validates cfg, locks StateDir (a second Runtime over it gets a
 // *worker.StateDirInUseError), reads or creates the runtime id
-// (StateDir/runtime-id) and checks that the Docker engine answers. Errors:
-// an invalid cfg, the lock, an unreadable StateDir, or an engine that does
-// not answer within 10 s ("is dockerd running?").
+// (StateDir/runtime-id) and checks whether the Docker engine answers
+// (within EnginePingTimeout), then every EngineCheckInterval until
+// Shutdown. An engine that does not answer is not an error: it is logged
+// and reported by Conditions, and new jobs are refused until it answers.
+// Errors: an invalid cfg, the lock, an unreadable StateDir, a client that
+// cannot be created from the environment (a malformed DOCKER_HOST).
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -111,17 +112,24 @@ func newLocked(ctx context.Context, cfg Config, lock *worker.StateDirLock) (*Run
 		}
 		r.cli, r.ownCli = cli, true
 	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if _, err := r.cli.Ping(pctx); err != nil {
+	r.engine = newEngine(r.cli, r.log, cfg.EnginePingTimeout)
+	if err := r.engine.check(ctx); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, cfg.EnginePingTimeout)
+		r.cli.NegotiateAPIVersion(pctx) // else negotiated at the first call that reaches the engine
+		cancel()
+	} else if ctx.Err() != nil {
 		if r.ownCli {
 			_ = r.cli.Close()
 		}
-		return nil, fmt.Errorf("docker: the engine at %s does not answer (is dockerd running? DOCKER_HOST selects another engine): %w", r.cli.DaemonHost(), err)
+		return nil, ctx.Err()
 	}
-	r.cli.NegotiateAPIVersion(pctx)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.emit = emit.New(cfg.EventBuffer, r.ctx.Done(), r.log)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.engine.monitor(r.ctx, cfg.EngineCheckInterval)
+	}()
 	return r, nil
 }
 
@@ -158,6 +166,12 @@ func (r *Runtime) ID() string { return r.id }
 // Events implements worker.Runtime.
 func (r *Runtime) Events() <-chan worker.Event { return r.emit.Ch() }
 
+// Conditions implements worker.ConditionReporter: the Docker engine's
+// state (ConditionRuntime) as last checked.
+func (r *Runtime) Conditions() []worker.RuntimeCondition {
+	return []worker.RuntimeCondition{r.engine.condition()}
+}
+
 // Shutdown stops the runtime's goroutines and returns when they have
 // exited, then releases StateDir and closes the engine client it created.
 // Every container keeps running and every record stays, so a new Runtime
@@ -180,11 +194,17 @@ func (r *Runtime) Shutdown() {
 	})
 }
 
-// Start implements worker.Runtime.
+// Start implements worker.Runtime. A new job is refused at once, with
+// job_failed naming the engine and the cause (an *EngineError, matching
+// ErrEngineUnreachable), while the Docker engine does not answer a ping;
+// a job already running is reported again without asking the engine.
 func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.PortMappings, error) {
 	key := worker.KeyOf(def)
 	for {
 		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := r.checkEngineFor(ctx, key); err != nil {
 			return nil, err
 		}
 		j, created, err := r.lookupOrCreate(key, def)
@@ -204,6 +224,28 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 		}
 		// The job ended meanwhile: start it anew.
 	}
+}
+
+// checkEngineFor pings the engine before a job for key is created; nil if
+// key's job exists (or the runtime is closed: Start says so next). A
+// failed ping is reported as the job's failure.
+func (r *Runtime) checkEngineFor(ctx context.Context, key worker.JobKey) error {
+	r.mu.Lock()
+	skip := r.mu.closed || r.mu.jobs[key] != nil
+	r.mu.Unlock()
+	if skip {
+		return nil
+	}
+	err := r.engine.check(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	r.log.Warn("job cannot start", "job_id", key.JobID, "role", key.Role, "error", err)
+	r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Reason: err.Error()})
+	return err
 }
 
 // lookupOrCreate returns the job running for key, or plans, reserves and
@@ -348,104 +390,6 @@ func (r *Runtime) DeleteJobData(ctx context.Context, id worker.JobID) error {
 		r.log.Info("removed volume of deleted job", "job_id", id, "role", v.Labels[LabelRole], "volume", v.Labels[LabelVolume], "name", v.Name)
 	}
 	return errors.Join(errs...)
-}
-
-// Restore implements worker.Runtime: it reads every job record under
-// StateDir/jobs, finds the project's containers by their labels,
-// re-adopts the running ones without restarting them, applies the restart
-// policy to those that exited while no worker watched them, and finishes
-// stops and failures a previous worker left half done. Containers carrying
-// this runtime's id but no record (a worker killed between creating them
-// and writing the record) are removed. A record that cannot be read is
-// logged and left for an operator. Calling Restore again is a no-op.
-func (r *Runtime) Restore(ctx context.Context) error {
-	r.mu.Lock()
-	switch {
-	case r.mu.closed:
-		r.mu.Unlock()
-		return worker.ErrRuntimeClosed
-	case r.mu.restored:
-		r.mu.Unlock()
-		return nil
-	}
-	r.mu.restored = true
-	r.mu.Unlock()
-	containers, err := r.cli.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelWorker+"="+r.id))})
-	if err != nil {
-		return fmt.Errorf("docker: list this worker's containers: %w", err)
-	}
-	byProject := map[string][]container.Summary{}
-	for _, c := range containers {
-		byProject[c.Labels[LabelProject]] = append(byProject[c.Labels[LabelProject]], c)
-	}
-	entries, err := os.ReadDir(r.jobsDir)
-	if err != nil {
-		return fmt.Errorf("docker: list %s: %w", r.jobsDir, err)
-	}
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !e.IsDir() {
-			continue
-		}
-		if r.restoreDir(filepath.Join(r.jobsDir, e.Name()), e.Name(), byProject[e.Name()]) {
-			delete(byProject, e.Name())
-		}
-	}
-	for project, cs := range byProject {
-		for _, c := range cs {
-			r.log.Warn("removing a container without a job record", "project", project, "container", strings.Join(c.Names, ","),
-				"job_id", c.Labels[LabelJob], "role", c.Labels[LabelRole], "service", c.Labels[LabelService])
-			if err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
-				r.log.Error("removing a container without a job record", "container", c.ID, "error", err)
-			}
-		}
-		r.removeNetwork(ctx, project)
-	}
-	return nil
-}
-
-// restoreDir re-adopts the project in dir; it reports whether the project's
-// containers are accounted for (adopted, or left for an operator).
-func (r *Runtime) restoreDir(dir, project string, containers []container.Summary) bool {
-	rec, err := readRecord(filepath.Join(dir, "job.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		r.log.Info("removing a job directory without a record", "dir", dir)
-		_ = os.RemoveAll(dir)
-		return false
-	}
-	if err == nil && rec.Project != project {
-		err = fmt.Errorf("record of project %s in the directory of project %s", rec.Project, project)
-	}
-	var def *workerpb.WorkerJob
-	if err == nil {
-		def, err = rec.job()
-	}
-	if err != nil {
-		r.log.Error("cannot restore job; leaving its directory and containers for an operator", "dir", dir, "error", err)
-		return true
-	}
-	key := rec.key()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mu.jobs[key] != nil {
-		return true
-	}
-	specs := make([]*serviceSpec, len(rec.Services))
-	for i, s := range rec.Services {
-		specs[i] = s.Spec
-		r.ports.Hold(key, s.Spec.Ports)
-	}
-	j := r.newJob(key, def, specs, rec.Network)
-	r.mu.jobs[key] = j
-	if rec.Phase == phaseRunning {
-		close(j.startedCh) // listed (in the hello) from now on
-	}
-	r.wg.Add(1)
-	go j.runRestored(rec, containers)
-	return true
 }
 
 // removeJob forgets j and frees its ports.

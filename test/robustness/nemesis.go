@@ -104,7 +104,9 @@ func RandomSchedule(rng *rand.Rand, total time.Duration, partitions bool) []Acti
 	if partitions {
 		kinds = append(kinds, Partition)
 	}
-	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	between := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(rng.Int64N(int64(hi-lo)))).Round(100 * time.Millisecond)
+	}
 	var s []Action
 	for sum := time.Duration(0); sum < total; {
 		a := Action{Kind: kinds[rng.IntN(len(kinds))], Target: Target(1 + rng.IntN(2)), Then: between(3*time.Second, 15*time.Second)}

@@ -24,6 +24,9 @@ type Violation struct {
 	// they had to (they returned before any other unlinearized operation
 	// was called) — usually the offending answer.
 	Last, Stuck []string
+	// At is the earliest return among the operations that cannot follow:
+	// by then the history had stopped being linearizable.
+	At time.Duration
 }
 
 func (v Violation) String() string {
@@ -136,6 +139,7 @@ func violations(model porcupine.Model, history []porcupine.Operation, info porcu
 				first = op.Return
 			}
 		}
+		v.At = time.Duration(first)
 		for id, op := range ops {
 			if !done[id] && op.Call <= first && len(v.Stuck) < 5 {
 				v.Stuck = append(v.Stuck, describeOp(model, op))

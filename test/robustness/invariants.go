@@ -193,6 +193,27 @@ func lostWrites(ops []Op, final map[string][]finalRead) []string {
 	return out
 }
 
+// FirstViolation returns the earliest Violation.At, if any.
+func (r *Report) FirstViolation() (time.Duration, bool) {
+	var first time.Duration
+	for i, v := range r.Check.Violations {
+		if i == 0 || v.At < first {
+			first = v.At
+		}
+	}
+	return first, len(r.Check.Violations) > 0
+}
+
+// sinceHeal says how long after the last heal before at it was.
+func (r *Report) sinceHeal(at time.Duration) string {
+	for i := len(r.Faults) - 1; i >= 0; i-- {
+		if f := r.Faults[i]; f.End <= at {
+			return fmt.Sprintf(", %s after the heal of %s", (at - f.End).Round(time.Millisecond), f.Desc)
+		}
+	}
+	return ", before any fault healed"
+}
+
 // Summary is the report in a few lines: the verdict, the violations, the
 // invariants, what was done and the files written.
 func (r *Report) Summary() string {
@@ -206,6 +227,9 @@ func (r *Report) Summary() string {
 		r.Check.Took.Round(time.Millisecond), r.Seed, r.Traffic.Round(time.Second))
 	for _, v := range r.Check.Violations {
 		b.WriteString(v.String())
+	}
+	if at, ok := r.FirstViolation(); ok {
+		fmt.Fprintf(&b, "  first violation at %s%s\n", at.Round(time.Millisecond), r.sinceHeal(at))
 	}
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "  fault %s at %s, healed at %s\n", f.Desc, f.Start.Round(time.Millisecond), f.End.Round(time.Millisecond))

@@ -15,6 +15,8 @@ import (
 // it, then UpdateJob from the hash read, or CreateJob if it is absent),
 // retrying each job until it is acknowledged or cfg.RecoveryBound has
 // passed. The probes' calls are part of the history (clients Clients…).
+// Each manager's Recovery.After is taken from the whole history: when it
+// had acknowledged a write of every job, counted from the last heal.
 func probeRecovery(t testing.TB, c *testproc.Cluster, keys []string, rec *Recorder, cfg Config, lastHeal time.Duration) []Recovery {
 	t.Helper()
 	out := make([]Recovery, len(c.Managers))
@@ -28,13 +30,16 @@ func probeRecovery(t testing.TB, c *testproc.Cluster, keys []string, rec *Record
 		go func() {
 			defer wg.Done()
 			defer cl.Close()
-			out[i] = probe(cl, keys, rec, cfg.RecoveryBound, lastHeal)
+			out[i] = probe(cl, keys, rec, cfg.RecoveryBound)
 		}()
 	}
 	wg.Wait()
-	for _, r := range out {
+	ops := rec.Ops()
+	for i := range out {
+		r := &out[i]
 		if len(r.Failed) == 0 {
-			cfg.Logf("robustness: %s acknowledged a write of every job %s after the last heal", r.Manager, r.After.Round(time.Millisecond))
+			r.After = acceptedAll(ops, r.Manager, keys, lastHeal)
+			cfg.Logf("robustness: %s had acknowledged a write of every job %s after the last heal", r.Manager, r.After.Round(time.Millisecond))
 		} else {
 			cfg.Logf("robustness: %s did not acknowledge a write of %d jobs within %s: %s", r.Manager, len(r.Failed), cfg.RecoveryBound, strings.Join(r.Failed, "; "))
 		}
@@ -42,9 +47,28 @@ func probeRecovery(t testing.TB, c *testproc.Cluster, keys []string, rec *Record
 	return out
 }
 
+// acceptedAll returns when, after since, the manager had acknowledged a
+// create or update of every job, counted from since.
+func acceptedAll(ops []Op, manager string, keys []string, since time.Duration) time.Duration {
+	first := map[string]time.Duration{}
+	for _, op := range ops {
+		if op.Manager != manager || op.Call < since || op.Output.Outcome != OK || (op.Input.Kind != Create && op.Input.Kind != Update) {
+			continue
+		}
+		if t, ok := first[op.Input.Key]; !ok || op.Return < t {
+			first[op.Input.Key] = op.Return
+		}
+	}
+	var all time.Duration
+	for _, k := range keys {
+		all = max(all, first[k]-since)
+	}
+	return all
+}
+
 // probe tries the jobs round-robin, one read and write each per round,
 // until every job took a write or bound has passed.
-func probe(cl *Caller, keys []string, rec *Recorder, bound, lastHeal time.Duration) Recovery {
+func probe(cl *Caller, keys []string, rec *Recorder, bound time.Duration) Recovery {
 	r := Recovery{Manager: cl.Manager}
 	deadline := rec.Now() + bound
 	last := map[string]string{}
@@ -75,9 +99,6 @@ func probe(cl *Caller, keys []string, rec *Recorder, bound, lastHeal time.Durati
 	}
 	for _, key := range pending {
 		r.Failed = append(r.Failed, fmt.Sprintf("%s (last answer: %s)", key, last[key]))
-	}
-	if len(r.Failed) == 0 {
-		r.After = rec.Now() - lastHeal
 	}
 	return r
 }
@@ -247,7 +268,7 @@ func (r *Report) Summary() string {
 		if len(rc.Failed) > 0 {
 			fmt.Fprintf(&b, "  RECOVERY: %s accepted no write of: %s\n", rc.Manager, strings.Join(rc.Failed, "; "))
 		} else {
-			fmt.Fprintf(&b, "  recovery: %s acknowledged a write of every job %s after the last heal\n", rc.Manager, rc.After.Round(time.Millisecond))
+			fmt.Fprintf(&b, "  recovery: %s had acknowledged a write of every job %s after the last heal\n", rc.Manager, rc.After.Round(time.Millisecond))
 		}
 	}
 	for _, d := range r.Diverged {

@@ -284,3 +284,20 @@ func TestLostWrites(t *testing.T) {
 		})
 	}
 }
+
+func TestAcceptedAll(t *testing.T) {
+	on := func(op Op, key, manager string) Op {
+		op.Input.Key, op.Manager = key, manager
+		return op
+	}
+	ops := []Op{
+		on(update(0, 0, 1, 1, 2), "a", "m1"), // before the heal
+		on(refused(update(0, 0, 2, 11, 12), codes.FailedPrecondition, ClaimStaleHash, 0), "a", "m1"), // refused
+		on(update(0, 0, 3, 13, 15), "a", "m1"),
+		on(create(0, 4, 12, 14), "b", "m1"),
+		on(update(1, 0, 5, 11, 12), "b", "m2"), // another manager
+	}
+	if got := acceptedAll(ops, "m1", []string{"a", "b"}, at(10)); got != at(5) {
+		t.Fatalf("acceptedAll = %s, want 5ms (job a's first acknowledged write after the heal returned at 15ms)", got)
+	}
+}

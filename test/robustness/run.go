@@ -204,8 +204,8 @@ type Report struct {
 	Faults  []Fault
 	// Counts counts the operations per manager.
 	Counts map[string]*Counts
-	// Recovery is, per manager, when its last job's UpdateJob was
-	// acknowledged, counted from the last heal.
+	// Recovery is, per manager, when it had acknowledged a write of every
+	// job after the last heal (from the start without faults).
 	Recovery []Recovery
 	// Diverged lists jobs whose final reads differ between managers.
 	Diverged []string
@@ -225,8 +225,8 @@ type Counts struct {
 type Recovery struct {
 	Manager string
 	// After is when it had acknowledged an UpdateJob (or CreateJob, for
-	// a deleted job) of every job, since the last heal; 0 if it did not
-	// within the bound.
+	// a deleted job) of every job, through the workload or the probe,
+	// counted from the last heal; 0 if it did not within the bound.
 	After time.Duration
 	// Failed names the jobs it did not accept a write of, with its last
 	// answer.

@@ -29,6 +29,8 @@ type Violation struct {
 	At time.Duration
 }
 
+// String is the violation as the failure summary prints it: the job, how
+// far porcupine got, and the operations around the point it got stuck.
 func (v Violation) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s: not linearizable: %d of %d operations linearized, then the model is %s\n", v.Key, v.Linearized, v.Ops, v.State)

@@ -24,6 +24,7 @@ const (
 	Delete
 )
 
+// String names the kind (read, create, update, delete).
 func (k OpKind) String() string {
 	switch k {
 	case Read:
@@ -55,6 +56,7 @@ const (
 	Unknown
 )
 
+// String names the outcome (ok, refused, unknown).
 func (o Outcome) String() string {
 	switch o {
 	case OK:
@@ -128,6 +130,7 @@ type State struct {
 	Payload string
 }
 
+// String is "absent" or the payload with the hash's low 32 bits.
 func (s State) String() string {
 	if !s.Exists {
 		return "absent"

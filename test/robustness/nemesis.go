@@ -33,6 +33,7 @@ const (
 	Partition
 )
 
+// String names the fault as logs and the visualisation show it.
 func (k FaultKind) String() string {
 	switch k {
 	case KillRestart:
@@ -57,6 +58,7 @@ const (
 	Follower
 )
 
+// String is "leader" or "follower".
 func (t Target) String() string {
 	if t == Leader {
 		return "leader"
@@ -73,6 +75,7 @@ type Action struct {
 	Then   time.Duration
 }
 
+// String describes the action in one line.
 func (a Action) String() string {
 	return fmt.Sprintf("%s of the %s for %s, then %s", a.Kind, a.Target, a.Hold, a.Then)
 }

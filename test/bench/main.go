@@ -17,6 +17,7 @@
 //	go run ./test/bench cluster-throughput  # CreateJob on a 1-manager cluster and a 3-manager cluster (and a plain manager)
 //	go run ./test/bench convergence         # start 3 (5) managers at once → one leader with all voters; a joining manager → voter
 //	go run ./test/bench ha                  # the four HA scenarios
+//	go run ./test/bench robustness --duration 10m --seed N  # porcupine-checked CAS traffic under kills, freezes, partitions (test/robustness)
 //
 // Add --quick for a sanity run of well under a minute. Diagnostics for
 // createjob: --unsafe-no-fsync (no fsync in the manager nor in raw badger,
@@ -89,6 +90,14 @@ type settings struct {
 	convergenceTrials int           // convergence: cluster starts per size
 	convergenceSizes  []int         // convergence: cluster sizes
 	writeInterval     time.Duration // failover, session-failover: CreateJob every this often per manager
+
+	// robustness (test/robustness): faults and gaps in all, seed (0:
+	// random), clients, jobs, where a failing run's files go, partitions.
+	rbDuration        time.Duration
+	rbSeed            uint64
+	rbClients, rbJobs int
+	rbOut             string
+	rbPartitions      bool
 }
 
 // scenarios maps a scenario name to its runner.
@@ -104,6 +113,8 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"session-failover":   runSessionFailover,
 	"cluster-throughput": runClusterThroughput,
 	"convergence":        runConvergence,
+
+	"robustness": runRobustness,
 }
 
 // order is the order "all" runs the scenarios in (a single manager).
@@ -138,6 +149,7 @@ func main() {
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
+		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
 }
 
@@ -211,6 +223,12 @@ func parseFlags(name string, args []string) (*settings, error) {
 	convergenceTrials := fs.Int("convergence-trials", 5, "convergence: cluster starts per size")
 	convergenceSizes := fs.String("convergence-sizes", "3,5", "convergence: cluster sizes (managers started at once with --bootstrap-expect N)")
 	writeInterval := fs.Duration("write-interval", 10*time.Millisecond, "failover, session-failover: each manager gets a CreateJob this often (open loop)")
+	rbDuration := fs.Duration("duration", 10*time.Minute, "robustness: faults and the traffic between them add up to this (--quick: 1m)")
+	rbSeed := fs.Uint64("seed", 0, "robustness: seed of the schedule and the clients' choices (0: random, printed)")
+	rbClients := fs.Int("robustness-clients", 6, "robustness: clients, bound round-robin to the 3 managers")
+	rbJobs := fs.Int("robustness-jobs", 5, "robustness: jobs the clients share")
+	rbOut := fs.String("robustness-out", "", "robustness: where a failing run writes the porcupine visualisation and the history (default: a fresh dir under the system temp dir)")
+	rbPartitions := fs.Bool("robustness-partitions", true, "robustness: partitions too (needs root and iptables; left out with a note otherwise)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -235,12 +253,14 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "failover-trials", failoverTrials, 3)
 		quickDefault(set, "session-trials", sessionTrials, 2)
 		quickDefault(set, "convergence-trials", convergenceTrials, 1)
+		quickDefault(set, "duration", rbDuration, time.Minute)
 	}
 	s := &settings{quick: *quick, runs: *runs, warmup: *warmup, window: *window, trials: *trials,
 		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
-		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps}
+		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps,
+		rbDuration: *rbDuration, rbSeed: *rbSeed, rbClients: *rbClients, rbJobs: *rbJobs, rbOut: *rbOut, rbPartitions: *rbPartitions}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
 		return nil, err
@@ -267,6 +287,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 		return nil, fmt.Errorf("--cluster-timings %q: want lan or local", s.timings)
 	case s.writeInterval <= 0:
 		return nil, errors.New("--write-interval must be positive")
+	case s.rbDuration <= 0, s.rbClients < 1, s.rbJobs < 1:
+		return nil, errors.New("--duration must be positive, --robustness-clients and --robustness-jobs at least 1")
 	}
 	if s.workDir == "" {
 		s.workDir = os.TempDir()

@@ -1,20 +1,15 @@
 package ha
 
-// Helpers of workers_test.go and partition_test.go. Names start with hb
+// Helpers of workers_test.go and partition_test.go (the partition's
+// firewall is testproc.Firewall). Names start with hb
 // (this file's) so that they never collide with the package's other
 // helpers.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -159,164 +154,6 @@ func clientOf(t testing.TB, timeout time.Duration, ms ...*testproc.Manager) *cli
 	}
 	t.Cleanup(func() { cl.Close() })
 	return cl
-}
-
-// runAs makes manager m run as uid (gid the same) from its next Start:
-// the test binaries and the directories above m's data dir become
-// readable and searchable by everyone, and m's data dir is created and
-// owned by uid. The uid need not exist in /etc/passwd. Only root can do
-// this.
-func runAs(t testing.TB, m *testproc.Manager, uid int) {
-	t.Helper()
-	bin := testproc.Bin(t)
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(m.DataDir, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-	// t.TempDir's directories are 0700: open the ones between the system
-	// temporary directory and the data dir for searching.
-	tmp := filepath.Clean(os.TempDir())
-	for d := filepath.Dir(m.DataDir); strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m.Setup = func(cmd *exec.Cmd) {
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), NoSetGroups: true}
-	}
-}
-
-// firewall drops loopback traffic between managers that run under
-// different uids (runAs), with iptables owner matches in a chain of its
-// own that OUTPUT jumps to. The test process (root) is never filtered, so
-// test clients reach every manager throughout.
-type firewall struct {
-	t     testing.TB
-	chain string
-}
-
-const chainPrefix = "NORSKHA"
-
-// newFirewall creates the chain (named after this process) and the jump
-// from OUTPUT, removed at cleanup even if the test fails. It skips the
-// test unless it runs as root with a working iptables. Chains left behind
-// by test processes that died are removed first.
-func newFirewall(t testing.TB) *firewall {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("partition tests need root (iptables, and managers under their own uids)")
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("partition tests need iptables: not found on PATH")
-	}
-	if out, err := runIptables("-L", "OUTPUT", "-n"); err != nil {
-		t.Skipf("partition tests need a working iptables: %v: %s", err, out)
-	}
-	removeStaleChains(t)
-	f := &firewall{t: t, chain: chainPrefix + strconv.Itoa(os.Getpid())}
-	if out, err := runIptables("-N", f.chain); err != nil {
-		t.Fatalf("iptables -N %s: %v: %s", f.chain, err, out)
-	}
-	t.Cleanup(f.remove)
-	if out, err := runIptables("-I", "OUTPUT", "-j", f.chain); err != nil {
-		t.Fatalf("iptables -I OUTPUT -j %s: %v: %s", f.chain, err, out)
-	}
-	return f
-}
-
-// removeStaleChains removes the NORSKHA<pid> chains of processes that
-// are gone (a test binary killed before its cleanup): their rules would
-// drop traffic of a later run whose managers reuse the uids and ports.
-func removeStaleChains(t testing.TB) {
-	out, err := runIptables("-S")
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		name, ok := strings.CutPrefix(strings.TrimSpace(line), "-N "+chainPrefix)
-		if !ok {
-			continue
-		}
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == os.Getpid() || testproc.PIDAlive(pid) {
-			continue
-		}
-		t.Logf("removing the iptables chain %s%d left by a dead test process", chainPrefix, pid)
-		(&firewall{t: t, chain: chainPrefix + name}).remove()
-	}
-}
-
-func runIptables(args ...string) ([]byte, error) {
-	return exec.Command("iptables", append([]string{"-w", "5"}, args...)...).CombinedOutput()
-}
-
-// remove deletes the jump and the chain (every jump, should there be
-// several).
-func (f *firewall) remove() {
-	for {
-		if _, err := runIptables("-D", "OUTPUT", "-j", f.chain); err != nil {
-			break
-		}
-	}
-	if out, err := runIptables("-F", f.chain); err != nil {
-		f.t.Errorf("iptables -F %s: %v: %s", f.chain, err, out)
-	}
-	if out, err := runIptables("-X", f.chain); err != nil {
-		f.t.Errorf("iptables -X %s: %v: %s", f.chain, err, out)
-	}
-}
-
-// managerPorts lists the ports m listens on for other managers: API (with the
-// internal replication service), gossip, actor remote, Raft.
-func managerPorts(m *testproc.Manager) []string {
-	var out []string
-	for _, a := range []string{m.APIAddr, m.GossipAddr, m.ActorAddr, m.RaftAddr} {
-		out = append(out, a[strings.LastIndexByte(a, ':')+1:])
-	}
-	return out
-}
-
-// isolate drops every packet that a manager of one side sends to a port
-// of a manager of the other side (TCP and UDP), in both directions.
-// uids maps manager names to the uids they run under.
-func (f *firewall) isolate(uids map[string]int, minority *testproc.Manager, majority ...*testproc.Manager) {
-	f.t.Helper()
-	for _, other := range majority {
-		for _, dir := range [][2]*testproc.Manager{{minority, other}, {other, minority}} {
-			from, to := dir[0], dir[1]
-			for _, port := range managerPorts(to) {
-				for _, proto := range []string{"tcp", "udp"} {
-					args := []string{"-A", f.chain, "-m", "owner", "--uid-owner", strconv.Itoa(uids[from.Name]),
-						"-p", proto, "-d", "127.0.0.1", "--dport", port, "-j", "DROP"}
-					if out, err := runIptables(args...); err != nil {
-						f.t.Fatalf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
-					}
-				}
-			}
-		}
-	}
-}
-
-// heal removes every rule of the chain.
-func (f *firewall) heal() {
-	f.t.Helper()
-	if out, err := runIptables("-F", f.chain); err != nil {
-		f.t.Fatalf("iptables -F %s: %v: %s", f.chain, err, out)
-	}
-}
-
-// rules returns the chain's rules (for logs).
-func (f *firewall) rules() string {
-	out, _ := runIptables("-S", f.chain)
-	return string(bytes.TrimSpace(out))
 }
 
 // isUnavailable reports whether err is an answer of a manager that

@@ -20,7 +20,8 @@ import (
 
 // uidBase is the first uid the partition test runs managers under (one
 // uid per manager, so that iptables can tell their loopback traffic
-// apart). They need not exist in /etc/passwd.
+// apart). They need not exist in /etc/passwd. test/robustness uses
+// others, so that both packages can run at once.
 const uidBase = 61001
 
 // TestHA_PartitionedMinorityCannotCommit cuts one manager of three off
@@ -35,7 +36,7 @@ const uidBase = 61001
 //
 // Managers on one host all talk over 127.0.0.1, so each runs under its own
 // uid and the partition is a set of iptables owner-match rules in the
-// OUTPUT chain (see firewall). Network namespaces would give each
+// OUTPUT chain (see testproc.Firewall). Network namespaces would give each
 // manager its own lo, but then manager-to-manager traffic would have to
 // leave 127.0.0.0/8 (veth addresses) or need route_localnet tricks;
 // owner matches keep every packet on 127.0.0.1. Needs root and iptables
@@ -44,12 +45,12 @@ func TestHA_PartitionedMinorityCannotCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of real managers")
 	}
-	fw := newFirewall(t)
+	fw := testproc.NewFirewall(t)
 	c := testproc.NewCluster(t, 3)
 	uids := map[string]int{}
 	for i, m := range c.Managers {
 		uids[m.Name] = uidBase + i
-		runAs(t, m, uids[m.Name])
+		testproc.RunAs(t, m, uids[m.Name])
 	}
 	c.StartAll()
 	hc := newWatchedCluster(t, c)
@@ -110,7 +111,7 @@ type probeWrite struct {
 // minority and the majority, heals, checks the catch-up, and returns the
 // ids of the jobs the majority acknowledged meanwhile and of those the
 // isolated manager refused. acked lists the jobs acknowledged before.
-func partitionRound(t *testing.T, hc *watchedCluster, fw *firewall, uids map[string]int, isolateLeader bool, acked []string) (majAcked, refused []string) {
+func partitionRound(t *testing.T, hc *watchedCluster, fw *testproc.Firewall, uids map[string]int, isolateLeader bool, acked []string) (majAcked, refused []string) {
 	phase := "follower"
 	leader := hc.leader(t, 60*time.Second, hc.Managers...)
 	victim := hc.Managers[0]
@@ -134,9 +135,9 @@ func partitionRound(t *testing.T, hc *watchedCluster, fw *firewall, uids map[str
 	minC := clientOf(t, 10*time.Second, victim)
 	majC := clientOf(t, 10*time.Second, majority...)
 
-	fw.isolate(uids, victim, majority...)
+	fw.Isolate(uids, victim, majority...)
 	cut := time.Now()
-	t.Logf("[%s] cut: %d iptables rules in %s", phase, strings.Count(fw.rules(), "\n-A "), fw.chain)
+	t.Logf("[%s] cut: %d iptables rules in %s", phase, strings.Count(fw.Rules(), "\n-A "), fw.Chain)
 
 	// Writes to the isolated manager, one after the other, from the
 	// moment of the cut (when a stale leader still believes it leads)
@@ -243,7 +244,7 @@ func partitionRound(t *testing.T, hc *watchedCluster, fw *firewall, uids map[str
 	if err != nil {
 		t.Fatalf("status of %s: %v", newLeader.Name, err)
 	}
-	fw.heal()
+	fw.Heal()
 	healed := time.Now()
 	victim.WaitServing(60 * time.Second)
 	testproc.Await(t, 60*time.Second, victim.Name+" applied every write of the majority", func() error {

@@ -96,6 +96,10 @@ type grain struct {
 	seq persistence.Seq
 	// pending holds roles whose StartJob waits for the node grain: role → node.
 	pending map[string]string
+	// appended is set by commit: the command being handled tried an
+	// append (handle must not decide it a second time, unless the journal
+	// refused it outright).
+	appended bool
 	// endedWhilePending holds roles of pending whose worker reported the
 	// instance failed or stopped before the provision's answer arrived:
 	// role → node (reportGone recorded it; started must not).
@@ -155,8 +159,13 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
 		checked = true
 	}
 	seq := g.seq
+	g.appended = false
 	r := g.dispatch(ctx, m)
-	if r != nil && !checked && g.seq == seq {
+	// Decided again only if the first answer touched nothing: an append
+	// whose outcome is unknown (UNAVAILABLE) may have committed, and a
+	// second decision on the reloaded record would then refuse what was
+	// in fact done.
+	if r != nil && !checked && !g.appended && g.seq == seq {
 		if fail := g.ensureCurrent(m); fail != nil {
 			ctx.Respond(fail)
 			return
@@ -303,6 +312,7 @@ func (g *grain) commit(reqID string, next *internalpb.JobRecord, events ...*mana
 		fitRecord(next, g.cfg.MaxRecordBytes)
 		rec = next
 	}
+	g.appended = true
 	res, fail := actors.Commit(g.cfg.Journal, persistence.JobKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)
 	if fail != nil || res.Duplicate {
 		if fail != nil {

@@ -71,17 +71,27 @@ func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Se
 // error (I/O, undecodable bytes) is for the grain to crash on: its
 // supervisor restarts it and it loads again.
 func LoadRecord(j persistence.Journal, key persistence.EntityKey, rec proto.Message) (found bool, seq persistence.Seq, err error) {
+	found, seq, _, err = LoadRecordOrTombstone(j, key, rec)
+	return found, seq, err
+}
+
+// LoadRecordOrTombstone is LoadRecord that also returns, for a deleted
+// entity, the request ids its tombstone keeps (the commands applied to it
+// last, its delete included): a grain answers a retried command among
+// them as a repeat, and carries them into the record of a re-creation, so
+// that a retried delete of the old incarnation never deletes the new one.
+func LoadRecordOrTombstone(j persistence.Journal, key persistence.EntityKey, rec proto.Message) (found bool, seq persistence.Seq, deleted []string, err error) {
 	b, seq, err := j.Load(context.Background(), key)
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return false, seq, nil
+		return false, seq, persistence.TombstoneRequests(b), nil
 	case err != nil:
-		return false, 0, fmt.Errorf("load %s: %w", key, err)
+		return false, 0, nil, fmt.Errorf("load %s: %w", key, err)
 	}
 	if err := proto.Unmarshal(b, rec); err != nil {
-		return false, 0, fmt.Errorf("decode %s: %w", key, err)
+		return false, 0, nil, fmt.Errorf("decode %s: %w", key, err)
 	}
-	return true, seq, nil
+	return true, seq, nil, nil
 }
 
 // FreshnessTimeout bounds Current when the command carries no deadline

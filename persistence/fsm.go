@@ -295,7 +295,7 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 			return AppendResult{}, err
 		}
 	}
-	if rid := cmd.GetRequestId(); rid != "" && old != nil && slices.Contains(old.GetRecentRequests(), rid) {
+	if rid := cmd.GetRequestId(); rid != "" && slices.Contains(recentRequests(old, cur), rid) {
 		return AppendResult{Seq: cur.seq, Duplicate: true}, nil
 	}
 	if cur.seq != Seq(cmd.GetExpectedSeq()) {
@@ -319,7 +319,13 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 		return AppendResult{}, err
 	}
 	seq := cur.seq + 1
-	if err := txn.Set(entKey(key), encodeEntity(seq, !cmd.GetDelete(), cmd.GetRecord())); err != nil {
+	payload := cmd.GetRecord()
+	if cmd.GetDelete() {
+		if payload, err = tombstone(old, cmd.GetRequestId()); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if err := txn.Set(entKey(key), encodeEntity(seq, !cmd.GetDelete(), payload)); err != nil {
 		return AppendResult{}, err
 	}
 	last, err := ab.appendEvents(txn, cmd)
@@ -362,14 +368,65 @@ type entity struct {
 	record []byte
 }
 
+// encodeEntity encodes an entity's value: seq ‖ live flag (0 live, 1
+// deleted) ‖ its record, or for a deleted entity its tombstone (a
+// marshalled internalpb.Tombstone; empty in tombstones written before
+// tombstones kept request ids).
 func encodeEntity(seq Seq, live bool, rec []byte) []byte {
 	b := make([]byte, 0, 9+len(rec))
 	b = binary.BigEndian.AppendUint64(b, uint64(seq))
 	if live {
 		b = append(b, 0)
-		return append(b, rec...)
+	} else {
+		b = append(b, 1)
 	}
-	return append(b, 1)
+	return append(b, rec...)
+}
+
+// maxTombstoneRequests bounds the request ids a tombstone keeps (as many
+// as a record does).
+const maxTombstoneRequests = 32
+
+// tombstone returns the payload of the tombstone a delete by rid leaves of
+// old: old's recent request ids and rid.
+func tombstone(old record, rid string) ([]byte, error) {
+	var ids []string
+	if old != nil {
+		ids = slices.Clone(old.GetRecentRequests())
+	}
+	if rid != "" {
+		ids = append(ids, rid)
+	}
+	if over := len(ids) - maxTombstoneRequests; over > 0 {
+		ids = ids[over:]
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return proto.Marshal(&internalpb.Tombstone{RecentRequests: ids})
+}
+
+// recentRequests returns the request ids applied to the entity: old's
+// (live), or its tombstone's (deleted).
+func recentRequests(old record, cur entity) []string {
+	if old != nil {
+		return old.GetRecentRequests()
+	}
+	return TombstoneRequests(cur.record)
+}
+
+// TombstoneRequests decodes the request ids a tombstone payload (what Load
+// returns with ErrNotFound for a deleted entity) keeps; nil for an empty
+// or undecodable one.
+func TombstoneRequests(payload []byte) []string {
+	if len(payload) == 0 {
+		return nil
+	}
+	var t internalpb.Tombstone
+	if proto.Unmarshal(payload, &t) != nil {
+		return nil
+	}
+	return t.GetRecentRequests()
 }
 
 func decodeEntity(key EntityKey, v []byte) (entity, error) {
@@ -377,9 +434,8 @@ func decodeEntity(key EntityKey, v []byte) (entity, error) {
 		return entity{}, fmt.Errorf("entity %s: value of %d bytes: %w", key, len(v), ErrCorrupt)
 	}
 	e := entity{seq: Seq(binary.BigEndian.Uint64(v)), live: v[8] == 0}
-	if e.live {
-		e.record = bytes.Clone(v[9:])
-	}
+	// A live entity's record, or a deleted one's tombstone.
+	e.record = bytes.Clone(v[9:])
 	return e, nil
 }
 

@@ -60,7 +60,9 @@ type Journal interface {
 	Append(ctx context.Context, key EntityKey, expectedSeq Seq, change Change) (AppendResult, error)
 
 	// Load returns the entity's record bytes and sequence as applied on
-	// this manager, or ErrNotFound. The returned slice is the caller's.
+	// this manager, or ErrNotFound; for a deleted entity, ErrNotFound with
+	// the tombstone's sequence and payload (TombstoneRequests). The
+	// returned slice is the caller's.
 	Load(ctx context.Context, key EntityKey) ([]byte, Seq, error)
 
 	// LastSeq returns the entity's sequence (0 if it does not exist).

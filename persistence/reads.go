@@ -29,7 +29,8 @@ func (s *Store) View(fn func(r *Reader) error) error {
 
 // Load returns an entity's record bytes and sequence. For a deleted entity
 // it returns ErrNotFound with the sequence of the deletion (appends that
-// re-create it must expect that sequence).
+// re-create it must expect that sequence) and the tombstone's payload
+// (TombstoneRequests decodes it; nil for an entity that never existed).
 func (s *Store) Load(key EntityKey) ([]byte, Seq, error) {
 	var e entity
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -41,7 +42,7 @@ func (s *Store) Load(key EntityKey) ([]byte, Seq, error) {
 		return nil, 0, fmt.Errorf("load %s: %w", key, err)
 	}
 	if !e.live {
-		return nil, e.seq, ErrNotFound
+		return e.record, e.seq, ErrNotFound
 	}
 	return e.record, e.seq, nil
 }

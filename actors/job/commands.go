@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +30,10 @@ func (g *grain) create(reqID string, job *managerpb.Job) *internalpb.Reply {
 	j := proto.Clone(job).(*managerpb.Job)
 	j.CurrentHash = Hash(j)
 	j.State = stateAfter(&managerpb.Job{StartDateTime: j.GetStartDateTime()}, now.AsTime())
-	next := &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: j, HistoryEntry: []*managerpb.JobHistoryEntry{hCreated(now)}}}
+	next := &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: j, HistoryEntry: []*managerpb.JobHistoryEntry{hCreated(now)}},
+		// The previous incarnation's last commands (its tombstone's): a
+		// retried delete of it is then a repeat, not a delete of this one.
+		RecentRequests: slices.Clone(g.deleted)}
 	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
 		return r
 	}
@@ -87,10 +91,11 @@ func (g *grain) delete(reqID string) *internalpb.Reply {
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
 			"job %q has running instances: %s; stop or complete it first", g.id, describeInstances(g.rec, g.pending))
 	}
+	recent := g.rec.GetRecentRequests()
 	if r := g.commit(reqID, nil, deletedEvent(g.id)); r != nil {
 		return r
 	}
-	g.rec = nil
+	g.rec, g.deleted = nil, actors.RememberRequest(slices.Clone(recent), reqID)
 	g.log.Info("job deleted")
 	g.tellWorkersDeleted()
 	return actors.OK()

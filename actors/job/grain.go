@@ -94,6 +94,10 @@ type grain struct {
 
 	rec *internalpb.JobRecord // nil: the job does not exist
 	seq persistence.Seq
+	// deleted holds, while rec is nil, the request ids the job's tombstone
+	// keeps (its last commands and its delete): repeats are answered as
+	// such, and a re-creation carries them over.
+	deleted []string
 	// pending holds roles whose StartJob waits for the node grain: role → node.
 	pending map[string]string
 	// appended is set by commit: the command being handled tried an
@@ -126,11 +130,11 @@ func (g *grain) Receive(ctx actor.Context) {
 // supervisor restarts the grain, which loads again.
 func (g *grain) load() {
 	rec := &internalpb.JobRecord{}
-	found, seq, err := actors.LoadRecord(g.cfg.Journal, persistence.JobKey(g.id), rec)
+	found, seq, deleted, err := actors.LoadRecordOrTombstone(g.cfg.Journal, persistence.JobKey(g.id), rec)
 	if err != nil {
 		panic(fmt.Sprintf("job %s: %v", g.id, err))
 	}
-	g.seq = seq
+	g.seq, g.deleted = seq, deleted
 	g.rec = nil
 	if found {
 		g.rec = rec
@@ -212,7 +216,7 @@ func (g *grain) ensureCurrent(m *internalpb.JobCommand) *internalpb.Reply {
 // dispatch carries out m on the current record. A nil reply means the
 // command answers later (StartJob, from its continuation).
 func (g *grain) dispatch(ctx actor.Context, m *internalpb.JobCommand) *internalpb.Reply {
-	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
+	if rid := m.GetRequestId(); rid != "" && (slices.Contains(g.rec.GetRecentRequests(), rid) || g.rec == nil && slices.Contains(g.deleted, rid)) {
 		return g.replayReply(m)
 	}
 	switch c := m.GetCmd().(type) {
@@ -240,11 +244,15 @@ func (g *grain) dispatch(ctx actor.Context, m *internalpb.JobCommand) *internalp
 	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
 }
 
-// replayReply answers a command whose request id was already applied.
+// replayReply answers a command whose request id was already applied, as
+// it was answered: a create or update with the hash of the definition it
+// wrote (not the job's current one, which a later write may have changed).
 func (g *grain) replayReply(m *internalpb.JobCommand) *internalpb.Reply {
-	switch m.GetCmd().(type) {
-	case *internalpb.JobCommand_Create, *internalpb.JobCommand_Update:
-		return &internalpb.Reply{Payload: &internalpb.Reply_JobHash{JobHash: &managerpb.JobHash{Hash: g.rec.GetJob().GetJob().GetCurrentHash()}}}
+	switch c := m.GetCmd().(type) {
+	case *internalpb.JobCommand_Create:
+		return hashReply(Hash(c.Create.GetJob()))
+	case *internalpb.JobCommand_Update:
+		return hashReply(Hash(c.Update.GetJob()))
 	}
 	return actors.OK()
 }

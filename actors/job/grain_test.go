@@ -613,3 +613,34 @@ func TestJob_LastFailureRecorded(t *testing.T) {
 	require.Equal(t, "pull image x: not found", got[1].GetReason())
 	require.NotNil(t, got[1].GetAt())
 }
+
+// TestJob_RetriesAcrossADeletion: cluster requests are at-least-once, so
+// a command can arrive again after the job was deleted (and even
+// re-created). A retried delete is answered as done and never deletes the
+// job's next incarnation; a retried create of a deleted job is answered as
+// the first was, without creating it again.
+func TestJob_RetriesAcrossADeletion(t *testing.T) {
+	e := newEnv(t)
+	withID := func(cmd *internalpb.JobCommand, id string) *internalpb.JobCommand { cmd.RequestId = id; return cmd }
+	del := func() *internalpb.JobCommand {
+		return &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Delete{Delete: &internalpb.DeleteJob{}}}
+	}
+	first := &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Description: "first"}
+	created := e.do(t, "j", withID(create(first), "create-1"))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(del(), "delete-1")).GetCode())
+
+	// The delete again, with the job gone: done, not NOT_FOUND.
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(del(), "delete-1")).GetCode())
+	// The first create again, with the job deleted: answered as it was,
+	// and the job stays deleted.
+	r := e.do(t, "j", withID(create(first), "create-1"))
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	require.Equal(t, created.GetJobHash().GetHash(), r.GetJobHash().GetHash())
+	require.Equal(t, errorpb.Code_NOT_FOUND, e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Get{Get: &internalpb.GetJob{}}}).GetCode())
+
+	// Re-created: the old delete retried must not delete the new job.
+	second := &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Description: "second"}
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(create(second), "create-2")).GetCode())
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(del(), "delete-1")).GetCode())
+	require.Equal(t, "second", e.record(t, "j").GetJob().GetJob().GetDescription(), "a retried delete of the old job deleted the new one")
+}

@@ -91,9 +91,11 @@ func (s *Switch) wait(ctx context.Context) (*Router, error) {
 
 // Request implements actors.Router on the installed Router. A request
 // that fails because its Router was replaced under it is made again on
-// the new one (the old one's grains are gone, so the command was not
-// carried out by them: their supervisors are stopped before the switch
-// and a stopped grain answers nothing).
+// the new one. The first delivery may have been carried out (its grain
+// may live on another manager; only the reply was lost with the old
+// router): that is safe because every grain command carries a request id
+// that its record, or its tombstone once deleted, remembers, as for any
+// of protoactor's at-least-once redeliveries.
 func (s *Switch) Request(ctx context.Context, kind, identity string, cmd proto.Message) (*internalpb.Reply, error) {
 	for {
 		r, err := s.wait(ctx)

@@ -139,7 +139,7 @@ func (x CloudNode_Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CloudNode_Phase.Descriptor instead.
 func (CloudNode_Phase) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{3, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type InstanceReport_Kind int32
@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -365,6 +365,56 @@ func (x *JobRecord) GetLastFailures() []*managerpb.InstanceFailure {
 	return nil
 }
 
+// What a deleted entity leaves in its tombstone (the FSM writes it): the
+// request ids of its last commands, the delete's included, so that a
+// command retried after the deletion (cluster requests are at-least-once)
+// is recognised as a repeat instead of acting on the entity's next
+// incarnation. A grain re-creating the entity carries them into its new
+// record.
+type Tombstone struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RecentRequests []string               `protobuf:"bytes,1,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Tombstone) Reset() {
+	*x = Tombstone{}
+	mi := &file_internal_internal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tombstone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tombstone) ProtoMessage() {}
+
+func (x *Tombstone) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
+func (*Tombstone) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Tombstone) GetRecentRequests() []string {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
 // State of one node grain (any provider; cluster slots included).
 type NodeRecord struct {
 	state           protoimpl.MessageState         `protogen:"open.v1"`
@@ -410,7 +460,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_internal_internal_proto_msgTypes[2]
+	mi := &file_internal_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +472,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[2]
+	mi := &file_internal_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +485,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{2}
+	return file_internal_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeRecord) GetNodeId() string {
@@ -625,7 +675,7 @@ type CloudNode struct {
 
 func (x *CloudNode) Reset() {
 	*x = CloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[3]
+	mi := &file_internal_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +687,7 @@ func (x *CloudNode) String() string {
 func (*CloudNode) ProtoMessage() {}
 
 func (x *CloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[3]
+	mi := &file_internal_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +700,7 @@ func (x *CloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudNode.ProtoReflect.Descriptor instead.
 func (*CloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{3}
+	return file_internal_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CloudNode) GetRequest() isCloudNode_Request {
@@ -764,7 +814,7 @@ type ProviderHealthRecord struct {
 
 func (x *ProviderHealthRecord) Reset() {
 	*x = ProviderHealthRecord{}
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +826,7 @@ func (x *ProviderHealthRecord) String() string {
 func (*ProviderHealthRecord) ProtoMessage() {}
 
 func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +839,7 @@ func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderHealthRecord.ProtoReflect.Descriptor instead.
 func (*ProviderHealthRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+	return file_internal_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProviderHealthRecord) GetHealth() *managerpb.ProviderHealth {
@@ -817,7 +867,7 @@ type MockPoolRecord struct {
 
 func (x *MockPoolRecord) Reset() {
 	*x = MockPoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +879,7 @@ func (x *MockPoolRecord) String() string {
 func (*MockPoolRecord) ProtoMessage() {}
 
 func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +892,7 @@ func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockPoolRecord.ProtoReflect.Descriptor instead.
 func (*MockPoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{5}
+	return file_internal_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MockPoolRecord) GetNext() uint32 {
@@ -891,7 +941,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +953,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +966,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{6}
+	return file_internal_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BundleRecord) GetBundle() *managerpb.Bundle {
@@ -988,7 +1038,7 @@ type BundleJobState struct {
 
 func (x *BundleJobState) Reset() {
 	*x = BundleJobState{}
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1050,7 @@ func (x *BundleJobState) String() string {
 func (*BundleJobState) ProtoMessage() {}
 
 func (x *BundleJobState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1063,7 @@ func (x *BundleJobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
 func (*BundleJobState) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BundleJobState) GetJobId() string {
@@ -1087,7 +1137,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1149,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1162,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -1174,7 +1224,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1236,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1249,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -1221,7 +1271,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1283,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1296,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -1287,7 +1337,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1349,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1362,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -1498,7 +1548,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1560,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1573,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -1717,7 +1767,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1779,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1792,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -1761,7 +1811,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1823,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1836,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -1804,7 +1854,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1866,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1879,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 type StartJob struct {
@@ -1842,7 +1892,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1904,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1917,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StartJob) GetRole() string {
@@ -1894,7 +1944,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1956,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +1969,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopJob) GetRole() string {
@@ -1944,7 +1994,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2006,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2019,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 type GetJob struct {
@@ -1980,7 +2030,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2042,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2055,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2017,7 +2067,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2079,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2092,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -2061,7 +2111,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2123,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2136,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -2149,7 +2199,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2211,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2224,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -2225,7 +2275,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2287,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2300,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -2508,7 +2558,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2570,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2583,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -2568,7 +2618,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2630,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2643,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -2624,7 +2674,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2686,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2699,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -2704,7 +2754,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2766,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2779,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -2767,7 +2817,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2829,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2842,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -2845,7 +2895,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2857,7 +2907,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2870,7 +2920,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 type TerminateNode struct {
@@ -2881,7 +2931,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2943,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +2956,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 type CreateMockNode struct {
@@ -2919,7 +2969,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +2981,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +2994,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -2970,7 +3020,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3032,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3045,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3015,7 +3065,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3077,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3090,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -3065,7 +3115,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3127,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3140,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -3102,7 +3152,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3164,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3177,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 type UpdatePhysicalNode struct {
@@ -3139,7 +3189,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3201,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3214,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3186,7 +3236,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3248,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3261,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -3235,7 +3285,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3297,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3310,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -3305,7 +3355,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3367,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3380,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -3357,7 +3407,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3419,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3432,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -3518,7 +3568,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3580,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3593,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -3562,7 +3612,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3624,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3637,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -3605,7 +3655,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3667,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3680,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -3645,7 +3695,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3657,7 +3707,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3670,7 +3720,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -3702,7 +3752,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3764,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3777,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 var File_internal_internal_proto protoreflect.FileDescriptor
@@ -3750,7 +3800,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
 	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\x12G\n" +
-	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\"\xa8\b\n" +
+	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\"4\n" +
+	"\tTombstone\x12'\n" +
+	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xa8\b\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -4040,183 +4092,184 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                          // 1: norsk.internal.v1.CloudNode.Phase
 	(InstanceReport_Kind)(0),                      // 2: norsk.internal.v1.InstanceReport.Kind
 	(*Instance)(nil),                              // 3: norsk.internal.v1.Instance
 	(*JobRecord)(nil),                             // 4: norsk.internal.v1.JobRecord
-	(*NodeRecord)(nil),                            // 5: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                             // 6: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                  // 7: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                        // 8: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                          // 9: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                        // 10: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                         // 11: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                           // 12: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                           // 13: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                 // 14: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                            // 15: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                             // 16: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                             // 17: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                             // 18: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                              // 19: norsk.internal.v1.StartJob
-	(*StopJob)(nil),                               // 20: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                           // 21: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                // 22: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                           // 23: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                        // 24: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                              // 25: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                           // 26: norsk.internal.v1.NodeCommand
-	(*OrphanFound)(nil),                           // 27: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                            // 28: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                       // 29: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                          // 30: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                        // 31: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                        // 32: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                         // 33: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                        // 34: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                             // 35: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                          // 36: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                               // 37: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                  // 38: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                    // 39: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                         // 40: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                           // 41: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                            // 42: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                         // 43: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                          // 44: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                          // 45: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                          // 46: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                   // 47: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                             // 48: norsk.internal.v1.GetBundle
-	nil,                                           // 49: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                           // 50: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                           // 51: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                           // 52: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                           // 53: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                 // 54: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                 // 55: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),          // 56: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),              // 57: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),             // 58: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                   // 59: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                  // 60: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),            // 61: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),             // 62: norsk.api.manager.ClusterHardware
-	(*managerpb.Orphan)(nil),                      // 63: norsk.api.manager.Orphan
-	(*managerpb.CreateAwsNodeRequest)(nil),        // 64: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),        // 65: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),              // 66: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                      // 67: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),            // 68: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                             // 69: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                     // 70: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil), // 71: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 72: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 73: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 74: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 75: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 76: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 77: norsk.api.common.ResolvedPortMappings
+	(*Tombstone)(nil),                             // 5: norsk.internal.v1.Tombstone
+	(*NodeRecord)(nil),                            // 6: norsk.internal.v1.NodeRecord
+	(*CloudNode)(nil),                             // 7: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                  // 8: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                        // 9: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                          // 10: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                        // 11: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                         // 12: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                           // 13: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                           // 14: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                 // 15: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                            // 16: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                             // 17: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                             // 18: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                             // 19: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                              // 20: norsk.internal.v1.StartJob
+	(*StopJob)(nil),                               // 21: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                           // 22: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                // 23: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                           // 24: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                        // 25: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                              // 26: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                           // 27: norsk.internal.v1.NodeCommand
+	(*OrphanFound)(nil),                           // 28: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                            // 29: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                       // 30: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                          // 31: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                        // 32: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                        // 33: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                         // 34: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                        // 35: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                             // 36: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                          // 37: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                               // 38: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                  // 39: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                    // 40: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                         // 41: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                           // 42: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                            // 43: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                         // 44: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                          // 45: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                          // 46: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                          // 47: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                   // 48: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                             // 49: norsk.internal.v1.GetBundle
+	nil,                                           // 50: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                           // 51: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                           // 52: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                           // 53: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                           // 54: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                 // 55: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                 // 56: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),          // 57: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),              // 58: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),             // 59: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                   // 60: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                  // 61: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),            // 62: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),             // 63: norsk.api.manager.ClusterHardware
+	(*managerpb.Orphan)(nil),                      // 64: norsk.api.manager.Orphan
+	(*managerpb.CreateAwsNodeRequest)(nil),        // 65: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),        // 66: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),              // 67: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                      // 68: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),            // 69: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                             // 70: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                     // 71: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil), // 72: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 73: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 74: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 75: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 76: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 77: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 78: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	49, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	54, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	55, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	56, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	57, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	50, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	55, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	56, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	57, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	58, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	58, // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	59, // 8: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	60, // 9: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	55, // 10: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	56, // 11: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	61, // 12: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	54, // 13: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	62, // 14: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	54, // 15: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	6,  // 16: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	63, // 17: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	64, // 18: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	65, // 19: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	59, // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	60, // 8: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	61, // 9: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	56, // 10: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	57, // 11: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	62, // 12: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	55, // 13: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	63, // 14: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	55, // 15: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	64, // 17: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	65, // 18: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	66, // 19: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
 	1,  // 20: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	54, // 21: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	54, // 22: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	54, // 23: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	61, // 24: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	66, // 25: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	67, // 26: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	10, // 27: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	10, // 28: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	68, // 29: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	54, // 30: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	11, // 31: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	68, // 32: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	54, // 33: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	69, // 34: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	70, // 35: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	55, // 21: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	55, // 22: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	55, // 23: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	62, // 24: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	67, // 25: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	68, // 26: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	11, // 27: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	11, // 28: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	69, // 29: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	55, // 30: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	12, // 31: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	69, // 32: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	55, // 33: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	70, // 34: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	71, // 35: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
 	4,  // 36: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	5,  // 37: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	71, // 38: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	72, // 39: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	9,  // 40: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	73, // 41: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	54, // 42: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	16, // 43: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	17, // 44: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	18, // 45: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	19, // 46: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	20, // 47: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	21, // 48: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	22, // 49: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	23, // 50: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	24, // 51: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	25, // 52: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	74, // 53: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	74, // 54: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	6,  // 37: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	72, // 38: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	73, // 39: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	10, // 40: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	74, // 41: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	55, // 42: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	17, // 43: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	18, // 44: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	19, // 45: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	20, // 46: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	21, // 47: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	22, // 48: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	23, // 49: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	24, // 50: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	25, // 51: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	26, // 52: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	75, // 53: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	75, // 54: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
 	2,  // 55: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	50, // 56: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	55, // 57: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	56, // 58: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	75, // 59: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	54, // 60: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	30, // 61: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	31, // 62: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	32, // 63: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	33, // 64: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	34, // 65: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	35, // 66: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	36, // 67: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	37, // 68: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	38, // 69: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	39, // 70: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	40, // 71: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	29, // 72: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	27, // 73: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	28, // 74: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	51, // 75: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	64, // 76: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	65, // 77: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	52, // 78: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	62, // 79: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	53, // 80: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	76, // 81: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	42, // 82: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	54, // 83: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	44, // 84: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	45, // 85: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	46, // 86: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	47, // 87: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	48, // 88: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	38, // 89: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	67, // 90: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	67, // 91: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	77, // 92: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	77, // 93: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	77, // 94: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	51, // 56: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	56, // 57: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	57, // 58: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	76, // 59: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	55, // 60: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	31, // 61: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	32, // 62: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	33, // 63: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	34, // 64: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	35, // 65: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	36, // 66: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	37, // 67: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	38, // 68: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	39, // 69: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	40, // 70: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	41, // 71: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	30, // 72: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	28, // 73: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	29, // 74: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	52, // 75: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	65, // 76: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	66, // 77: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	53, // 78: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	63, // 79: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	54, // 80: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	77, // 81: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	43, // 82: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	55, // 83: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	45, // 84: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	46, // 85: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	47, // 86: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	48, // 87: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	49, // 88: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	39, // 89: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	68, // 90: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	68, // 91: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	78, // 92: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	78, // 93: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	78, // 94: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
 	95, // [95:95] is the sub-list for method output_type
 	95, // [95:95] is the sub-list for method input_type
 	95, // [95:95] is the sub-list for extension type_name
@@ -4229,12 +4282,12 @@ func file_internal_internal_proto_init() {
 	if File_internal_internal_proto != nil {
 		return
 	}
-	file_internal_internal_proto_msgTypes[2].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[3].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[3].OneofWrappers = []any{}
+	file_internal_internal_proto_msgTypes[4].OneofWrappers = []any{
 		(*CloudNode_Aws)(nil),
 		(*CloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[11].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[12].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
@@ -4244,7 +4297,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Bundle)(nil),
 		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[12].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[13].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -4256,7 +4309,7 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_InstanceReport)(nil),
 		(*JobCommand_NodeGone)(nil),
 	}
-	file_internal_internal_proto_msgTypes[23].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[24].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -4272,14 +4325,14 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_OrphanFound)(nil),
 		(*NodeCommand_StopOrphan)(nil),
 	}
-	file_internal_internal_proto_msgTypes[26].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[27].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[38].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[39].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[40].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[41].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -4293,7 +4346,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

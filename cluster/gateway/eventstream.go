@@ -174,7 +174,16 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 	resumed := false
 	if req.ResumeFromIndex != nil {
 		n := persistence.Index(req.GetResumeFromIndex())
-		first, head := sub.store.EventBounds()
+		// The bounds as a read sees them, not the FSM's cache: a client
+		// resuming from an index it was just sent must not be told it is
+		// beyond the head.
+		var first, head persistence.Index
+		if err := sub.store.View(func(r *persistence.Reader) (err error) {
+			first, head, err = r.EventBounds()
+			return err
+		}); err != nil {
+			return toStatus(err)
+		}
 		var reason string
 		switch {
 		case n > head:
@@ -375,7 +384,7 @@ func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 // job_pending as waiting jobs enter the window.
 func (sub *subscriber) tail(ctx context.Context) error {
 	for {
-		evs, err := sub.store.ReadEvents(sub.cursor+1, sub.cfg.ReadBatch)
+		page, err := sub.store.ReadEventPage(sub.cursor+1, sub.cfg.ReadBatch)
 		if errors.Is(err, persistence.ErrEventsTrimmed) {
 			return status.Errorf(codes.ResourceExhausted,
 				"event stream subscriber fell behind the retained log (delivered up to %d): reconnect; resuming will reset and resend a snapshot", sub.cursor)
@@ -383,16 +392,18 @@ func (sub *subscriber) tail(ctx context.Context) error {
 		if err != nil {
 			return toStatus(err)
 		}
-		for _, se := range evs {
+		for _, se := range page.Events {
 			if err := sub.deliver(ctx, se); err != nil {
 				return err
 			}
 		}
-		if len(evs) > 0 {
-			if _, head := sub.store.EventBounds(); uint64(head-sub.cursor) > sub.cfg.MaxLag {
+		if len(page.Events) > 0 {
+			// page.Head is from the view the events were read in, so
+			// it is at least the cursor; lag saturates all the same.
+			if n := lag(page.Head, sub.cursor); n > sub.cfg.MaxLag {
 				return status.Errorf(codes.ResourceExhausted,
 					"event stream subscriber too slow: %d events behind the head (limit %d); reconnect with resume_from_index set to the last log_index you processed",
-					head-sub.cursor, sub.cfg.MaxLag)
+					n, sub.cfg.MaxLag)
 			}
 			continue
 		}
@@ -408,6 +419,16 @@ func (sub *subscriber) tail(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// lag is how many events the log's head is beyond a subscriber's cursor:
+// head − cursor, or 0 when the cursor is at or past the head (a head read
+// from a cache that lags the log), never a wrapped-around difference.
+func lag(head, cursor persistence.Index) uint64 {
+	if head <= cursor {
+		return 0
+	}
+	return uint64(head - cursor)
 }
 
 // wait blocks until the log grows past the cursor, the next waiting job

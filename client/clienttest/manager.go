@@ -56,7 +56,7 @@ func NewManager(now func() time.Time) *Manager {
 	m.mu.nodes = make(map[string]*managerpb.NodeInfo)
 	m.mu.slots = make(map[string]*managerpb.ClusterNode)
 	m.mu.errors = make(map[string]error)
-	m.mu.events.init()
+	m.mu.events.init(now)
 	return m
 }
 

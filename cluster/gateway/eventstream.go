@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -193,7 +194,7 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 		}
 		if reason == "" {
 			sub.cursor, resumed = n, true
-		} else if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(head), Event: &managerpb.EventStreamEvent_StreamReset{
+		} else if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(head), EventTime: timestamppb.New(sub.srv.cfg.Clock()), Event: &managerpb.EventStreamEvent_StreamReset{
 			StreamReset: &managerpb.StreamReset{RequestedIndex: uint64(n), FirstRetainedIndex: uint64(first), HeadIndex: uint64(head),
 				Reason: reason + "; a fresh snapshot follows"}}}); err != nil {
 			return err
@@ -250,9 +251,11 @@ func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent)
 }
 
 // snapshot sends the current state and initial_data_complete, all at the
-// index the snapshot is read at, and starts the cursor there.
+// index the snapshot is read at and with the time it is read, and starts
+// the cursor there.
 func (sub *subscriber) snapshot(ctx context.Context) error {
 	now := sub.srv.cfg.Clock()
+	ts := timestamppb.New(now)
 	return sub.store.View(func(r *persistence.Reader) error {
 		head, err := r.EventHead()
 		if err != nil {
@@ -268,7 +271,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
 				NodeMetadata: n.GetMetadata(), RunningNodeMetadata: n.GetRunningMetadata(), Instances: inst}}})
 		}); err != nil {
 			return err
@@ -278,7 +281,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}})
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}})
 		}); err != nil {
 			return err
 		}
@@ -290,7 +293,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}})
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}})
 		}); err != nil {
 			return err
 		}
@@ -298,7 +301,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{Health: health}}})
+		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{Health: health}}})
 	})
 }
 
@@ -357,7 +360,9 @@ func (sub *subscriber) forget(id string) {
 	delete(sub.waiting, id)
 }
 
-// sendPending sends job_pending for each job still PRE.
+// sendPending sends job_pending for each job still PRE, with the time it
+// is sent (the job's start entered the window: no log event to take the
+// time of).
 func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		var rec *internalpb.JobRecord
@@ -372,7 +377,7 @@ func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 		if err != nil {
 			return err
 		}
-		if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(sub.cursor), Event: &managerpb.EventStreamEvent_JobPending{
+		if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(sub.cursor), EventTime: timestamppb.New(sub.srv.cfg.Clock()), Event: &managerpb.EventStreamEvent_JobPending{
 			JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}}); err != nil {
 			return err
 		}
@@ -480,9 +485,12 @@ func (sub *subscriber) windowTick(ctx context.Context) error {
 	return sub.sendPending(ctx, entered)
 }
 
-// deliver sends one log event, then the classification change it causes.
+// deliver sends one log event with the time of its append, then the
+// classification change it causes (with the same time). se is the
+// subscriber's own decoded copy: setting its fields is safe.
 func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) error {
 	ev := se.GetEvent()
+	ev.EventTime = se.GetAt()
 	if err := sub.push(ctx, ev); err != nil {
 		return err
 	}
@@ -503,7 +511,7 @@ func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) 
 		if known && was == within {
 			return nil
 		}
-		d := &managerpb.EventStreamEvent{LogIndex: ev.GetLogIndex()}
+		d := &managerpb.EventStreamEvent{LogIndex: ev.GetLogIndex(), EventTime: ev.GetEventTime()}
 		if within {
 			d.Event = &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: jwh}}
 		} else {

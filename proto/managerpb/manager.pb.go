@@ -4023,7 +4023,16 @@ type EventStreamEvent struct {
 	// (1-based, strictly increasing). Snapshot events and events derived for
 	// this subscriber (job_pending / job_out_of_window) carry the index of the
 	// log position they were computed at; resume with the last index seen.
-	LogIndex      uint64 `protobuf:"varint,100,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	LogIndex uint64 `protobuf:"varint,100,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	// Added. When the event happened: for a log event, the time of the change
+	// that raised it, recorded when it was appended (the same on every
+	// manager and on every replay, not the time of sending). Snapshot events,
+	// initial_data_complete and stream_reset carry the time the snapshot was
+	// read; job_pending / job_out_of_window derived from a log event carry
+	// that event's time, and job_pending for a job whose start entered the
+	// window as time passed the time it was noticed. Unset from managers
+	// that predate the field.
+	EventTime     *timestamppb.Timestamp `protobuf:"bytes,101,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4223,6 +4232,13 @@ func (x *EventStreamEvent) GetLogIndex() uint64 {
 		return x.LogIndex
 	}
 	return 0
+}
+
+func (x *EventStreamEvent) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
+	}
+	return nil
 }
 
 type isEventStreamEvent_Event interface {
@@ -6864,7 +6880,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xde\n" +
 	"\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
@@ -6889,7 +6905,9 @@ const file_manager_proto_rawDesc = "" +
 	"\fstream_reset\x18\x0f \x01(\v2\x1e.norsk.api.manager.StreamResetH\x00R\vstreamReset\x12I\n" +
 	"\x0ebundle_updated\x18\x10 \x01(\v2 .norsk.api.manager.BundleUpdatedH\x00R\rbundleUpdated\x12I\n" +
 	"\x0ebundle_deleted\x18\x11 \x01(\v2 .norsk.api.manager.BundleDeletedH\x00R\rbundleDeleted\x12\x1b\n" +
-	"\tlog_index\x18d \x01(\x04R\blogIndexB\a\n" +
+	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
+	"\n" +
+	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
 	"\x05event\"O\n" +
 	"\x10JobSearchRequest\x12;\n" +
 	"\n" +
@@ -7382,121 +7400,122 @@ var file_manager_proto_depIdxs = []int32{
 	59,  // 111: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	88,  // 112: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	89,  // 113: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	51,  // 114: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	11,  // 115: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	119, // 116: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	104, // 117: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	114, // 118: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	115, // 119: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 120: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 121: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	28,  // 122: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	106, // 123: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	10,  // 124: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	64,  // 125: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	26,  // 126: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	28,  // 127: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	101, // 128: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	117, // 129: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	120, // 130: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	117, // 131: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	70,  // 132: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	106, // 133: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	106, // 134: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	102, // 135: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 136: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	71,  // 137: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	70,  // 138: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 139: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	117, // 140: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	103, // 141: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	106, // 142: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	77,  // 143: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	80,  // 144: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	82,  // 145: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	84,  // 146: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	83,  // 147: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 148: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	16,  // 149: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	12,  // 150: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 151: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 152: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 153: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	80,  // 154: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	80,  // 155: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	80,  // 156: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	81,  // 157: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	80,  // 158: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	105, // 159: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	81,  // 160: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	90,  // 161: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	91,  // 162: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	121, // 163: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	106, // 164: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	106, // 165: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	122, // 166: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	12,  // 167: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	12,  // 168: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	105, // 169: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	61,  // 170: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	43,  // 171: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	44,  // 172: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	45,  // 173: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	117, // 174: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	46,  // 175: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	47,  // 176: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	105, // 177: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	52,  // 178: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	122, // 179: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	65,  // 180: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	105, // 181: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	68,  // 182: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	72,  // 183: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	117, // 184: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	74,  // 185: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	76,  // 186: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	78,  // 187: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	81,  // 188: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	81,  // 189: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	80,  // 190: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	86,  // 191: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	87,  // 192: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	80,  // 193: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	92,  // 194: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	62,  // 195: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	17,  // 196: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	17,  // 197: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	122, // 198: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	34,  // 199: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	122, // 200: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	122, // 201: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	122, // 202: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	122, // 203: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	122, // 204: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	122, // 205: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	122, // 206: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	60,  // 207: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	63,  // 208: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	66,  // 209: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	67,  // 210: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	69,  // 211: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	73,  // 212: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	122, // 213: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	75,  // 214: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	122, // 215: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	79,  // 216: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	85,  // 217: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	122, // 218: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	122, // 219: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	122, // 220: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	122, // 221: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	91,  // 222: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	93,  // 223: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	195, // [195:224] is the sub-list for method output_type
-	166, // [166:195] is the sub-list for method input_type
-	166, // [166:166] is the sub-list for extension type_name
-	166, // [166:166] is the sub-list for extension extendee
-	0,   // [0:166] is the sub-list for field type_name
+	106, // 114: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	51,  // 115: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	11,  // 116: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	119, // 117: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	104, // 118: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	114, // 119: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	115, // 120: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 121: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 122: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	28,  // 123: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	106, // 124: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	10,  // 125: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	64,  // 126: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	26,  // 127: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	28,  // 128: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	101, // 129: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	117, // 130: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	120, // 131: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	117, // 132: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	70,  // 133: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	106, // 134: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	106, // 135: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	102, // 136: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 137: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	71,  // 138: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	70,  // 139: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	117, // 140: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	117, // 141: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	103, // 142: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	106, // 143: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	77,  // 144: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	80,  // 145: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	82,  // 146: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	84,  // 147: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	83,  // 148: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 149: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	16,  // 150: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	12,  // 151: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 152: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 153: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 154: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	80,  // 155: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	80,  // 156: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	80,  // 157: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	81,  // 158: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	80,  // 159: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	105, // 160: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	81,  // 161: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	90,  // 162: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	91,  // 163: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	121, // 164: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	106, // 165: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	106, // 166: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	122, // 167: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	12,  // 168: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	12,  // 169: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	105, // 170: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	61,  // 171: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	43,  // 172: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	44,  // 173: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	45,  // 174: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	117, // 175: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	46,  // 176: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	47,  // 177: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	105, // 178: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	52,  // 179: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	122, // 180: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	65,  // 181: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	105, // 182: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	68,  // 183: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	72,  // 184: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	117, // 185: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	74,  // 186: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	76,  // 187: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	78,  // 188: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	81,  // 189: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	81,  // 190: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	80,  // 191: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	86,  // 192: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	87,  // 193: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	80,  // 194: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	92,  // 195: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	62,  // 196: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	17,  // 197: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	17,  // 198: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	122, // 199: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	34,  // 200: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	122, // 201: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	122, // 202: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	122, // 203: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	122, // 204: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	122, // 205: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	122, // 206: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	122, // 207: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	60,  // 208: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	63,  // 209: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	66,  // 210: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	67,  // 211: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	69,  // 212: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	73,  // 213: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	122, // 214: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	75,  // 215: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	122, // 216: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	79,  // 217: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	85,  // 218: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	122, // 219: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	122, // 220: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	122, // 221: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	122, // 222: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	91,  // 223: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	93,  // 224: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	196, // [196:225] is the sub-list for method output_type
+	167, // [167:196] is the sub-list for method input_type
+	167, // [167:167] is the sub-list for extension type_name
+	167, // [167:167] is the sub-list for extension extendee
+	0,   // [0:167] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }

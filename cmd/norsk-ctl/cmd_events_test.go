@@ -101,7 +101,9 @@ func TestCtl_EventsPrintsEventTime(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx())
 	out, errOut := &notifyBuffer{}, &notifyBuffer{}
 	doneCh := make(chan ctlResult, 1)
-	go func() { doneCh <- runCtlTo(t, ctx, "", out, errOut, "--manager-url", addr, "events", "--resume-from", "0") }()
+	go func() {
+		doneCh <- runCtlTo(t, ctx, "", out, errOut, "--manager-url", addr, "events", "--resume-from", "0")
+	}()
 	got := out.waitFor(t, "\n")
 	cancel()
 	if r := <-doneCh; r.code != 0 {

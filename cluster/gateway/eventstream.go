@@ -403,9 +403,14 @@ func (sub *subscriber) tail(ctx context.Context) error {
 			}
 		}
 		if len(page.Events) > 0 {
-			// page.Head is from the view the events were read in, so
-			// it is at least the cursor; lag saturates all the same.
-			if n := lag(page.Head, sub.cursor); n > sub.cfg.MaxLag {
+			// The head now: delivering may have waited on the client
+			// while the log grew, which is what the limit is about.
+			// The FSM's cached head can still be below the cursor for
+			// a moment (it is published after the events are
+			// readable): page.Head, from the view the events were read
+			// in, is a floor, and lag saturates all the same.
+			_, cached := sub.store.EventBounds()
+			if n := lag(max(cached, page.Head), sub.cursor); n > sub.cfg.MaxLag {
 				return status.Errorf(codes.ResourceExhausted,
 					"event stream subscriber too slow: %d events behind the head (limit %d); reconnect with resume_from_index set to the last log_index you processed",
 					n, sub.cfg.MaxLag)

@@ -229,7 +229,7 @@ func TestEventStream_SlowSubscriberIsCutOff(t *testing.T) {
 	require.NoError(t, err)
 	big := make([]byte, 64<<10)
 	for i := range 60 {
-		_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "j" + string(rune('A'+i))}, ManagerConfiguration: string(big)})
+		_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: fmt.Sprintf("j%02d", i)}, ManagerConfiguration: string(big)})
 		require.NoError(t, err)
 	}
 	// The subscriber is ended with a clear status; it gets what was queued

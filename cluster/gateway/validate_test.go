@@ -89,7 +89,7 @@ func TestCheckNewID(t *testing.T) {
 		{"job-1", ""},
 		{"Job_2.primary", ""},
 		{"9lives", ""},
-		{"0f8fad5b-d9cb-469f-a165-70867728950e", ""}, // a minted UUID
+		{"0f8fad5b-d9cb-469f-a165-70867728950e", ""},                     // a minted UUID
 		{strings.Repeat("b", 128) + ".1." + strings.Repeat("j", 64), ""}, // the longest bundle-derived id
 		{strings.Repeat("x", maxNewIDLen), ""},
 		{strings.Repeat("x", maxNewIDLen+1), "the limit is 200"},

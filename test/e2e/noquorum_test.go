@@ -75,4 +75,9 @@ func TestE2E_NoLeader_FailsFast(t *testing.T) {
 	ce, ok := errors.AsType[*client.CallError](err)
 	require.True(t, ok && ce.Local, "%v", err)
 	require.True(t, strings.Contains(err.Error(), survivor.APIAddr), "%v", err)
+	// The cause per manager, not the last dial error gRPC kept.
+	require.Contains(t, err.Error(), survivor.APIAddr+" NOT_SERVING (no Raft leader)")
+	for _, m := range c.Managers[1:] {
+		require.Contains(t, err.Error(), m.APIAddr+" unreachable: ")
+	}
 }

@@ -27,12 +27,13 @@ type Manager struct {
 
 	mu struct {
 		sync.Mutex
-		seq    int64                             // source of ids, tokens and hashes
-		jobs   map[string]*fakeJob               // by job id
-		nodes  map[string]*managerpb.NodeInfo    // by node id
-		slots  map[string]*managerpb.ClusterNode // by node id
-		errors map[string]error                  // injected, by method ("" = all)
-		events eventLog
+		seq     int64                             // source of ids, tokens and hashes
+		jobs    map[string]*fakeJob               // by job id
+		nodes   map[string]*managerpb.NodeInfo    // by node id
+		slots   map[string]*managerpb.ClusterNode // by node id
+		errors  map[string]error                  // injected, by method ("" = all)
+		events  eventLog
+		members *managerpb.ClusterMembersResponse // nil: ClusterMembers is Unimplemented
 	}
 }
 

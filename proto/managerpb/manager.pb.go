@@ -5599,7 +5599,10 @@ func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
 type ClusterMembersResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Members []*ClusterMember       `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
-	// Name of the Raft leader ("" if there is none).
+	// Name of the Raft leader ("" if there is none, or if the answering
+	// manager's view names one that does not itself report being the leader
+	// of the newest term any member reports: a dead or deposed leader is
+	// never named).
 	Leader        string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

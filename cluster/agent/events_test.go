@@ -221,7 +221,9 @@ func TestEventStream_SlowSubscriberIsCutOff(t *testing.T) {
 	require.NoError(t, a.Start())
 	t.Cleanup(a.Shutdown)
 	c := dial(t, a.APIAddr())
-	sctx, cancel := context.WithCancel(ctx)
+	// The deadline turns a subscriber that is never cut off into a
+	// failure (DeadlineExceeded below) instead of a Recv that hangs.
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	s, err := c.EventStream(sctx, &managerpb.EventStreamRequest{})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,12 +46,16 @@ const managerService = "norsk.api.manager.Manager"
 // accept codes.AlreadyExists, and one that retries an UpdateJob should re-read
 // the job (JobByID) first, as the hash may already have moved.
 type NorskManager struct {
-	conn    *grpc.ClientConn
-	api     managerpb.ManagerClient
-	addrs   []string
-	dials   *dialTracker // nil if Settings.DialOptions replaced the dialer
-	timeout time.Duration
-	logger  *slog.Logger
+	conn  *grpc.ClientConn
+	api   managerpb.ManagerClient
+	addrs []string
+	dials *dialTracker
+	// probeOpts dial one manager for a health check (probeHealth): the
+	// connection's transport, dialer and Settings.DialOptions, without its
+	// resolver and service config.
+	probeOpts []grpc.DialOption
+	timeout   time.Duration
+	logger    *slog.Logger
 
 	closeOnce sync.Once
 	closeErr  error
@@ -73,9 +78,11 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 		return nil, fmt.Errorf("client: Settings.URL: %w", err)
 	}
 	dials := newDialTracker()
-	opts := []grpc.DialOption{
+	transport := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dials.dial),
+	}
+	opts := append(slices.Clone(transport),
 		grpc.WithResolvers(&staticResolver{addrs: addrs}),
 		grpc.WithDefaultServiceConfig(serviceConfig(len(addrs))),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -87,7 +94,7 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}
+	)
 	opts = append(opts, settings.DialOptions...)
 	conn, err := grpc.NewClient(resolverScheme+":///manager", opts...)
 	if err != nil {
@@ -99,12 +106,13 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 	}
 	conn.Connect()
 	return &NorskManager{
-		conn:    conn,
-		api:     managerpb.NewManagerClient(conn),
-		addrs:   addrs,
-		dials:   dials,
-		timeout: settings.Timeout,
-		logger:  logger.With("component", "norsk-manager-client"),
+		conn:      conn,
+		api:       managerpb.NewManagerClient(conn),
+		addrs:     addrs,
+		dials:     dials,
+		probeOpts: append(transport, settings.DialOptions...),
+		timeout:   settings.Timeout,
+		logger:    logger.With("component", "norsk-manager-client"),
 	}, nil
 }
 
@@ -182,7 +190,7 @@ func unaryFrom[Req, Resp any](ctx context.Context, m *NorskManager, method strin
 	resp, err := fn(ctx, req, grpc.Peer(&p))
 	if err != nil {
 		var zero Resp
-		return zero, "", m.callErr(method, err, &p)
+		return zero, "", m.callErr(ctx, method, err, &p)
 	}
 	addr := ""
 	if p.Addr != nil {
@@ -214,21 +222,22 @@ func (m *NorskManager) CreateStatusChannel(ctx context.Context) iter.Seq2[*manag
 		defer cancel()
 		stream, err := m.api.CreateStatusChannel(ctx, &emptypb.Empty{})
 		if err != nil {
-			yield(nil, m.callErr("CreateStatusChannel", err, nil))
+			yield(nil, m.callErr(ctx, "CreateStatusChannel", err, nil))
 			return
 		}
-		recvAll(m, stream, "CreateStatusChannel", yield)
+		recvAll(ctx, m, stream, "CreateStatusChannel", yield)
 	}
 }
 
 // recvAll yields every message of stream, then the stream's error (as a
-// *CallError) unless it ended cleanly, until yield returns false.
-func recvAll[T any](m *NorskManager, stream grpc.ServerStreamingClient[T], method string, yield func(*T, error) bool) {
+// *CallError) unless it ended cleanly, until yield returns false. ctx is
+// the call's (it bounds the health probes of a local Unavailable).
+func recvAll[T any](ctx context.Context, m *NorskManager, stream grpc.ServerStreamingClient[T], method string, yield func(*T, error) bool) {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			if !isEOF(err) {
-				yield(nil, m.callErr(method, err, nil))
+				yield(nil, m.callErr(ctx, method, err, nil))
 			}
 			return
 		}

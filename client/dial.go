@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -22,11 +23,21 @@ func newDialTracker() *dialTracker { return &dialTracker{last: map[string]AddrSt
 func (d *dialTracker) dial(ctx context.Context, addr string) (net.Conn, error) {
 	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		d.record(addr, AddrStatus{Err: err.Error()})
+		d.record(addr, AddrStatus{Err: dialCause(err)})
 		return nil, err
 	}
 	d.record(addr, AddrStatus{Connected: true})
 	return &trackedConn{Conn: c, d: d, addr: addr}, nil
+}
+
+// dialCause is the text of a dial error without the "dial tcp ADDR: "
+// that net adds (the address is named beside it): "connect: connection
+// refused", "i/o timeout", "lookup m1: no such host".
+func dialCause(err error) string {
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "dial" && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
 }
 
 func (d *dialTracker) record(addr string, s AddrStatus) {

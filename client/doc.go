@@ -26,8 +26,11 @@
 // grpc.health.v1 (gRPC round_robin over a static address list, with
 // client-side health checking), so a manager that is down, or up without a
 // Raft leader (NOT_SERVING), is skipped. When no manager serves, calls fail
-// at once with codes.Unavailable; the *CallError is then Local and lists the
-// managers tried with each one's last connection error (Tried). Read-only calls
+// at once with codes.Unavailable; the *CallError is then Local and names the
+// cause per manager (Tried: its last connection error, or the health it
+// reports when asked right after the failure: "no manager serves: a:6790
+// NOT_SERVING (no Raft leader), b:6790 unreachable: connect: connection
+// refused"), not just the last dial error gRPC kept. Read-only calls
 // (Version, JobByID, JobSearch, ListNodes, ListClusterNodes, GetBundle,
 // ListBundles) that get Unavailable are retried on the next manager; calls
 // that change state are not retried, because a write that failed with

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -28,12 +29,15 @@ type CallError struct {
 	Local bool
 	// Addr is the address of the manager that answered, when known.
 	Addr string
-	// Tried lists, for a call that could not reach a manager, every
-	// manager address with the outcome of its last connection attempt.
+	// Tried lists, for a call that could not reach a manager that
+	// serves it, every manager address with the outcome of its last
+	// connection attempt and what it answered to a health check made
+	// after the call failed.
 	Tried []AddrStatus
 }
 
-// AddrStatus is the last connection outcome of one manager address.
+// AddrStatus is what the client knows of one manager address after a call
+// no manager could take: its last connection outcome and its health.
 type AddrStatus struct {
 	// Addr is the manager address (host:port).
 	Addr string
@@ -42,26 +46,65 @@ type AddrStatus struct {
 	Err string
 	// Connected is true when the last attempt connected.
 	Connected bool
+	// Health is the grpc.health.v1 status the manager reported when asked
+	// after the call failed ("NOT_SERVING": up without a Raft leader;
+	// "SERVING": it serves again), "" if it was not asked (unreachable) or
+	// did not answer (HealthErr).
+	Health string
+	// HealthErr is why a manager that was asked did not report a health
+	// status.
+	HealthErr string
 }
 
-// String renders "addr: error", "addr: connected" or "addr: not tried".
+// String renders the address and its cause: "addr NOT_SERVING (no Raft
+// leader)", "addr SERVING again … (retry)", "addr unreachable: error", "addr connected,
+// health check failed: error", "addr connected" or "addr not tried yet".
 func (a AddrStatus) String() string {
 	switch {
+	case a.Health == "NOT_SERVING":
+		return a.Addr + " NOT_SERVING (no Raft leader)"
+	case a.Health == "SERVING":
+		return a.Addr + " SERVING again when asked after the call (retry)"
+	case a.Health != "":
+		return a.Addr + " " + a.Health
 	case a.Err != "":
-		return a.Addr + ": " + a.Err
+		return a.Addr + " unreachable: " + a.Err
+	case a.HealthErr != "":
+		return a.Addr + " connected, health check failed: " + a.HealthErr
 	case a.Connected:
-		return a.Addr + ": connected"
+		return a.Addr + " connected"
 	}
-	return a.Addr + ": not tried yet"
+	return a.Addr + " not tried yet"
 }
 
-// Error returns "norsk manager: <Method>: <gRPC error>", with the managers
-// tried when the call could not reach one.
+// explained reports whether the status alone says why the manager did
+// not take the call (a health status or a connection error).
+func (a AddrStatus) explained() bool { return a.Health != "" || a.Err != "" }
+
+// Error returns "norsk manager: <Method>: <gRPC error>". For a call that no
+// manager could take it names each manager's cause instead ("norsk
+// manager: CreateJob: no manager serves: a:6790 NOT_SERVING (no Raft
+// leader), b:6790 unreachable: connect: connection refused"), followed by
+// gRPC's error only when some manager's cause is unknown: gRPC's message
+// alone is the last attempt's, often another address's dial error.
 func (e *CallError) Error() string {
 	if s := e.triedSummary(); s != "" {
+		if e.allExplained() {
+			return "norsk manager: " + e.Method + ": " + s
+		}
 		return "norsk manager: " + e.Method + ": " + s + ": " + e.Err.Error()
 	}
 	return "norsk manager: " + e.Method + ": " + e.Err.Error()
+}
+
+// allExplained reports whether every manager tried has a known cause.
+func (e *CallError) allExplained() bool {
+	for _, a := range e.Tried {
+		if !a.explained() {
+			return false
+		}
+	}
+	return len(e.Tried) > 0
 }
 
 // Unwrap returns the gRPC status error.
@@ -72,12 +115,16 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (e *CallError) GRPCStatus() *status.Status { return status.Convert(e.Err) }
 
 // ConnectionSummary describes, for a call that could not reach a manager
-// that serves it, what was tried ("no manager could take the call (tried
-// a: connection refused; b: connected): every manager reached reports
-// NOT_SERVING …"); for any other error it returns gRPC's own message.
+// that serves it, the cause per manager ("no manager serves: a:6790
+// NOT_SERVING (no Raft leader), b:6790 unreachable: connect: connection
+// refused", then gRPC's innermost message if some cause is unknown); for
+// any other error it returns gRPC's own message.
 func (e *CallError) ConnectionSummary() string {
 	msg := innermost(status.Convert(e.Err).Message())
 	if s := e.triedSummary(); s != "" {
+		if e.allExplained() {
+			return s
+		}
 		return s + ": " + msg
 	}
 	return msg
@@ -91,11 +138,7 @@ func (e *CallError) triedSummary() string {
 	for i, a := range e.Tried {
 		parts[i] = a.String()
 	}
-	s := "no manager could take the call (tried " + strings.Join(parts, "; ") + ")"
-	if strings.Contains(status.Convert(e.Err).Message(), "health check failed") {
-		s += "; the managers reached report NOT_SERVING (no Raft leader: no quorum?)"
-	}
-	return s
+	return "no manager serves: " + strings.Join(parts, ", ")
 }
 
 // innermost is the innermost description of a status message: gRPC's
@@ -134,8 +177,10 @@ func isLocal(err error) bool {
 // callErr turns the error of a call to method into a *CallError; nil stays
 // nil. The status is taken for a manager's unless its message is one of
 // gRPC's own or, with the grpc.Peer option p of the call, no manager was
-// reached; a local Unavailable lists the managers tried.
-func (m *NorskManager) callErr(method string, err error, p *peer.Peer) error {
+// reached; a local Unavailable lists the managers tried, with the health
+// each reachable one reports when asked now (probeHealth: up to
+// probeTimeout, bounded by ctx).
+func (m *NorskManager) callErr(ctx context.Context, method string, err error, p *peer.Peer) error {
 	if err == nil {
 		return nil
 	}
@@ -148,7 +193,7 @@ func (m *NorskManager) callErr(method string, err error, p *peer.Peer) error {
 		}
 	}
 	if ce.Local && status.Code(err) == codes.Unavailable && m.dials != nil {
-		ce.Tried = m.dials.statuses(m.addrs)
+		ce.Tried = m.probeHealth(ctx, m.dials.statuses(m.addrs))
 	}
 	return ce
 }

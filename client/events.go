@@ -182,7 +182,7 @@ func (s *EventSubscription) Run(ctx context.Context) error {
 			return cb.err
 		}
 		if !retryable(err) {
-			return s.m.callErr("EventStream", err, nil)
+			return s.m.callErr(ctx, "EventStream", err, nil)
 		}
 		if progressed {
 			delay = s.initial

@@ -54,7 +54,7 @@ func TestNorskManager_SkipsNotServing(t *testing.T) {
 
 // TestNorskManager_AllNotServing: when no manager serves, a call fails at
 // once (not after the call timeout) with Unavailable, a local error that
-// lists the managers tried and says they report NOT_SERVING.
+// names each manager and says it reports NOT_SERVING.
 func TestNorskManager_AllNotServing(t *testing.T) {
 	a := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
 	b := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
@@ -78,7 +78,7 @@ func TestNorskManager_AllNotServing(t *testing.T) {
 			if !ok || !ce.Local || ce.Addr != "" {
 				t.Fatalf("%s: %#v, want a local *CallError", name, err)
 			}
-			for _, want := range []string{"tried " + a.Addr + ": connected; " + b.Addr + ": connected", "NOT_SERVING"} {
+			for _, want := range []string{"no manager serves: " + a.Addr + " NOT_SERVING (no Raft leader), " + b.Addr + " NOT_SERVING (no Raft leader)"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("%s: %q does not say %q", name, err, want)
 				}
@@ -120,9 +120,9 @@ func TestNorskManager_ErrorOrigin(t *testing.T) {
 		want      []string
 	}{
 		{"manager's status", []string{srv.Addr}, status.Error(codes.Unavailable, "no quorum"), false, srv.Addr, []string{"no quorum"}},
-		{"connection refused", []string{down}, nil, true, "", []string{"tried " + down + ": dial tcp " + down, "connection refused"}},
-		{"not a manager", []string{mute}, nil, true, "", []string{"tried " + mute + ": connection closed before the manager answered"}},
-		{"both", []string{down, mute}, nil, true, "", []string{down + ": dial tcp", mute + ": connection closed"}},
+		{"connection refused", []string{down}, nil, true, "", []string{"no manager serves: " + down + " unreachable: connect: connection refused"}},
+		{"not a manager", []string{mute}, nil, true, "", []string{"no manager serves: " + mute + " unreachable: connection closed before the manager answered"}},
+		{"both", []string{down, mute}, nil, true, "", []string{down + " unreachable: connect: connection refused", mute + " unreachable: connection closed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,5 +165,37 @@ func TestNorskManager_VersionFrom(t *testing.T) {
 	_, addr, err := m.VersionFrom(context.Background())
 	if err != nil || addr != srv.Addr {
 		t.Fatalf("VersionFrom = %q, %v; want %s", addr, err, srv.Addr)
+	}
+}
+
+// TestNorskManager_NoQuorumNamesEachCause: with one manager up but
+// NOT_SERVING (no Raft leader) and another down, the error names both
+// causes, read and write alike, not the last dial error gRPC kept (issue 10
+// §6: it said "connection refused" of the other address).
+func TestNorskManager_NoQuorumNamesEachCause(t *testing.T) {
+	a := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
+	a.SetServing(false)
+	down := clienttest.UnusedAddr(t)
+	m := connect(t, a.Addr, down)
+	calls := map[string]func(ctx context.Context) error{
+		"Version":   func(ctx context.Context) error { _, err := m.Version(ctx); return err },
+		"CreateJob": func(ctx context.Context) error { _, err := m.CreateJob(ctx, testJob("x")); return err },
+	}
+	want := "no manager serves: " + a.Addr + " NOT_SERVING (no Raft leader), " + down + " unreachable: connect: connection refused"
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			err := call(context.Background())
+			wantCode(t, name, err, codes.Unavailable)
+			ce, ok := errors.AsType[*client.CallError](err)
+			if !ok || !ce.Local {
+				t.Fatalf("%#v: want a local *CallError", err)
+			}
+			if got := "norsk manager: " + name + ": " + want; err.Error() != got {
+				t.Errorf("error\n%q\nwant\n%q", err, got)
+			}
+			if got := ce.ConnectionSummary(); got != want {
+				t.Errorf("ConnectionSummary\n%q\nwant\n%q", got, want)
+			}
+		})
 	}
 }

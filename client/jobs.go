@@ -101,10 +101,10 @@ func (m *NorskManager) JobSearchSeq(ctx context.Context, filters ...*managerpb.J
 		defer cancel()
 		stream, err := m.api.JobSearch(ctx, &managerpb.JobSearchRequest{JobFilter: filters})
 		if err != nil {
-			yield(nil, m.callErr("JobSearch", err, nil))
+			yield(nil, m.callErr(ctx, "JobSearch", err, nil))
 			return
 		}
-		recvAll(m, stream, "JobSearch", yield)
+		recvAll(ctx, m, stream, "JobSearch", yield)
 	}
 }
 

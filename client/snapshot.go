@@ -71,7 +71,7 @@ func (m *NorskManager) SnapshotSave(ctx context.Context, w io.Writer, progress f
 	var p peer.Peer
 	stream, err := m.api.SnapshotSave(ctx, &managerpb.SnapshotSaveRequest{}, grpc.Peer(&p))
 	if err != nil {
-		return nil, m.callErr("SnapshotSave", idle.cause(ctx, err), nil)
+		return nil, m.callErr(ctx, "SnapshotSave", idle.cause(ctx, err), nil)
 	}
 	r := &snapshotReceiver{w: w, sum: sha256.New(), progress: progress}
 	for {
@@ -80,7 +80,7 @@ func (m *NorskManager) SnapshotSave(ctx context.Context, w io.Writer, progress f
 			if isEOF(err) {
 				return nil, fmt.Errorf("client: SnapshotSave: the stream ended after %d bytes without a trailer: %w", r.n, ErrSnapshotIntegrity)
 			}
-			return nil, m.callErr("SnapshotSave", idle.cause(ctx, err), &p)
+			return nil, m.callErr(ctx, "SnapshotSave", idle.cause(ctx, err), &p)
 		}
 		idle.reset()
 		done, err := r.take(msg)
@@ -97,7 +97,7 @@ func (m *NorskManager) SnapshotSave(ctx context.Context, w io.Writer, progress f
 		if err == nil {
 			return nil, fmt.Errorf("client: SnapshotSave: a message after the trailer: %w", ErrSnapshotIntegrity)
 		}
-		return nil, m.callErr("SnapshotSave", idle.cause(ctx, err), &p)
+		return nil, m.callErr(ctx, "SnapshotSave", idle.cause(ctx, err), &p)
 	}
 	info := &SnapshotInfo{Header: r.hdr, SHA256: r.sum.Sum(nil), Size: r.n}
 	if p.Addr != nil {

@@ -80,8 +80,11 @@ func (f *FSM) AppliedChanged() (uint64, <-chan struct{}) {
 	return f.mu.applied, f.mu.appliedCh
 }
 
-// EventBounds returns the oldest retained and the newest event-log index.
-// With an empty log, first is head+1.
+// EventBounds returns the oldest retained and the newest event-log index
+// as last published by applyEntries. With an empty log, first is head+1.
+// The values are published after the batch's transaction commits, so a
+// concurrent read can already see events above head (never the reverse):
+// see Store.EventBounds.
 func (f *FSM) EventBounds() (first, head Index) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -167,6 +170,8 @@ func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, 
 	if err := txn.Commit(); err != nil {
 		return nil, fmt.Errorf("commit log %d: %w", last, err)
 	}
+	// From here until the cache below is updated, readers can see the
+	// batch's events above the cached head (Store.EventBounds).
 	f.mu.Lock()
 	f.mu.applied = last
 	f.notifyAppliedLocked()

@@ -247,10 +247,28 @@ func (r *Reader) scanKeys(prefix []byte, fn func(rest []byte) error) error {
 	return nil
 }
 
-// EventHead returns the newest event-log index as of this view.
+// EventHead returns the newest event-log index as of this view (0: no
+// event yet).
 func (r *Reader) EventHead() (Index, error) {
 	h, err := getU64(r.txn, keyEvHead)
 	return Index(h), err
+}
+
+// EventBounds returns the oldest retained and the newest event-log index
+// as of this view; with an empty log first is head+1. Unlike
+// Store.EventBounds (a cache that can lag), these agree with every event
+// the same view reads: they are written in the transaction that writes
+// the events.
+func (r *Reader) EventBounds() (first, head Index, err error) {
+	f, err := getU64(r.txn, keyEvFirst)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, err := getU64(r.txn, keyEvHead)
+	if err != nil {
+		return 0, 0, err
+	}
+	return Index(max(f, 1)), Index(h), nil
 }
 
 // PreJobs calls fn with the id and start time of every PRE job, earliest

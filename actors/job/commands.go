@@ -173,15 +173,25 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *
 	return nil
 }
 
+// checkStartable answers why (job, role) cannot be started now, or nil:
+// NOT_FOUND for no job; FAILED_PRECONDITION for a completed job, one with
+// a terminal verdict, or one with nothing to run (docs/design/jobs.md:
+// no services and no norsk_service_parameters); ALREADY_EXISTS for a
+// role that has an instance or a start in flight.
 func (g *grain) checkStartable(role string) *internalpb.Reply {
+	j := g.rec.GetJob().GetJob()
 	switch {
 	case g.rec == nil:
 		return g.notFound()
-	case g.rec.GetJob().GetJob().GetState() == managerpb.Job_POST:
+	case j.GetState() == managerpb.Job_POST:
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q is completed (POST) and cannot be started", g.id)
-	case g.rec.GetJob().GetJob().TerminalState != nil:
+	case j.TerminalState != nil:
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has a terminal failure verdict (%s) and must not be started",
-			g.id, g.rec.GetJob().GetJob().GetTerminalState().GetFailureReason())
+			g.id, j.GetTerminalState().GetFailureReason())
+	case len(j.GetServices()) == 0 && j.GetNorskServiceParameters() == nil:
+		// A worker would report it running with nothing running.
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
+			"job %q has no services, so there is nothing to run: add one to services (a job that runs only the Norsk Media container of a worker with --media-image says so by setting norsk_service_parameters)", g.id)
 	}
 	if i := instanceIndex(g.rec, role); i >= 0 {
 		in := g.rec.GetInstances()[i]

@@ -162,6 +162,13 @@ func create(j *managerpb.Job) *internalpb.JobCommand {
 	return &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Create{Create: &internalpb.CreateJob{Job: j}}}
 }
 
+// runnable gives j a service, as a job needs one to be started
+// (checkStartable), and returns it.
+func runnable(j *managerpb.Job) *managerpb.Job {
+	j.Services = append(j.Services, &commonpb.Service{Name: "svc", Command: "sleep 60"})
+	return j
+}
+
 func start(role, node string) *internalpb.JobCommand {
 	return &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: role, NodeId: node}}}
 }
@@ -234,7 +241,7 @@ func TestJob_StateRule(t *testing.T) {
 func TestJob_FirstStartActivatesPreJob(t *testing.T) {
 	e := newEnv(t)
 	future := timestamppb.New(e.now.Load().Add(time.Hour))
-	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, StartDateTime: future}))
+	e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, StartDateTime: future})))
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
 	require.Equal(t, managerpb.Job_PRE, e.record(t, "j").GetJob().GetJob().GetState(), "provisioned is not started")
 	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
@@ -246,7 +253,7 @@ func TestJob_FirstStartActivatesPreJob(t *testing.T) {
 
 func TestJob_InstanceReconciliation(t *testing.T) {
 	e := newEnv(t)
-	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})))
 	// Start on an offline node: refused, nothing recorded.
 	e.nodes.mu.Lock()
 	e.nodes.online["off"] = false
@@ -321,7 +328,7 @@ func TestJob_FailureBeforeProvisionAnswer(t *testing.T) {
 	for _, kind := range []internalpb.InstanceReport_Kind{internalpb.InstanceReport_FAILED, internalpb.InstanceReport_STOPPED} {
 		t.Run(kind.String(), func(t *testing.T) {
 			e := newEnv(t)
-			e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+			e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})))
 			gate := make(chan struct{})
 			e.nodes.gate.Store(&gate)
 			started := make(chan *internalpb.Reply, 1)
@@ -381,7 +388,7 @@ func TestJob_DeleteTellsNodesThatMayHaveSessions(t *testing.T) {
 		return slices.Clone(e.nodes.deletes)
 	}
 
-	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})))
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
 	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, e.do(t, "j", proto.Clone(del).(*internalpb.JobCommand)).GetCode())
 	require.Equal(t, errorpb.Code_NOT_FOUND, e.do(t, "nope", proto.Clone(del).(*internalpb.JobCommand)).GetCode())
@@ -399,7 +406,7 @@ func TestJob_DeleteTellsNodesThatMayHaveSessions(t *testing.T) {
 
 func TestJob_CompleteStopsInstancesAndIsFinal(t *testing.T) {
 	e := newEnv(t)
-	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})))
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
 	complete := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Complete{Complete: &internalpb.CompleteJob{}}}
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", complete).GetCode())
@@ -643,4 +650,33 @@ func TestJob_RetriesAcrossADeletion(t *testing.T) {
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(create(second), "create-2")).GetCode())
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(del(), "delete-1")).GetCode())
 	require.Equal(t, "second", e.record(t, "j").GetJob().GetJob().GetDescription(), "a retried delete of the old job deleted the new one")
+// TestJob_StartNeedsSomethingToRun: a job with no services is refused at
+// StartJob with FAILED_PRECONDITION saying why, and nothing is recorded
+// (issue 10 §6: it was reported running with nothing running); a service,
+// or norsk_service_parameters (the Norsk Media container of a worker with
+// media images), is something to run.
+func TestJob_StartNeedsSomethingToRun(t *testing.T) {
+	cases := []struct {
+		name string
+		job  *managerpb.Job
+		want errorpb.Code
+	}{
+		{"no services", &managerpb.Job{}, errorpb.Code_FAILED_PRECONDITION},
+		{"a service", runnable(&managerpb.Job{}), errorpb.Code_OK},
+		{"norsk media only", &managerpb.Job{NorskServiceParameters: &commonpb.ServiceParameters{}}, errorpb.Code_OK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			tc.job.JobId = &commonpb.JobId{JobId: "j"}
+			require.Equal(t, errorpb.Code_OK, e.do(t, "j", create(tc.job)).GetCode())
+			r := e.do(t, "j", start("primary", "n1"))
+			require.Equal(t, tc.want, r.GetCode(), r.GetMessage())
+			if tc.want != errorpb.Code_OK {
+				require.Contains(t, r.GetMessage(), `job "j" has no services, so there is nothing to run`)
+				require.Empty(t, e.record(t, "j").GetInstances())
+				require.Equal(t, []string{"created"}, history(e.record(t, "j")))
+			}
+		})
+	}
 }

@@ -1,9 +1,12 @@
 package clienttest
 
 import (
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -23,6 +26,7 @@ type eventLog struct {
 	subs     map[*subscriber]struct{}
 	requests []*managerpb.EventStreamRequest
 	sendHook func(*managerpb.EventStreamEvent) error
+	now      func() time.Time // the fake's clock, for event_time
 }
 
 // subscriber is one open EventStream call.
@@ -31,16 +35,20 @@ type subscriber struct {
 	endCh   chan error                       // the stream's end, buffer 1
 }
 
-func (l *eventLog) init() {
-	l.first = 1
+func (l *eventLog) init(now func() time.Time) {
+	l.first, l.now = 1, now
 	l.subs = make(map[*subscriber]struct{})
 }
 
-// appendLocked numbers ev with the next log index, retains it and fans it
-// out. A subscriber whose buffer is full is ended with ResourceExhausted.
+// appendLocked numbers ev with the next log index, stamps its event_time
+// with the fake's clock unless it has one, retains it and fans it out. A
+// subscriber whose buffer is full is ended with ResourceExhausted.
 func (l *eventLog) appendLocked(ev *managerpb.EventStreamEvent) uint64 {
 	l.head++
 	ev.LogIndex = l.head
+	if ev.EventTime == nil {
+		ev.EventTime = timestamppb.New(l.now())
+	}
 	l.retained = append(l.retained, ev)
 	for sub := range l.subs {
 		select {
@@ -61,9 +69,10 @@ func (l *eventLog) endLocked(sub *subscriber, err error) {
 	}
 }
 
-// Publish appends ev (a copy, numbered with the next log index) to the
-// event log as the manager would after a write, delivers it to open
-// streams, and returns its index.
+// Publish appends ev (a copy, numbered with the next log index, with
+// event_time set to the fake's clock if ev has none) to the event log as
+// the manager would after a write, delivers it to open streams, and
+// returns its index.
 func (m *Manager) Publish(ev *managerpb.EventStreamEvent) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,7 +193,7 @@ func (m *Manager) backlogLocked(req *managerpb.EventStreamRequest) []*managerpb.
 	}
 	from := req.GetResumeFromIndex()
 	if from+1 < l.first || from > l.head {
-		reset := &managerpb.EventStreamEvent{LogIndex: l.head, Event: &managerpb.EventStreamEvent_StreamReset{
+		reset := &managerpb.EventStreamEvent{LogIndex: l.head, EventTime: timestamppb.New(l.now()), Event: &managerpb.EventStreamEvent_StreamReset{
 			StreamReset: &managerpb.StreamReset{
 				RequestedIndex: from, FirstRetainedIndex: l.first, HeadIndex: l.head,
 				Reason: "resume index not retained",
@@ -199,16 +208,17 @@ func (m *Manager) backlogLocked(req *managerpb.EventStreamRequest) []*managerpb.
 }
 
 // snapshotLocked lists the current state as snapshot events at the head
-// index, ending with initial_data_complete.
+// index and the fake's current time, ending with initial_data_complete.
 func (m *Manager) snapshotLocked() []*managerpb.EventStreamEvent {
 	head := m.mu.events.head
+	ts := timestamppb.New(m.now())
 	var out []*managerpb.EventStreamEvent
 	for _, id := range sortedKeys(m.mu.nodes) {
 		n := m.mu.nodes[id]
 		if n.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
 			continue
 		}
-		out = append(out, &managerpb.EventStreamEvent{LogIndex: head, Event: &managerpb.EventStreamEvent_NodeRunning{
+		out = append(out, &managerpb.EventStreamEvent{LogIndex: head, EventTime: ts, Event: &managerpb.EventStreamEvent_NodeRunning{
 			NodeRunning: &managerpb.NodeRunning{
 				NodeMetadata:        proto.Clone(n.GetMetadata()).(*commonpb.NodeMetadata),
 				RunningNodeMetadata: proto.Clone(n.GetRunningMetadata()).(*commonpb.RunningNodeMetadata),
@@ -221,11 +231,11 @@ func (m *Manager) snapshotLocked() []*managerpb.EventStreamEvent {
 		if j.job.GetState() != managerpb.Job_ACTIVE {
 			continue
 		}
-		out = append(out, &managerpb.EventStreamEvent{LogIndex: head, Event: &managerpb.EventStreamEvent_JobActive{
+		out = append(out, &managerpb.EventStreamEvent{LogIndex: head, EventTime: ts, Event: &managerpb.EventStreamEvent_JobActive{
 			JobActive: &managerpb.JobActive{JobWithHistory: j.withHistory()},
 		}})
 	}
-	return append(out, &managerpb.EventStreamEvent{LogIndex: head, Event: &managerpb.EventStreamEvent_InitialDataComplete{
+	return append(out, &managerpb.EventStreamEvent{LogIndex: head, EventTime: ts, Event: &managerpb.EventStreamEvent_InitialDataComplete{
 		InitialDataComplete: &managerpb.InitialDataComplete{},
 	}})
 }

@@ -27,12 +27,13 @@ type Manager struct {
 
 	mu struct {
 		sync.Mutex
-		seq    int64                             // source of ids, tokens and hashes
-		jobs   map[string]*fakeJob               // by job id
-		nodes  map[string]*managerpb.NodeInfo    // by node id
-		slots  map[string]*managerpb.ClusterNode // by node id
-		errors map[string]error                  // injected, by method ("" = all)
-		events eventLog
+		seq     int64                             // source of ids, tokens and hashes
+		jobs    map[string]*fakeJob               // by job id
+		nodes   map[string]*managerpb.NodeInfo    // by node id
+		slots   map[string]*managerpb.ClusterNode // by node id
+		errors  map[string]error                  // injected, by method ("" = all)
+		events  eventLog
+		members *managerpb.ClusterMembersResponse // nil: ClusterMembers is Unimplemented
 	}
 	// snap is what SnapshotSave streams (snapshot.go).
 	snap snapshotState
@@ -58,7 +59,7 @@ func NewManager(now func() time.Time) *Manager {
 	m.mu.nodes = make(map[string]*managerpb.NodeInfo)
 	m.mu.slots = make(map[string]*managerpb.ClusterNode)
 	m.mu.errors = make(map[string]error)
-	m.mu.events.init()
+	m.mu.events.init(now)
 	return m
 }
 

@@ -106,7 +106,7 @@ func TestAgent_JobLifecycle(t *testing.T) {
 	a, c := startAgent(t, t.TempDir())
 	node, w := registerWorker(t, c, "w1")
 
-	job := &managerpb.Job{JobId: &commonpb.JobId{JobId: "j1"}, Description: "first", Tags: map[string]string{"env": "test"}}
+	job := &managerpb.Job{JobId: &commonpb.JobId{JobId: "j1"}, Description: "first", Tags: map[string]string{"env": "test"}, Services: oneService()}
 	h1, err := c.CreateJob(ctx, job)
 	require.NoError(t, err)
 	require.NotZero(t, h1.GetHash())
@@ -164,7 +164,7 @@ func TestAgent_RestartAdoptsRunningJobs(t *testing.T) {
 	dir := t.TempDir()
 	a, c := startAgent(t, dir)
 	node, w := registerWorker(t, c, "w1")
-	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "live"}})
+	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "live"}, Services: oneService()})
 	require.NoError(t, err)
 	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: "live"}, Role: "primary", NodeId: &commonpb.NodeId{NodeId: node}})
 	require.NoError(t, err)
@@ -204,7 +204,7 @@ func TestAgent_DeleteJob_TellsWorkers(t *testing.T) {
 	node, w1 := registerWorker(t, c, "w1")
 	_, w2 := registerWorker(t, c, "w2")
 	id := &commonpb.JobId{JobId: "j-del"}
-	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: id})
+	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: id, Services: oneService()})
 	require.NoError(t, err)
 	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: id, Role: "primary", NodeId: &commonpb.NodeId{NodeId: node}})
 	require.NoError(t, err)

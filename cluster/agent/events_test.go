@@ -221,7 +221,9 @@ func TestEventStream_SlowSubscriberIsCutOff(t *testing.T) {
 	require.NoError(t, a.Start())
 	t.Cleanup(a.Shutdown)
 	c := dial(t, a.APIAddr())
-	sctx, cancel := context.WithCancel(ctx)
+	// The deadline turns a subscriber that is never cut off into a
+	// failure (DeadlineExceeded below) instead of a Recv that hangs.
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	s, err := c.EventStream(sctx, &managerpb.EventStreamRequest{})
 	require.NoError(t, err)
@@ -229,7 +231,7 @@ func TestEventStream_SlowSubscriberIsCutOff(t *testing.T) {
 	require.NoError(t, err)
 	big := make([]byte, 64<<10)
 	for i := range 60 {
-		_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "j" + string(rune('A'+i))}, ManagerConfiguration: string(big)})
+		_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: fmt.Sprintf("j%02d", i)}, ManagerConfiguration: string(big)})
 		require.NoError(t, err)
 	}
 	// The subscriber is ended with a clear status; it gets what was queued

@@ -29,7 +29,7 @@ func TestNode_HealthTimeoutStopsNodeAndItComesBack(t *testing.T) {
 	c := dial(t, a.APIAddr())
 	node, w := registerWorker(t, c, "w")
 	ch, _ := collect(t, c, &managerpb.EventStreamRequest{})
-	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})
+	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Services: oneService()})
 	require.NoError(t, err)
 	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: "j"}, Role: "primary", NodeId: &commonpb.NodeId{NodeId: node}})
 	require.NoError(t, err)

@@ -23,6 +23,8 @@ const (
 	raftStateUnknown = "unknown"
 	// raftStateStandalone: a single manager, without Raft.
 	raftStateStandalone = "standalone"
+	// raftStateLeader is raft.Leader as a member reports it (lower case).
+	raftStateLeader = "leader"
 )
 
 // Gossip states of ClusterMember beyond membership.MemberState's.
@@ -178,7 +180,33 @@ func (a *Agent) clusterMembers(ctx context.Context) (*managerpb.ClusterMembersRe
 		}()
 	}
 	wg.Wait()
-	return &managerpb.ClusterMembersResponse{Leader: c.rep.Leader(), Members: mergeMembers(gossip, c.members.Left(), conf, statuses)}, nil
+	members := mergeMembers(gossip, c.members.Left(), conf, statuses)
+	return &managerpb.ClusterMembersResponse{Leader: confirmedLeader(c.rep.Leader(), members), Members: members}, nil
+}
+
+// confirmedLeader returns named, the leader in this manager's Raft view,
+// if the members' own statuses confirm it: its row reports raft state
+// "leader", in a term no member reports beyond. Otherwise "". A view can
+// name a leader that is gone: a follower keeps the last leader it heard
+// from until it starts an election, and a cut-off leader believes in
+// itself until its lease runs out; ClusterMembers must never present
+// either as the leader.
+func confirmedLeader(named string, members []*managerpb.ClusterMember) string {
+	if named == "" {
+		return ""
+	}
+	var leader *managerpb.ClusterMember
+	var newest uint64
+	for _, mb := range members {
+		newest = max(newest, mb.GetTerm())
+		if mb.GetName() == named {
+			leader = mb
+		}
+	}
+	if leader == nil || leader.GetRaftState() != raftStateLeader || leader.GetTerm() < newest {
+		return ""
+	}
+	return named
 }
 
 // standaloneMembers answers Manager/ClusterMembers on a single manager:

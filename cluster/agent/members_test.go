@@ -181,3 +181,32 @@ func TestClusterMembers_Standalone(t *testing.T) {
 	require.Zero(t, mb.GetTerm())
 	require.Equal(t, "0.1.0-dev", mb.GetVersion())
 }
+
+// TestConfirmedLeader: the leader of the answering manager's Raft view is
+// named only if that member reports itself leader in the newest term any
+// member reports (issue 10 §6: a view still naming a dead leader).
+func TestConfirmedLeader(t *testing.T) {
+	t.Parallel()
+	mb := func(name, state string, term uint64) *managerpb.ClusterMember {
+		return &managerpb.ClusterMember{Name: name, RaftState: state, Term: term}
+	}
+	cases := []struct {
+		name    string
+		named   string
+		members []*managerpb.ClusterMember
+		want    string
+	}{
+		{"healthy", "m1", []*managerpb.ClusterMember{mb("m1", "leader", 3), mb("m2", "follower", 3), mb("m3", "follower", 3)}, "m1"},
+		{"no leader in the view", "", []*managerpb.ClusterMember{mb("m1", "candidate", 9)}, ""},
+		{"named leader is dead", "m2", []*managerpb.ClusterMember{mb("m1", "candidate", 9), mb("m2", "unknown", 0), mb("m3", "unknown", 0)}, ""},
+		{"named leader is a follower now", "m2", []*managerpb.ClusterMember{mb("m1", "leader", 5), mb("m2", "follower", 5)}, ""},
+		{"named leader was deposed in a newer term", "m2", []*managerpb.ClusterMember{mb("m1", "leader", 6), mb("m2", "leader", 5)}, ""},
+		{"named leader is not a member", "m9", []*managerpb.ClusterMember{mb("m1", "follower", 2)}, ""},
+		{"a stale follower's older term does not matter", "m1", []*managerpb.ClusterMember{mb("m1", "leader", 4), mb("m2", "follower", 3)}, "m1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, confirmedLeader(tc.named, tc.members))
+		})
+	}
+}

@@ -72,7 +72,7 @@ func TestClusterSlots_TokenRules(t *testing.T) {
 	require.Equal(t, first.GetNodeCredential(), again.GetNodeCredential())
 
 	// Deregister: jobs stopped, stream closed, token and credential revoked.
-	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})
+	_, err = c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Services: oneService()})
 	require.NoError(t, err)
 	eventually(t, "online again", func() bool { return slots(t, c)[id].GetActive() })
 	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: "j"}, Role: "primary", NodeId: &commonpb.NodeId{NodeId: id}})
@@ -138,7 +138,7 @@ func TestGateway_BadInput(t *testing.T) {
 	ctx := context.Background()
 	_, c := startAgent(t, t.TempDir())
 	node, _ := registerWorker(t, c, "w1")
-	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "ok"}})
+	_, err := c.CreateJob(ctx, &managerpb.Job{JobId: &commonpb.JobId{JobId: "ok"}, Services: oneService()})
 	require.NoError(t, err)
 	offline, err := c.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: "no-worker-yet"})
 	require.NoError(t, err)
@@ -154,8 +154,9 @@ func TestGateway_BadInput(t *testing.T) {
 		msg  string
 	}{
 		{"update without id", func() error { _, err := c.UpdateJob(ctx, &managerpb.Job{}); return err }, codes.InvalidArgument, "job.job_id"},
-		{"id with slash", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid("a/b")}); return err }, codes.InvalidArgument, "'/'"},
-		{"id with control char", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid("a\nb")}); return err }, codes.InvalidArgument, "control character"},
+		{"id with slash", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid("a/b")}); return err }, codes.InvalidArgument, "letters, digits"},
+		{"id with control char", func() error { _, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid("a\nb")}); return err }, codes.InvalidArgument, "letters, digits"},
+		{"lookup with control char", func() error { _, err := c.JobById(ctx, jid("a\nb")); return err }, codes.InvalidArgument, "control character"},
 		{"id too long", func() error {
 			_, err := c.CreateJob(ctx, &managerpb.Job{JobId: jid(strings.Repeat("x", 300))})
 			return err

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -173,7 +174,16 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 	resumed := false
 	if req.ResumeFromIndex != nil {
 		n := persistence.Index(req.GetResumeFromIndex())
-		first, head := sub.store.EventBounds()
+		// The bounds as a read sees them, not the FSM's cache: a client
+		// resuming from an index it was just sent must not be told it is
+		// beyond the head.
+		var first, head persistence.Index
+		if err := sub.store.View(func(r *persistence.Reader) (err error) {
+			first, head, err = r.EventBounds()
+			return err
+		}); err != nil {
+			return toStatus(err)
+		}
 		base, err := sub.store.EventLogBase()
 		if err != nil {
 			return toStatus(err)
@@ -181,7 +191,7 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 		reason := resetReason(n, first, head, base)
 		if reason == "" {
 			sub.cursor, resumed = n, true
-		} else if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(head), Event: &managerpb.EventStreamEvent_StreamReset{
+		} else if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(head), EventTime: timestamppb.New(sub.srv.cfg.Clock()), Event: &managerpb.EventStreamEvent_StreamReset{
 			StreamReset: &managerpb.StreamReset{RequestedIndex: uint64(n), FirstRetainedIndex: uint64(first), HeadIndex: uint64(head),
 				Reason: reason + "; a fresh snapshot follows"}}}); err != nil {
 			return err
@@ -238,9 +248,11 @@ func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent)
 }
 
 // snapshot sends the current state and initial_data_complete, all at the
-// index the snapshot is read at, and starts the cursor there.
+// index the snapshot is read at and with the time it is read, and starts
+// the cursor there.
 func (sub *subscriber) snapshot(ctx context.Context) error {
 	now := sub.srv.cfg.Clock()
+	ts := timestamppb.New(now)
 	return sub.store.View(func(r *persistence.Reader) error {
 		head, err := r.EventHead()
 		if err != nil {
@@ -256,7 +268,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
 				NodeMetadata: n.GetMetadata(), RunningNodeMetadata: n.GetRunningMetadata(), Instances: inst}}})
 		}); err != nil {
 			return err
@@ -266,7 +278,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}})
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}})
 		}); err != nil {
 			return err
 		}
@@ -278,7 +290,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}})
+			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}})
 		}); err != nil {
 			return err
 		}
@@ -286,7 +298,7 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{Health: health}}})
+		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{Health: health}}})
 	})
 }
 
@@ -345,7 +357,9 @@ func (sub *subscriber) forget(id string) {
 	delete(sub.waiting, id)
 }
 
-// sendPending sends job_pending for each job still PRE.
+// sendPending sends job_pending for each job still PRE, with the time it
+// is sent (the job's start entered the window: no log event to take the
+// time of).
 func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		var rec *internalpb.JobRecord
@@ -360,7 +374,7 @@ func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 		if err != nil {
 			return err
 		}
-		if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(sub.cursor), Event: &managerpb.EventStreamEvent_JobPending{
+		if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: uint64(sub.cursor), EventTime: timestamppb.New(sub.srv.cfg.Clock()), Event: &managerpb.EventStreamEvent_JobPending{
 			JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}}); err != nil {
 			return err
 		}
@@ -372,7 +386,7 @@ func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 // job_pending as waiting jobs enter the window.
 func (sub *subscriber) tail(ctx context.Context) error {
 	for {
-		evs, err := sub.store.ReadEvents(sub.cursor+1, sub.cfg.ReadBatch)
+		page, err := sub.store.ReadEventPage(sub.cursor+1, sub.cfg.ReadBatch)
 		if errors.Is(err, persistence.ErrEventsTrimmed) {
 			return status.Errorf(codes.ResourceExhausted,
 				"event stream subscriber fell behind the retained log (delivered up to %d): reconnect; resuming will reset and resend a snapshot", sub.cursor)
@@ -380,16 +394,23 @@ func (sub *subscriber) tail(ctx context.Context) error {
 		if err != nil {
 			return toStatus(err)
 		}
-		for _, se := range evs {
+		for _, se := range page.Events {
 			if err := sub.deliver(ctx, se); err != nil {
 				return err
 			}
 		}
-		if len(evs) > 0 {
-			if _, head := sub.store.EventBounds(); uint64(head-sub.cursor) > sub.cfg.MaxLag {
+		if len(page.Events) > 0 {
+			// The head now: delivering may have waited on the client
+			// while the log grew, which is what the limit is about.
+			// The FSM's cached head can still be below the cursor for
+			// a moment (it is published after the events are
+			// readable): page.Head, from the view the events were read
+			// in, is a floor, and lag saturates all the same.
+			_, cached := sub.store.EventBounds()
+			if n := lag(max(cached, page.Head), sub.cursor); n > sub.cfg.MaxLag {
 				return status.Errorf(codes.ResourceExhausted,
 					"event stream subscriber too slow: %d events behind the head (limit %d); reconnect with resume_from_index set to the last log_index you processed",
-					head-sub.cursor, sub.cfg.MaxLag)
+					n, sub.cfg.MaxLag)
 			}
 			continue
 		}
@@ -405,6 +426,16 @@ func (sub *subscriber) tail(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// lag is how many events the log's head is beyond a subscriber's cursor:
+// head − cursor, or 0 when the cursor is at or past the head (a head read
+// from a cache that lags the log), never a wrapped-around difference.
+func lag(head, cursor persistence.Index) uint64 {
+	if head <= cursor {
+		return 0
+	}
+	return uint64(head - cursor)
 }
 
 // wait blocks until the log grows past the cursor, the next waiting job
@@ -456,9 +487,12 @@ func (sub *subscriber) windowTick(ctx context.Context) error {
 	return sub.sendPending(ctx, entered)
 }
 
-// deliver sends one log event, then the classification change it causes.
+// deliver sends one log event with the time of its append, then the
+// classification change it causes (with the same time). se is the
+// subscriber's own decoded copy: setting its fields is safe.
 func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) error {
 	ev := se.GetEvent()
+	ev.EventTime = se.GetAt()
 	if err := sub.push(ctx, ev); err != nil {
 		return err
 	}
@@ -479,7 +513,7 @@ func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) 
 		if known && was == within {
 			return nil
 		}
-		d := &managerpb.EventStreamEvent{LogIndex: ev.GetLogIndex()}
+		d := &managerpb.EventStreamEvent{LogIndex: ev.GetLogIndex(), EventTime: ev.GetEventTime()}
 		if within {
 			d.Event = &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: jwh}}
 		} else {

@@ -196,9 +196,10 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	return r.GetClusterMemberRegister(), nil
 }
 
-// CreateMockNode takes the next URL of the mock pool and makes it node_id.
+// CreateMockNode takes the next URL of the mock pool and makes it node_id
+// (InvalidArgument for an id outside the id rule, checkNewID).
 func (s *Server) CreateMockNode(ctx context.Context, in *managerpb.CreateMockNodeRequest) (*emptypb.Empty, error) {
-	id, err := nodeID("node_id", in.GetNodeId())
+	id, err := newNodeID("node_id", in.GetNodeId())
 	if err != nil {
 		return nil, err
 	}
@@ -277,10 +278,11 @@ func (s *Server) UpdatePhysicalNode(ctx context.Context, in *managerpb.UpdatePhy
 // launch template in its region; its worker registers with the token in
 // the user data (node_started), or the node stops with CREATE_FAILED,
 // PENDING_TIME_EXCEEDED or STARTUP_TIME_EXCEEDED (docs/design/providers.md).
-// Errors: InvalidArgument naming the field; AlreadyExists for a known node
-// id; FailedPrecondition when this manager has no AWS provider.
+// Errors: InvalidArgument naming the field (node_id follows the id rule,
+// checkNewID); AlreadyExists for a known node id; FailedPrecondition when
+// this manager has no AWS provider.
 func (s *Server) CreateAwsNode(ctx context.Context, in *managerpb.CreateAwsNodeRequest) (*emptypb.Empty, error) {
-	id, err := nodeID("node_id", in.GetNodeId())
+	id, err := newNodeID("node_id", in.GetNodeId())
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +300,7 @@ func (s *Server) CreateAwsNode(ctx context.Context, in *managerpb.CreateAwsNodeR
 // the field; AlreadyExists; FailedPrecondition when this manager has no
 // OCI provider.
 func (s *Server) CreateOciNode(ctx context.Context, in *managerpb.CreateOciNodeRequest) (*emptypb.Empty, error) {
-	id, err := nodeID("node_id", in.GetNodeId())
+	id, err := newNodeID("node_id", in.GetNodeId())
 	if err != nil {
 		return nil, err
 	}

@@ -238,13 +238,14 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*managerpb.VersionInf
 }
 
 // CreateJob stores a new job. An empty job id is replaced by a random UUID.
-// AlreadyExists if the id is taken.
+// InvalidArgument for an id outside the id rule (checkNewID) or a bad
+// definition; AlreadyExists if the id is taken.
 func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
 	j = proto.Clone(j).(*managerpb.Job)
 	if j.GetJobId().GetJobId() == "" {
 		j.JobId = &commonJobID{JobId: newUUID()}
 	}
-	id, err := jobID("job.job_id", j.GetJobId())
+	id, err := newJobID("job.job_id", j.GetJobId())
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -58,8 +59,42 @@ func invisible(r rune) bool {
 	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
-// checkID validates a job or node id: checkText rules, and no '/' (ids are
-// grain identities and store keys).
+// maxNewIDLen bounds the id of a new job or node: room for every
+// bundle-derived job id, "<bundle id>.<replica>.<job name>" (128 + 1 + 1 + 1
+// + 64 = 195 bytes), and still well under the 255-byte file-name limit of
+// common file systems.
+const maxNewIDLen = 200
+
+// newIDRe is the form of the id of a new job or node
+// (docs/design/jobs.md#ids): letters, digits, '.', '_' and '-', starting
+// with a letter or digit. The same characters as bundle ids and Docker
+// object names; safe in a store key, a grain identity, a file name and a
+// URL path without quoting, and unable to look like another id (no white
+// space, no invisible characters, no case of "." or "..").
+var newIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// checkNewID validates the id of a job or node being created
+// (CreateJob, CreateMockNode, CreateAwsNode, CreateOciNode): 1 to
+// maxNewIDLen bytes of newIDRe. The error is InvalidArgument naming the
+// field and the rule.
+func checkNewID(field, id string) error {
+	switch {
+	case id == "":
+		return invalid(field, "must not be empty")
+	case len(id) > maxNewIDLen:
+		return invalid(field, "is %d bytes long, the limit is %d", len(id), maxNewIDLen)
+	case !newIDRe.MatchString(id):
+		return invalid(field, "%q: an id is letters, digits, '.', '_' and '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// checkID validates the id of an existing job or node named by a request
+// (JobById, StartJob, TerminateNode, …): checkText rules, and no '/' (ids
+// are grain identities and store keys). It is looser than checkNewID on
+// purpose: a store written before ids were restricted may hold ids with
+// other characters, and those must stay reachable (to read, stop and
+// delete them); an id that was never created is simply NotFound.
 func checkID(field, id string) error {
 	if err := checkText(field, id, maxIDLen); err != nil {
 		return err
@@ -74,6 +109,16 @@ func checkID(field, id string) error {
 		return invalid(field, "%q is not a usable id", id)
 	}
 	return nil
+}
+
+// newJobID validates the id of a job being created (checkNewID).
+func newJobID(field string, id *commonpb.JobId) (string, error) {
+	return id.GetJobId(), checkNewID(field, id.GetJobId())
+}
+
+// newNodeID validates the id of a node being created (checkNewID).
+func newNodeID(field string, id *commonpb.NodeId) (string, error) {
+	return id.GetNodeId(), checkNewID(field, id.GetNodeId())
 }
 
 func jobID(field string, id *commonpb.JobId) (string, error) {

@@ -78,3 +78,48 @@ func TestCheckID(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckNewID: the ids a new job or node may have (docs/design/jobs.md#ids).
+func TestCheckNewID(t *testing.T) {
+	cases := []struct {
+		id   string
+		want string // "" accepted, else a fragment of the message
+	}{
+		{"a", ""},
+		{"job-1", ""},
+		{"Job_2.primary", ""},
+		{"9lives", ""},
+		{"0f8fad5b-d9cb-469f-a165-70867728950e", ""},                     // a minted UUID
+		{strings.Repeat("b", 128) + ".1." + strings.Repeat("j", 64), ""}, // the longest bundle-derived id
+		{strings.Repeat("x", maxNewIDLen), ""},
+		{strings.Repeat("x", maxNewIDLen+1), "the limit is 200"},
+		{"", "must not be empty"},
+		{"bad id!", "letters, digits"},
+		{"with space", "letters, digits"},
+		{"a/b", "letters, digits"},
+		{"a:b", "letters, digits"},
+		{"ünïcode", "letters, digits"},
+		{".hidden", "starting with a letter or digit"},
+		{"-flag", "starting with a letter or digit"},
+		{"_x", "starting with a letter or digit"},
+		{".", "starting with a letter or digit"},
+		{"..", "starting with a letter or digit"},
+		{"a\x00b", "letters, digits"},
+		{"a\u200bb", "letters, digits"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.id, func(t *testing.T) {
+			err := checkNewID("job.job_id", tc.id)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("checkNewID(%q): %v", tc.id, err)
+				}
+				return
+			}
+			msg := status.Convert(err).Message()
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(msg, "job.job_id: ") || !strings.Contains(msg, tc.want) {
+				t.Fatalf("checkNewID(%q) = %v, want InvalidArgument naming job.job_id and saying %q", tc.id, err, tc.want)
+			}
+		})
+	}
+}

@@ -38,7 +38,11 @@ what the member reports of itself; when its status cannot be read RAFT is
 "unknown" with the reason and those columns are "-".
 
 When no manager serves (no Raft leader), the command still asks one that
-answers: its view shows which voters are missing.
+answers: its view shows which voters are missing. Whenever no leader is
+known it prints the table, then says so on standard error and exits with
+code 6. A leader is shown only if that member itself reports being the
+leader (in the newest term any member reports): a manager's view can still
+name a leader that died or was deposed, and that one is never shown.
 
 A single manager (no cluster) lists itself under its host name with RAFT
 "standalone" and its API address; it has no gossip, voters or terms ("-").
@@ -58,10 +62,21 @@ A single manager (no cluster) lists itself under its host name with RAFT
 			if err != nil {
 				return err
 			}
+			leader, why := membersLeader(resp)
+			resp.Leader = leader
 			if e.jsonOut {
-				return e.printJSON(resp)
+				err = e.printJSON(resp)
+			} else {
+				err = writeMembersTable(e.out, e.now(), resp, why)
 			}
-			return writeMembersTable(e.out, e.now(), resp)
+			if err != nil || leader != "" {
+				return err
+			}
+			if why != "" {
+				why = " (" + why + ")"
+			}
+			fmt.Fprintf(e.errOut, "norsk-ctl: no Raft leader is known%s: the cluster has no quorum or is electing a leader; writes fail until a majority of the voters is up\n", why)
+			return &exitError{code: ctlExitUnavailable}
 		}),
 	})
 	return cmd
@@ -92,9 +107,32 @@ func membersAnyHealth(ctx context.Context, e *ctlEnv) (*managerpb.ClusterMembers
 	return m.ClusterMembers(ctx)
 }
 
+// membersLeader returns the leader a ClusterMembers response names if its
+// own row confirms it (raft state "leader", or "standalone" for a single
+// manager), else "" and why a leader it named is not shown ("" when it
+// named none). The manager already checks this
+// (cluster/agent confirmedLeader); checking again here keeps a dead
+// leader named by an older manager off the screen.
+func membersLeader(resp *managerpb.ClusterMembersResponse) (leader, why string) {
+	named := resp.GetLeader()
+	if named == "" {
+		return "", ""
+	}
+	for _, mb := range resp.GetMembers() {
+		if mb.GetName() != named {
+			continue
+		}
+		if st := mb.GetRaftState(); st == "leader" || st == "standalone" {
+			return named, ""
+		}
+		return "", fmt.Sprintf("the manager asked names %s, which reports raft state %s", named, dash(mb.GetRaftState()))
+	}
+	return "", fmt.Sprintf("the manager asked names %s, which is not a member", named)
+}
+
 // writeMembersTable renders ClusterMembers as a table ("-": unset or
-// unknown).
-func writeMembersTable(w io.Writer, now time.Time, resp *managerpb.ClusterMembersResponse) error {
+// unknown); noLeader says why resp has no leader, for the leader line.
+func writeMembersTable(w io.Writer, now time.Time, resp *managerpb.ClusterMembersResponse, noLeader string) error {
 	rows := make([][]string, 0, len(resp.GetMembers()))
 	standalone := false
 	for _, mb := range resp.GetMembers() {
@@ -132,6 +170,8 @@ func writeMembersTable(w io.Writer, now time.Time, resp *managerpb.ClusterMember
 	switch {
 	case standalone:
 		leader += " (a single manager: no cluster)"
+	case leader == "" && noLeader != "":
+		leader = "none (" + noLeader + "; no quorum?)"
 	case leader == "":
 		leader = "none (no quorum?)"
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -20,6 +21,18 @@ func TestWriteMembersTable(t *testing.T) {
 		want []string // rows after the header, then the leader line
 		json []string // substrings of the --json rendering
 	}{
+		{
+			name: "the view names a dead leader",
+			resp: &managerpb.ClusterMembersResponse{Leader: "m2", Members: []*managerpb.ClusterMember{
+				{Name: "m1", ApiAddr: "a1", RaftAddr: "r1", GossipState: "alive", RaftState: "follower", Voter: true, Term: 4, AppliedIndex: 7, CommitIndex: 7, Version: "v1"},
+				{Name: "m2", ApiAddr: "a2", RaftAddr: "r2", GossipState: "failed", RaftState: "unknown", Voter: true, Error: "not asked: declared failed by the gossip", Version: "v1"},
+			}},
+			want: []string{
+				"m1  a1  r1  alive  follower  yes  4  -  7  7  v1",
+				"m2  a2  r2  failed  unknown (not asked: declared failed by the gossip)  yes  -  -  -  -  v1",
+				"leader: none (the manager asked names m2, which reports raft state unknown; no quorum?)",
+			},
+		},
 		{
 			name: "2 of 3 down",
 			resp: &managerpb.ClusterMembersResponse{Members: []*managerpb.ClusterMember{
@@ -63,7 +76,10 @@ func TestWriteMembersTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := writeMembersTable(&buf, ctlTestNow, tc.resp); err != nil {
+			resp := proto.Clone(tc.resp).(*managerpb.ClusterMembersResponse)
+			leader, why := membersLeader(resp)
+			resp.Leader = leader
+			if err := writeMembersTable(&buf, ctlTestNow, resp, why); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
@@ -89,6 +105,54 @@ func TestWriteMembersTable(t *testing.T) {
 				if !strings.Contains(string(js), s) {
 					t.Errorf("JSON lacks %s:\n%s", s, js)
 				}
+			}
+		})
+	}
+}
+
+// TestCtl_ClusterMembersExitCode: "cluster members" prints the table and
+// exits 0 when a leader is confirmed; with no leader known, or a leader
+// named by the view that does not report itself leader (dead), it still
+// prints the table, never names that leader, and exits 6 saying why.
+func TestCtl_ClusterMembersExitCode(t *testing.T) {
+	members := func(m1, m2 string) []*managerpb.ClusterMember {
+		return []*managerpb.ClusterMember{
+			{Name: "m1", ApiAddr: "a1", GossipState: "alive", RaftState: m1, Voter: true, Term: 4},
+			{Name: "m2", ApiAddr: "a2", GossipState: "failed", RaftState: m2, Voter: true, Term: 3},
+		}
+	}
+	cases := []struct {
+		name     string
+		resp     *managerpb.ClusterMembersResponse
+		code     int
+		leader   string // the leader line
+		stderr   string
+		jsonLead bool // the --json output names a leader
+	}{
+		{"leader", &managerpb.ClusterMembersResponse{Leader: "m1", Members: members("leader", "follower")}, 0, "leader: m1\n", "", true},
+		{"no leader", &managerpb.ClusterMembersResponse{Members: members("candidate", "unknown")}, ctlExitUnavailable,
+			"leader: none (no quorum?)\n", "norsk-ctl: no Raft leader is known: the cluster has no quorum", false},
+		{"dead leader named", &managerpb.ClusterMembersResponse{Leader: "m2", Members: members("follower", "unknown")}, ctlExitUnavailable,
+			"leader: none (the manager asked names m2, which reports raft state unknown; no quorum?)\n",
+			"norsk-ctl: no Raft leader is known (the manager asked names m2, which reports raft state unknown)", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, addr := newTestFake(t)
+			fake.SetClusterMembers(tc.resp)
+			r := runCtl(t, testCtx(), "", "--manager-url", addr, "cluster", "members")
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q", r.code, tc.code, r.stderr)
+			}
+			if !strings.HasSuffix(r.stdout, tc.leader) || !strings.Contains(r.stdout, "NAME") {
+				t.Errorf("stdout %q does not end with %q", r.stdout, tc.leader)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr %q does not say %q", r.stderr, tc.stderr)
+			}
+			r = runCtl(t, testCtx(), "", "--manager-url", addr, "--output", "json", "cluster", "members")
+			if r.code != tc.code || strings.Contains(r.stdout, `"leader"`) != tc.jsonLead {
+				t.Errorf("--json: exit %d, stdout %q; want exit %d, a leader named: %v", r.code, r.stdout, tc.code, tc.jsonLead)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/client/format"
@@ -24,7 +25,12 @@ func newEventsCommand() *cobra.Command {
 		Use:   "events [--window 1h] [--resume-from N] [--json]",
 		Short: "Follow the manager's event stream until interrupted",
 		Long: `Follow the manager's event stream until interrupted (Ctrl-C), one line per
-event: time received, log index, kind and the event's key fields.
+event: the time it happened (UTC), log index, kind and the event's key
+fields. The time is the manager's record of the change (its commit time),
+so a replay (--resume-from, or a reconnect) prints when each event
+happened, not when it arrived; snapshot events and initial_data_complete
+carry the time the snapshot was read. A manager too old to send event
+times gets the time received instead.
 
 Without --resume-from the stream starts with a snapshot (running nodes,
 active jobs) ending in initial_data_complete, then live events. With
@@ -60,7 +66,11 @@ Ctrl-C is its normal end, so an interrupted events exits with code 0 (not
 					_, err = fmt.Fprintf(e.out, "%s\n", b)
 					return err
 				}
-				_, err := fmt.Fprintf(e.out, "%s  %s\n", e.now().Format("15:04:05"), format.EventLine(ev))
+				at := ev.GetEventTime()
+				if at == nil { // a manager older than event_time
+					at = timestamppb.New(e.now())
+				}
+				_, err := fmt.Fprintf(e.out, "%s  %s\n", format.Time(at), format.EventLine(ev))
 				return err
 			}
 			sub, err := m.Subscribe(settings)

@@ -5,10 +5,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/norsk-oss/norsk-manager/client/clienttest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/client/clienttest"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 // TestCtl_Events follows the stream until interrupted, across a broken
@@ -37,11 +42,11 @@ func TestCtl_Events(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	wantRe := []string{
-		`^\d\d:\d\d:\d\d  #3     node_running            node=n1 address=127\.0\.0\.1$`,
-		`^\d\d:\d\d:\d\d  #3     job_active              job=hello-http state=active last: created$`,
-		`^\d\d:\d\d:\d\d  #3     initial_data_complete   snapshot complete$`,
-		`^\d\d:\d\d:\d\d  #4     job_updated             job=hello-http state=active last: running role=primary node=n1$`,
-		`^\d\d:\d\d:\d\d  #5     job_deleted             job=hello-http$`,
+		`^2026-05-04T12:00:00Z  #3     node_running            node=n1 address=127\.0\.0\.1$`,
+		`^2026-05-04T12:00:00Z  #3     job_active              job=hello-http state=active last: created$`,
+		`^2026-05-04T12:00:00Z  #3     initial_data_complete   snapshot complete$`,
+		`^2026-05-04T12:00:00Z  #4     job_updated             job=hello-http state=active last: running role=primary node=n1$`,
+		`^2026-05-04T12:00:00Z  #5     job_deleted             job=hello-http$`,
 	}
 	if len(lines) != len(wantRe) {
 		t.Fatalf("events printed %d lines, want %d:\n%s", len(lines), len(wantRe), r.stdout)
@@ -83,6 +88,29 @@ func TestCtl_EventsJSONResume(t *testing.T) {
 	}
 	if reqs := fake.StreamRequests(); len(reqs) != 1 || reqs[0].GetResumeFromIndex() != 1 {
 		t.Errorf("stream requests = %v", reqs)
+	}
+}
+
+// TestCtl_EventsPrintsEventTime: a replayed event is printed with the time
+// it happened (its event_time), not the time it was received.
+func TestCtl_EventsPrintsEventTime(t *testing.T) {
+	fake, addr := newTestFake(t)
+	then := time.Date(2025, 12, 31, 23, 59, 58, 0, time.UTC)
+	fake.Publish(&managerpb.EventStreamEvent{EventTime: timestamppb.New(then), Event: &managerpb.EventStreamEvent_JobDeleted{
+		JobDeleted: &managerpb.JobDeleted{JobId: &commonpb.JobId{JobId: "old"}}}})
+	ctx, cancel := context.WithCancel(testCtx())
+	out, errOut := &notifyBuffer{}, &notifyBuffer{}
+	doneCh := make(chan ctlResult, 1)
+	go func() {
+		doneCh <- runCtlTo(t, ctx, "", out, errOut, "--manager-url", addr, "events", "--resume-from", "0")
+	}()
+	got := out.waitFor(t, "\n")
+	cancel()
+	if r := <-doneCh; r.code != 0 {
+		t.Fatalf("events exited %d: %s", r.code, r.stderr)
+	}
+	if want := "2025-12-31T23:59:58Z  #1     job_deleted             job=old\n"; got != want {
+		t.Errorf("printed %q, want %q (the event's time, not the clock's %s)", got, want, ctlTestNow.Format(time.RFC3339))
 	}
 }
 

@@ -8,17 +8,23 @@ import (
 )
 
 // TestCtl_LocalErrorsAreNotTheManagers: a manager that cannot be reached is
-// reported with the addresses tried and each one's connection error, never
-// as "manager said".
+// reported with the cause per manager (its connection error, or
+// NOT_SERVING for one up without a Raft leader), never as "manager said".
 func TestCtl_LocalErrorsAreNotTheManagers(t *testing.T) {
 	down1, down2 := clienttest.UnusedAddr(t), clienttest.UnusedAddr(t)
+	srv := clienttest.Serve(t, clienttest.NewManager(nil), "127.0.0.1:0")
+	srv.SetServing(false) // up, without a Raft leader
+	notServing := srv.Addr
 	cases := []struct {
 		name string
 		url  string
 		want []string
 	}{
-		{"one manager down", down1, []string{"manager unavailable at " + down1, "tried " + down1 + ": dial tcp " + down1}},
-		{"two managers down", down1 + "," + down2, []string{"manager unavailable at " + down1 + "," + down2, down1 + ": dial tcp", down2 + ": "}},
+		{"one manager down", down1, []string{"manager unavailable at " + down1 + " (no manager serves: " + down1 + " unreachable: connect: connection refused)"}},
+		{"two managers down", down1 + "," + down2, []string{"manager unavailable at " + down1 + "," + down2,
+			"no manager serves: " + down1 + " unreachable: connect: connection refused, " + down2 + " unreachable: connect: connection refused"}},
+		{"one NOT_SERVING, one down", notServing + "," + down1, []string{"manager unavailable at " + notServing + "," + down1,
+			"(no manager serves: " + notServing + " NOT_SERVING (no Raft leader), " + down1 + " unreachable: connect: connection refused)\n"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -109,7 +109,8 @@ fresh slot, for trying things out; with --run-job it also creates and starts
 the job in the given file and prints the event stream until Ctrl-C.
 
 Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
-workers keep running them and a restarted manager adopts them.`,
+workers keep running them and a restarted manager adopts them.
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -204,6 +205,14 @@ func run(ctx context.Context, o *options) error {
 		}
 	}
 	// Every flag is checked before anything is created on disk.
+	if err := checkListenAddr("--api-addr", o.apiAddr, "127.0.0.1:6790 or 0.0.0.0:6790"); err != nil {
+		return err
+	}
+	if o.metricsAddr != "" {
+		if err := checkListenAddr("--metrics-addr", o.metricsAddr, "127.0.0.1:9790"); err != nil {
+			return err
+		}
+	}
 	cc, err := o.clusterConfig(log)
 	if err != nil {
 		return err

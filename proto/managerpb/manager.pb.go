@@ -4184,7 +4184,16 @@ type EventStreamEvent struct {
 	// (1-based, strictly increasing). Snapshot events and events derived for
 	// this subscriber (job_pending / job_out_of_window) carry the index of the
 	// log position they were computed at; resume with the last index seen.
-	LogIndex      uint64 `protobuf:"varint,100,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	LogIndex uint64 `protobuf:"varint,100,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	// Added. When the event happened: for a log event, the time of the change
+	// that raised it, recorded when it was appended (the same on every
+	// manager and on every replay, not the time of sending). Snapshot events,
+	// initial_data_complete and stream_reset carry the time the snapshot was
+	// read; job_pending / job_out_of_window derived from a log event carry
+	// that event's time, and job_pending for a job whose start entered the
+	// window as time passed the time it was noticed. Unset from managers
+	// that predate the field.
+	EventTime     *timestamppb.Timestamp `protobuf:"bytes,101,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4393,6 +4402,13 @@ func (x *EventStreamEvent) GetLogIndex() uint64 {
 		return x.LogIndex
 	}
 	return 0
+}
+
+func (x *EventStreamEvent) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
+	}
+	return nil
 }
 
 type isEventStreamEvent_Event interface {
@@ -5998,7 +6014,10 @@ func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
 type ClusterMembersResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Members []*ClusterMember       `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
-	// Name of the Raft leader ("" if there is none).
+	// Name of the Raft leader ("" if there is none, or if the answering
+	// manager's view names one that does not itself report being the leader
+	// of the newest term any member reports: a dead or deposed leader is
+	// never named).
 	Leader        string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -7660,8 +7679,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xe2\n" +
-	"\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x9d\v\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -7687,7 +7705,9 @@ const file_manager_proto_rawDesc = "" +
 	"\x0ebundle_deleted\x18\x11 \x01(\v2 .norsk.api.manager.BundleDeletedH\x00R\rbundleDeleted\x12=\n" +
 	"\n" +
 	"node_alert\x18\x12 \x01(\v2\x1c.norsk.api.manager.NodeAlertH\x00R\tnodeAlert\x12\x1b\n" +
-	"\tlog_index\x18d \x01(\x04R\blogIndexB\a\n" +
+	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
+	"\n" +
+	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
 	"\x05event\"O\n" +
 	"\x10JobSearchRequest\x12;\n" +
 	"\n" +
@@ -8246,141 +8266,142 @@ var file_manager_proto_depIdxs = []int32{
 	93,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	94,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	60,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	52,  // 120: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	12,  // 121: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	130, // 122: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	115, // 123: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	125, // 124: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 125: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 126: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 127: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	29,  // 128: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	117, // 129: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	10,  // 130: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	131, // 131: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	67,  // 132: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	127, // 133: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 134: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	117, // 135: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	111, // 136: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	128, // 137: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	127, // 138: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	128, // 139: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	117, // 140: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	66,  // 141: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	27,  // 142: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 143: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	69,  // 144: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	112, // 145: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	128, // 146: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	132, // 147: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	128, // 148: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	75,  // 149: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 150: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	117, // 151: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	113, // 152: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 153: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	76,  // 154: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	75,  // 155: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	128, // 156: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	128, // 157: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	114, // 158: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	117, // 159: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	82,  // 160: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	85,  // 161: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 162: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	89,  // 163: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	88,  // 164: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 165: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	17,  // 166: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	13,  // 167: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 168: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 169: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 170: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	85,  // 171: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 172: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 173: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 174: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	85,  // 175: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	116, // 176: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	86,  // 177: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 178: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	96,  // 179: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	101, // 180: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	102, // 181: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	103, // 182: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	117, // 183: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	133, // 184: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	117, // 185: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	117, // 186: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	133, // 187: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	134, // 188: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	13,  // 189: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	13,  // 190: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	116, // 191: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	63,  // 192: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	44,  // 193: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	45,  // 194: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	46,  // 195: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	128, // 196: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	47,  // 197: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	48,  // 198: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	116, // 199: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	53,  // 200: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	134, // 201: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	70,  // 202: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	68,  // 203: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	116, // 204: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	73,  // 205: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	77,  // 206: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	128, // 207: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	79,  // 208: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	81,  // 209: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	83,  // 210: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	86,  // 211: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 212: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	85,  // 213: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	91,  // 214: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	92,  // 215: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	85,  // 216: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 217: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	99,  // 218: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	64,  // 219: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	18,  // 220: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	18,  // 221: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	134, // 222: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	35,  // 223: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	134, // 224: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	134, // 225: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	134, // 226: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	134, // 227: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	134, // 228: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	134, // 229: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	134, // 230: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	62,  // 231: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	65,  // 232: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	71,  // 233: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	134, // 234: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	72,  // 235: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	74,  // 236: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 237: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	134, // 238: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	80,  // 239: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	134, // 240: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	84,  // 241: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	90,  // 242: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	134, // 243: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	134, // 244: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	134, // 245: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	134, // 246: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	96,  // 247: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	98,  // 248: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	100, // 249: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	219, // [219:250] is the sub-list for method output_type
-	188, // [188:219] is the sub-list for method input_type
-	188, // [188:188] is the sub-list for extension type_name
-	188, // [188:188] is the sub-list for extension extendee
-	0,   // [0:188] is the sub-list for field type_name
+	117, // 120: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	52,  // 121: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	12,  // 122: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	130, // 123: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	115, // 124: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	125, // 125: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	126, // 126: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 127: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 128: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	29,  // 129: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	117, // 130: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	10,  // 131: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	131, // 132: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	67,  // 133: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	127, // 134: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	117, // 135: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	117, // 136: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	111, // 137: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	128, // 138: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	127, // 139: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	128, // 140: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	117, // 141: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	66,  // 142: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	27,  // 143: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 144: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	69,  // 145: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	112, // 146: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	128, // 147: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	132, // 148: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	128, // 149: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	75,  // 150: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	117, // 151: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	117, // 152: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	113, // 153: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 154: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	76,  // 155: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	75,  // 156: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	128, // 157: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	128, // 158: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	114, // 159: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	117, // 160: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	82,  // 161: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	85,  // 162: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 163: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	89,  // 164: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	88,  // 165: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 166: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	17,  // 167: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	13,  // 168: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 169: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 170: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 171: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	85,  // 172: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 173: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 174: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 175: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	85,  // 176: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	116, // 177: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	86,  // 178: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 179: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	96,  // 180: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	101, // 181: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	102, // 182: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	103, // 183: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	117, // 184: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	133, // 185: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	117, // 186: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	117, // 187: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	133, // 188: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	134, // 189: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	13,  // 190: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	13,  // 191: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	116, // 192: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	63,  // 193: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	44,  // 194: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	45,  // 195: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	46,  // 196: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	128, // 197: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	47,  // 198: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	48,  // 199: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	116, // 200: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	53,  // 201: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	134, // 202: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	70,  // 203: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	68,  // 204: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	116, // 205: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	73,  // 206: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	77,  // 207: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	128, // 208: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	79,  // 209: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	81,  // 210: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	83,  // 211: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	86,  // 212: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 213: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	85,  // 214: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	91,  // 215: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	92,  // 216: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	85,  // 217: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 218: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	99,  // 219: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	64,  // 220: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	18,  // 221: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	18,  // 222: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	134, // 223: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	35,  // 224: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	134, // 225: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	134, // 226: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	134, // 227: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	134, // 228: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	134, // 229: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	134, // 230: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	134, // 231: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	62,  // 232: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	65,  // 233: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	71,  // 234: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	134, // 235: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	72,  // 236: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	74,  // 237: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 238: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	134, // 239: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	80,  // 240: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	134, // 241: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	84,  // 242: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	90,  // 243: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	134, // 244: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	134, // 245: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	134, // 246: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	134, // 247: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	96,  // 248: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	98,  // 249: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	100, // 250: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	220, // [220:251] is the sub-list for method output_type
+	189, // [189:220] is the sub-list for method input_type
+	189, // [189:189] is the sub-list for extension type_name
+	189, // [189:189] is the sub-list for extension extendee
+	0,   // [0:189] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }

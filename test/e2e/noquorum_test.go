@@ -62,6 +62,11 @@ func TestE2E_NoLeader_FailsFast(t *testing.T) {
 	require.Contains(t, status.Convert(err).Message(), "nothing was done")
 	require.Less(t, took, 5*time.Second, "the write must be refused at once, not after a grain timeout")
 
+	// Its view of the cluster names no leader (never one of the dead).
+	members, err := api.ClusterMembers(ctx, &managerpb.ClusterMembersRequest{})
+	require.NoError(t, err)
+	require.Empty(t, members.GetLeader(), "ClusterMembers without a quorum names a leader: %v", members)
+
 	// The Go client skips the NOT_SERVING manager; with no manager serving
 	// it fails at once.
 	cl, err := client.Connect(context.Background(), client.Settings{URL: c.URLs(), Timeout: 30 * time.Second})
@@ -75,4 +80,9 @@ func TestE2E_NoLeader_FailsFast(t *testing.T) {
 	ce, ok := errors.AsType[*client.CallError](err)
 	require.True(t, ok && ce.Local, "%v", err)
 	require.True(t, strings.Contains(err.Error(), survivor.APIAddr), "%v", err)
+	// The cause per manager, not the last dial error gRPC kept.
+	require.Contains(t, err.Error(), survivor.APIAddr+" NOT_SERVING (no Raft leader)")
+	for _, m := range c.Managers[1:] {
+		require.Contains(t, err.Error(), m.APIAddr+" unreachable: ")
+	}
 }

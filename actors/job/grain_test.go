@@ -598,7 +598,7 @@ func hashOf(t *testing.T, r *internalpb.Reply) int64 {
 // the role's earlier one; a stop does not.
 func TestJob_LastFailureRecorded(t *testing.T) {
 	e := newEnv(t)
-	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Services: []*commonpb.Service{{Name: "web", Command: "true"}}}))
 	fail := func(role, node, reason string) {
 		require.Equal(t, errorpb.Code_OK, e.do(t, "j", start(role, node)).GetCode())
 		r := report(internalpb.InstanceReport_FAILED, role, node)
@@ -650,6 +650,8 @@ func TestJob_RetriesAcrossADeletion(t *testing.T) {
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(create(second), "create-2")).GetCode())
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", withID(del(), "delete-1")).GetCode())
 	require.Equal(t, "second", e.record(t, "j").GetJob().GetJob().GetDescription(), "a retried delete of the old job deleted the new one")
+}
+
 // TestJob_StartNeedsSomethingToRun: a job with no services is refused at
 // StartJob with FAILED_PRECONDITION saying why, and nothing is recorded
 // (issue 10 §6: it was reported running with nothing running); a service,

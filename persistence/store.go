@@ -131,6 +131,7 @@ func (c Config) Validate() error {
 type Store struct {
 	cfg    Config
 	db     *badger.DB
+	lock   *dirLock // nil when InMemory; released by Close after db
 	fsm    *FSM
 	logger *slog.Logger
 
@@ -151,10 +152,14 @@ type marker struct {
 }
 
 // Open opens (or initialises) the store in cfg.Dir. It refuses, with an
-// error naming the directory and the reason, a data dir that exists but is
-// not a norsk-manager store, one whose store files are missing, one of
-// another format version, and one badger cannot open (corruption, lock held
-// by another process).
+// error naming the directory and the reason and without changing
+// anything, a data dir that exists but is not a norsk-manager store, one
+// whose store files are missing, one of another format version (errors
+// wrapping ErrCorrupt), one of the other mode (ErrWrongMode), one another
+// process has open (ErrInUse), one whose files fail their integrity checks
+// (a *DamageError naming the file and the way out, see integrity.go), and
+// one badger cannot open. Zero-length logs a crash left behind are removed
+// first (removeEmptyLogs): a store opens after a SIGKILL at any instant.
 func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -163,40 +168,56 @@ func Open(cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	opts := badger.DefaultOptions("").WithInMemory(true)
-	if !cfg.InMemory {
+	var (
+		db   *badger.DB
+		lock *dirLock
+	)
+	if cfg.InMemory {
+		var err error
+		if db, err = badger.Open(storeOptions(badger.DefaultOptions("").WithInMemory(true), cfg, logger)); err != nil {
+			return nil, fmt.Errorf("open in-memory store: %w", err)
+		}
+	} else {
 		dir, err := prepareDataDir(cfg.Dir, cfg.Mode, logger)
 		if err != nil {
 			return nil, err
 		}
+		od, err := openBadgerDir(storeOptions(badger.DefaultOptions(dir), cfg, logger), cfg.Dir, cfg.Mode, logger)
+		if err != nil {
+			return nil, err
+		}
+		// Under the store's lock: no other manager's restore is running.
 		removeRestoreSpools(cfg.Dir, logger)
-		opts = badger.DefaultOptions(dir)
+		db, lock = od.db, od.lock
 	}
-	opts = opts.WithSyncWrites(cfg.SyncWrites).
-		WithDetectConflicts(false).
-		WithNumVersionsToKeep(1).
-		WithMemTableSize(cfg.MemTableSize).
-		WithBlockCacheSize(cfg.BlockCacheSize).
-		WithLogger(badgerLogger{logger})
-	db, err := badger.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("open store in %s: %w", cfg.Dir, err)
+	fail := func(err error) (*Store, error) {
+		db.Close()
+		lock.release()
+		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
 	}
 	if err := checkFormat(db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
+		return fail(err)
 	}
 	fsm, err := newFSM(db, cfg.EventRetention)
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
+		return fail(err)
 	}
-	s := &Store{cfg: cfg, db: db, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
+	s := &Store{cfg: cfg, db: db, lock: lock, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
 	if cfg.GCInterval > 0 && !cfg.InMemory {
 		s.wg.Add(1)
 		go s.gcLoop()
 	}
 	return s, nil
+}
+
+// storeOptions applies cfg to badger options of the FSM store.
+func storeOptions(opts badger.Options, cfg Config, logger *slog.Logger) badger.Options {
+	return opts.WithSyncWrites(cfg.SyncWrites).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(cfg.MemTableSize).
+		WithBlockCacheSize(cfg.BlockCacheSize).
+		WithLogger(badgerLogger{logger})
 }
 
 // prepareDataDir checks (or initialises) dir for use in mode and returns
@@ -389,6 +410,7 @@ func (s *Store) Close() error {
 		close(s.stopCh)
 		s.wg.Wait()
 		err = s.db.Close()
+		s.lock.release()
 	})
 	return err
 }

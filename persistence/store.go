@@ -75,7 +75,8 @@ type Config struct {
 	// allows at most 12%).
 	MaxBatchBytes int
 	// MemTableSize is badger's memtable size in bytes; it bounds the memory
-	// of recent writes and the size of one transaction. Default 64 MiB.
+	// of recent writes and the size of one transaction. Default 64 MiB, at
+	// least 7 MiB.
 	MemTableSize int64
 	// BlockCacheSize is badger's block cache in bytes. Default 32 MiB.
 	BlockCacheSize int64
@@ -91,6 +92,10 @@ type Config struct {
 	// Logger receives store logs; nil logs nothing.
 	Logger *slog.Logger
 }
+
+// minMemTableSize is the smallest memtable badger opens with its default
+// 1 MiB value threshold: ValueThreshold <= 15% of MemTableSize.
+const minMemTableSize = 7 << 20
 
 // DefaultConfig returns a Config with production defaults for dir.
 func DefaultConfig(dir string) Config {
@@ -117,8 +122,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("persistence config: MaxBatch (%d) must be at least 1", c.MaxBatch)
 	case c.MaxBatchBytes < 1<<16:
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at least 65536", c.MaxBatchBytes)
-	case c.MemTableSize < 1<<20:
-		return fmt.Errorf("persistence config: MemTableSize (%d) must be at least 1 MiB", c.MemTableSize)
+	case c.MemTableSize < minMemTableSize:
+		return fmt.Errorf("persistence config: MemTableSize (%d) must be at least 7 MiB: badger refuses a memtable whose transaction limit (15%%) is under its 1 MiB value threshold",
+			c.MemTableSize)
 	case int64(c.MaxBatchBytes)*100 > c.MemTableSize*12:
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at most 12%% of MemTableSize (%d): badger refuses transactions over 15%%",
 			c.MaxBatchBytes, c.MemTableSize)
@@ -169,8 +175,9 @@ func Open(cfg Config) (*Store, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	var (
-		db   *badger.DB
-		lock *dirLock
+		db          *badger.DB
+		lock        *dirLock
+		initPending *initPlan
 	)
 	if cfg.InMemory {
 		var err error
@@ -178,10 +185,11 @@ func Open(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("open in-memory store: %w", err)
 		}
 	} else {
-		dir, err := prepareDataDir(cfg.Dir, cfg.Mode, logger)
+		dir, plan, err := prepareDataDir(cfg.Dir, cfg.Mode, logger)
 		if err != nil {
 			return nil, err
 		}
+		initPending = plan
 		od, err := openBadgerDir(storeOptions(badger.DefaultOptions(dir), cfg, logger), cfg.Dir, cfg.Mode, logger)
 		if err != nil {
 			return nil, err
@@ -197,6 +205,11 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if err := checkFormat(db); err != nil {
 		return fail(err)
+	}
+	if initPending != nil {
+		if err := initPending.finish(db, cfg.Dir, logger); err != nil {
+			return fail(err)
+		}
 	}
 	fsm, err := newFSM(db, cfg.EventRetention)
 	if err != nil {
@@ -221,68 +234,68 @@ func storeOptions(opts badger.Options, cfg Config, logger *slog.Logger) badger.O
 }
 
 // prepareDataDir checks (or initialises) dir for use in mode and returns
-// the badger dir.
-func prepareDataDir(dir string, mode Mode, logger *slog.Logger) (string, error) {
+// the badger dir. For a new data dir it also returns the plan that writes
+// its marker once the store exists (initPlan.finish).
+func prepareDataDir(dir string, mode Mode, logger *slog.Logger) (string, *initPlan, error) {
 	storeDir := filepath.Join(dir, storeSubdir)
 	mb, err := os.ReadFile(filepath.Join(dir, markerFile))
 	switch {
 	case err == nil:
 		var m marker
 		if err := json.Unmarshal(mb, &m); err != nil {
-			return "", fmt.Errorf("data dir %s: marker file %s is unreadable (%v): %w", dir, markerFile, err, ErrCorrupt)
+			return "", nil, fmt.Errorf("data dir %s: marker file %s is unreadable (%v): %w", dir, markerFile, err, ErrCorrupt)
 		}
 		if m.Format != FormatVersion {
-			return "", fmt.Errorf("data dir %s: format version %d, this build reads %d: %w", dir, m.Format, FormatVersion, ErrCorrupt)
+			return "", nil, fmt.Errorf("data dir %s: format version %d, this build reads %d: %w", dir, m.Format, FormatVersion, ErrCorrupt)
 		}
 		if _, err := os.Stat(filepath.Join(storeDir, "MANIFEST")); err != nil {
-			return "", fmt.Errorf("data dir %s was initialised on %s but its store (%s) is missing or incomplete: %v; "+
+			return "", nil, fmt.Errorf("data dir %s was initialised on %s but its store (%s) is missing or incomplete: %v; "+
 				"refusing to start with empty state — restore the store, or use a new --data-dir: %w",
 				dir, m.CreatedAt.Format(time.RFC3339), storeDir, err, ErrCorrupt)
 		}
 		if mode == ModeUnchecked {
-			return storeDir, nil
+			return storeDir, nil, nil
 		}
 		held, inferred := m.Mode, false
 		if held == "" {
 			held, inferred = inferMode(dir), true
 		}
 		if err := checkMode(dir, held, inferred, mode); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if m.Mode == "" {
 			// Record the inferred mode, so that the rule is applied once,
 			// while the raft subdir it relies on is still there.
 			m.Mode = held
 			if err := writeMarker(dir, m); err != nil {
-				return "", err
+				return "", nil, err
 			}
 			logger.Info("recorded the data dir's mode in its marker", "dir", dir, "mode", held)
 		}
-		return storeDir, nil
+		return storeDir, nil, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("data dir %s: read marker: %w", dir, err)
+		return "", nil, fmt.Errorf("data dir %s: read marker: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
+	resumed := false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return "", fmt.Errorf("data dir %s: %w", dir, err)
+		return "", nil, fmt.Errorf("data dir %s: %w", dir, err)
 	case len(entries) > 0:
-		return "", fmt.Errorf("data dir %s is not empty and has no %s marker: it is not a norsk-manager data dir "+
-			"(or its marker was removed); refusing to initialise over it: %w", dir, markerFile, ErrCorrupt)
+		if resumed = interruptedInit(dir, entries); !resumed {
+			return "", nil, errNotDataDir(dir)
+		}
 	}
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
-		return "", fmt.Errorf("create data dir %s: %w", dir, err)
+		return "", nil, fmt.Errorf("create data dir %s: %w", dir, err)
 	}
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if err := writeMarker(dir, marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Mode: mode}); err != nil {
-		return "", err
-	}
-	logger.Info("initialised new data dir", "dir", dir, "mode", mode)
-	return storeDir, nil
+	m := marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Mode: mode}
+	return storeDir, &initPlan{marker: m, resumed: resumed}, nil
 }
 
 // writeMarker writes m as dir's marker file, atomically and durably.

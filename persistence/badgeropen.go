@@ -77,14 +77,28 @@ func openBadgerDir(opts badger.Options, dataDir string, mode Mode, logger *slog.
 // damageRefusal is the error Open returns for a damaged store: the first
 // damaged file, how many more, and what to do.
 func damageRefusal(dataDir string, mode Mode, damage []*DamageError) error {
+	return &refusal{dataDir: dataDir, mode: mode, damage: damage}
+}
+
+// refusal is a damaged store's refusal; it unwraps to the first
+// *DamageError (and so to ErrCorrupt) and keeps the others for Verify.
+type refusal struct {
+	dataDir string
+	mode    Mode
+	damage  []*DamageError
+}
+
+func (e *refusal) Error() string {
 	more := ""
-	if n := len(damage) - 1; n > 0 {
+	if n := len(e.damage) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more damaged file(s))", n)
 	}
-	return fmt.Errorf("data dir %s: store file %w%s; refusing to start on a store that may have lost data, nothing was changed. %s. "+
+	return fmt.Sprintf("data dir %s: store file %v%s; refusing to start on a store that may have lost data, nothing was changed. %s. "+
 		"norsk-manager verify --data-dir %s lists every damaged file",
-		dataDir, damage[0], more, DamageAdvice(mode), dataDir)
+		e.dataDir, e.damage[0], more, DamageAdvice(e.mode), e.dataDir)
 }
+
+func (e *refusal) Unwrap() error { return e.damage[0] }
 
 // DamageAdvice says what an operator can do about a damaged store of a
 // manager of mode (ModeUnchecked: either).

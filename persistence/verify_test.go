@@ -86,7 +86,9 @@ func TestVerify_Damage(t *testing.T) {
 		}, func(d string) string { return tables(t, filepath.Join(d, storeSubdir))[0] }, "fails its checksum"},
 		{"record", func(t *testing.T) string {
 			d := filledDir(t, ModeSingle, 10)
-			withStore(t, d, func(txn *badger.Txn) error { return txn.Set(entKey(JobKey("job-00003")), encodeEntity(1, true, []byte{0xff, 0xff})) })
+			withStore(t, d, func(txn *badger.Txn) error {
+				return txn.Set(entKey(JobKey("job-00003")), encodeEntity(1, true, []byte{0xff, 0xff}))
+			})
 			return d
 		}, func(d string) string { return filepath.Join(d, storeSubdir) }, `"ent/job/job-00003": the record does not decode`},
 		{"index entry missing", func(t *testing.T) string {

@@ -1,0 +1,9 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// addSubcommands adds the commands that work on a stopped manager's data
+// dir (each in its own file) to the daemon's root command.
+func addSubcommands(root *cobra.Command) {
+	root.AddCommand(newVerifyCommand())
+}

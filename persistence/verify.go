@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -94,8 +95,9 @@ type StoreCheck struct {
 //
 // Damage is reported in the VerifyReport (Sound is false), with a nil
 // error; an error means the data dir could not be checked at all (missing,
-// not a norsk-manager data dir, in use, of another format version).
-func Verify(dataDir string, logger *slog.Logger) (*VerifyReport, error) {
+// not a norsk-manager data dir, in use, of another format version) or ctx
+// ended (its error).
+func Verify(ctx context.Context, dataDir string, logger *slog.Logger) (*VerifyReport, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,14 +108,14 @@ func Verify(dataDir string, logger *slog.Logger) (*VerifyReport, error) {
 	storeDir := filepath.Join(dataDir, storeSubdir)
 	r.Store.Dir = storeDir
 	if r.Sound() {
-		if err := r.checkStore(storeDir, logger); err != nil {
+		if err := r.checkStore(ctx, storeDir, logger); err != nil {
 			return nil, err
 		}
 	}
 	raftDir := filepath.Join(dataDir, raftSubdir)
 	if fi, err := os.Stat(raftDir); err == nil && fi.IsDir() {
 		r.Raft = &RaftCheck{Dir: raftDir}
-		if err := r.checkRaft(raftDir, logger); err != nil {
+		if err := r.checkRaft(ctx, raftDir, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -157,7 +159,7 @@ func (r *VerifyReport) readMarker() error {
 }
 
 // checkStore opens the FSM store as a start would and checks its content.
-func (r *VerifyReport) checkStore(dir string, logger *slog.Logger) error {
+func (r *VerifyReport) checkStore(ctx context.Context, dir string, logger *slog.Logger) error {
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
 		r.damage(&DamageError{Path: filepath.Join(dir, "MANIFEST"), Reason: "the store is missing or incomplete", Err: err})
 		return nil
@@ -170,7 +172,7 @@ func (r *VerifyReport) checkStore(dir string, logger *slog.Logger) error {
 	}
 	defer od.close()
 	r.Store.Tables, r.Store.TableBytes = od.inspection.tables, od.inspection.tableBytes
-	return od.db.View(func(txn *badger.Txn) error { return r.scanStore(txn) })
+	return od.db.View(func(txn *badger.Txn) error { return r.scanStore(ctx, txn) })
 }
 
 // open opens a store directory for a check. Damage found before badger
@@ -201,14 +203,18 @@ type storeScan struct {
 	evMax    Index
 }
 
-// scanStore reads every key and value of the FSM store.
-func (r *VerifyReport) scanStore(txn *badger.Txn) error {
+// scanStore reads every key and value of the FSM store; it stops with
+// ctx's error when ctx ends.
+func (r *VerifyReport) scanStore(ctx context.Context, txn *badger.Txn) error {
 	sc := storeScan{meta: map[string]uint64{}, indexes: map[string][]byte{}, expected: map[string][]byte{}}
 	c := &r.Store
 	c.Entities = map[string]int{}
 	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
+		if c.Keys%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		item := it.Item()
 		key := item.KeyCopy(nil)
 		v, err := item.ValueCopy(nil)

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -58,7 +59,7 @@ const (
 // checkRaft opens the Raft store as a start would and checks its log,
 // stable keys and snapshots, and that the FSM store applied nothing the
 // Raft state does not hold.
-func (r *VerifyReport) checkRaft(dir string, logger *slog.Logger) error {
+func (r *VerifyReport) checkRaft(ctx context.Context, dir string, logger *slog.Logger) error {
 	c := r.Raft
 	if err := r.checkSnapshots(filepath.Join(dir, "snapshots")); err != nil {
 		return err
@@ -69,7 +70,7 @@ func (r *VerifyReport) checkRaft(dir string, logger *slog.Logger) error {
 	}
 	defer od.close()
 	c.Tables, c.TableBytes = od.inspection.tables, od.inspection.tableBytes
-	if err := od.db.View(func(txn *badger.Txn) error { return r.scanRaft(txn) }); err != nil {
+	if err := od.db.View(func(txn *badger.Txn) error { return r.scanRaft(ctx, txn) }); err != nil {
 		return err
 	}
 	bad := func(reason string) { r.damage(&DamageError{Path: dir, Reason: reason}) }
@@ -89,8 +90,9 @@ func (r *VerifyReport) checkRaft(dir string, logger *slog.Logger) error {
 	return nil
 }
 
-// scanRaft reads every log entry and stable key.
-func (r *VerifyReport) scanRaft(txn *badger.Txn) error {
+// scanRaft reads every log entry and stable key; it stops with ctx's
+// error when ctx ends.
+func (r *VerifyReport) scanRaft(ctx context.Context, txn *badger.Txn) error {
 	c := r.Raft
 	bad := func(key []byte, reason string, err error) {
 		r.damage(&DamageError{Path: c.Dir, Reason: fmt.Sprintf("key %q: %s", printable(key), reason), Err: err})
@@ -98,7 +100,11 @@ func (r *VerifyReport) scanRaft(txn *badger.Txn) error {
 	var lastTerm uint64
 	it := txn.NewIterator(badger.IteratorOptions{})
 	defer it.Close()
+	n := 0
 	for it.Rewind(); it.Valid(); it.Next() {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		item := it.Item()
 		key := item.KeyCopy(nil)
 		v, err := item.ValueCopy(nil)

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -44,7 +45,7 @@ func withStore(t *testing.T, d string, fn func(txn *badger.Txn) error) {
 func TestVerify_Sound(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		d := filledDir(t, ModeSingle, 120)
-		r, err := Verify(d, nil)
+		r, err := Verify(context.Background(), d, nil)
 		require.NoError(t, err)
 		require.True(t, r.Sound(), "%v", r.Damage)
 		require.Equal(t, ModeSingle, r.Marker.Mode)
@@ -56,7 +57,7 @@ func TestVerify_Sound(t *testing.T) {
 	})
 	t.Run("cluster member", func(t *testing.T) {
 		d := memberDir(t, 30, 200, 3)
-		r, err := Verify(d, nil)
+		r, err := Verify(context.Background(), d, nil)
 		require.NoError(t, err)
 		require.True(t, r.Sound(), "%v", r.Damage)
 		require.NotNil(t, r.Raft)
@@ -129,7 +130,7 @@ func TestVerify_Damage(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.setup(t)
-			r, err := Verify(d, nil)
+			r, err := Verify(context.Background(), d, nil)
 			require.NoError(t, err)
 			require.False(t, r.Sound())
 			require.Equal(t, tc.path(d), r.Damage[0].Path)
@@ -152,7 +153,7 @@ func TestVerify_Snapshots(t *testing.T) {
 	require.NoError(t, sink.Close())
 	require.NoError(t, s.Close())
 
-	r, err := Verify(d, nil)
+	r, err := Verify(context.Background(), d, nil)
 	require.NoError(t, err)
 	require.True(t, r.Sound(), "%v", r.Damage)
 	require.Len(t, r.Raft.Snapshots, 1)
@@ -161,7 +162,7 @@ func TestVerify_Snapshots(t *testing.T) {
 
 	state := filepath.Join(d, raftSubdir, "snapshots", "snapshots", sink.ID(), "state.bin")
 	damage(t, state, 40, 8, rand.New(rand.NewPCG(5, 5)))
-	r, err = Verify(d, nil)
+	r, err = Verify(context.Background(), d, nil)
 	require.NoError(t, err)
 	require.False(t, r.Sound())
 	require.Equal(t, state, r.Damage[0].Path)
@@ -175,18 +176,18 @@ func TestVerify_Refuses(t *testing.T) {
 	d := filledDir(t, ModeSingle, 5)
 	s, err := Open(DefaultConfig(d))
 	require.NoError(t, err)
-	_, err = Verify(d, nil)
+	_, err = Verify(context.Background(), d, nil)
 	require.ErrorIs(t, err, ErrInUse)
 	require.NoError(t, s.Close())
 
-	_, err = Verify(t.TempDir(), nil)
+	_, err = Verify(context.Background(), t.TempDir(), nil)
 	require.ErrorContains(t, err, "not a norsk-manager data dir")
-	_, err = Verify(filepath.Join(t.TempDir(), "nope"), nil)
+	_, err = Verify(context.Background(), filepath.Join(t.TempDir(), "nope"), nil)
 	require.ErrorIs(t, err, os.ErrNotExist)
 
 	empty := filepath.Join(d, storeSubdir, "00077.mem")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
-	r, err := Verify(d, nil)
+	r, err := Verify(context.Background(), d, nil)
 	require.NoError(t, err)
 	require.True(t, r.Sound(), "%v", r.Damage)
 	require.Equal(t, []string{empty}, r.Removed)

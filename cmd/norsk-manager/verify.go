@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,7 +64,7 @@ Exit codes:
 			if dataDir == "" {
 				return usagef("--data-dir: the data dir to check is required")
 			}
-			return runVerify(cmd.OutOrStdout(), cmd.ErrOrStderr(), dataDir)
+			return runVerify(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), dataDir)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "the data dir of the stopped manager to check")
@@ -71,10 +72,10 @@ Exit codes:
 }
 
 // runVerify checks dataDir and prints the report to out.
-func runVerify(out, errOut io.Writer, dataDir string) error {
+func runVerify(ctx context.Context, out, errOut io.Writer, dataDir string) error {
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := time.Now()
-	r, err := persistence.Verify(dataDir, logger)
+	r, err := persistence.Verify(ctx, dataDir, logger)
 	if err != nil {
 		return &exitError{code: verifyExitUncheckable, err: fmt.Errorf("cannot check %s: %w", dataDir, err)}
 	}

@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -97,16 +99,39 @@ func inspectBadgerDir(dir string, opts badger.Options) (dirInspection, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		path := table.NewFilename(id, dir)
-		size, derr := verifyTable(path, m.Tables[id], opts)
+	sizes, damage := verifyTables(dir, ids, m.Tables, opts)
+	for i := range ids {
 		in.tables++
-		in.tableBytes += size
-		if derr != nil {
-			in.damage = append(in.damage, derr)
+		in.tableBytes += sizes[i]
+		if damage[i] != nil {
+			in.damage = append(in.damage, damage[i])
 		}
 	}
 	return in, nil
+}
+
+// verifyTables verifies the tables ids of dir on up to GOMAXPROCS (at
+// most 4) goroutines, which all end before it returns, and returns each
+// table's size and damage (nil if sound) in the order of ids.
+func verifyTables(dir string, ids []uint64, tms map[uint64]badger.TableManifest, opts badger.Options) ([]int64, []*DamageError) {
+	sizes, damage := make([]int64, len(ids)), make([]*DamageError, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), 4, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sizes[i], damage[i] = verifyTable(table.NewFilename(ids[i], dir), tms[ids[i]], opts)
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return sizes, damage
 }
 
 // verifyTable verifies the index and block checksums of the table at path

@@ -35,14 +35,14 @@ func (o *openedDir) close() error {
 
 // openBadgerDir opens the badger DB in opts.Dir for a store of mode (which
 // selects the advice a damage error gives; dataDir names the manager's
-// data dir, which every error message starts with). In order, and with nothing changed when a step
-// fails:
+// data dir, which every error message starts with). In order, and with
+// nothing changed when a step fails:
 //
 //  1. it takes the directory's lock for as long as the DB is open, or
 //     fails with ErrInUse (another manager, or verify, holds it);
 //  2. it verifies the MANIFEST and every table (inspectBadgerDir) and
-//     fails with a *DamageError naming the first damaged file, the count of
-//     others, and the way out;
+//     fails with an error that unwraps to a *DamageError (and ErrCorrupt),
+//     naming the first damaged file, the count of others, and the way out;
 //  3. it removes zero-length logs a crash left (removeEmptyLogs), which
 //     badger cannot open;
 //  4. it opens badger with checksum verification on (withIntegrity).
@@ -88,6 +88,8 @@ type refusal struct {
 	damage  []*DamageError
 }
 
+// Error names the first damaged file, the others' count, the advice for
+// the mode and the verify command.
 func (e *refusal) Error() string {
 	more := ""
 	if n := len(e.damage) - 1; n > 0 {
@@ -98,6 +100,8 @@ func (e *refusal) Error() string {
 		e.dataDir, e.damage[0], more, DamageAdvice(e.mode), e.dataDir)
 }
 
+// Unwrap returns the first damage (errors.As *DamageError, errors.Is
+// ErrCorrupt).
 func (e *refusal) Unwrap() error { return e.damage[0] }
 
 // DamageAdvice says what an operator can do about a damaged store of a

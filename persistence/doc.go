@@ -20,4 +20,10 @@
 // own, RaftFSM (raftfsm.go) applies committed logs through the same FSM
 // code path, and snapshot.go streams and restores the store's content for
 // raft snapshots.
+//
+// Opening a store (badgeropen.go) takes its lock (dirlock.go: one process
+// per store), verifies the MANIFEST and every table's checksums before
+// badger sees them and refuses a damaged store (integrity.go), and removes
+// the zero-length logs a SIGKILL can leave, which badger cannot open.
+// Verify (verify.go, verify_raft.go) checks a stopped data dir offline.
 package persistence

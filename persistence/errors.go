@@ -41,6 +41,11 @@ var (
 	// leader's snapshot): there is no consistent state to copy until it
 	// ends. Retry later, or on another manager.
 	ErrRestoring = errors.New("persistence: the store is being restored from a snapshot")
+
+	// ErrInUse is wrapped when a store is opened while another process (a
+	// running manager, or norsk-manager verify) holds it: the data dir is
+	// in use by another manager. Nothing was read or changed.
+	ErrInUse = errors.New("persistence: data dir in use by another manager")
 )
 
 // ConflictError reports a failed expected-sequence check.
@@ -57,3 +62,33 @@ func (e *ConflictError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrSeqConflict) true.
 func (e *ConflictError) Unwrap() error { return ErrSeqConflict }
+
+// DamageError reports a store file that fails an integrity check (a
+// checksum, a missing table, an undecodable record). Open refuses such a
+// store and Verify reports it; nothing in the store was changed. It wraps
+// ErrCorrupt.
+type DamageError struct {
+	// Path is the damaged file (a badger table, the MANIFEST, a value log),
+	// or the store directory when no single file is to blame.
+	Path string
+	// Reason says what failed, in words (e.g. "block 3 fails its checksum").
+	Reason string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error names the file and the reason.
+func (e *DamageError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s is damaged: %s (%v)", e.Path, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("%s is damaged: %s", e.Path, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true and keeps the cause.
+func (e *DamageError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrCorrupt, e.Err}
+	}
+	return []error{ErrCorrupt}
+}

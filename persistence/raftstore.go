@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -61,6 +62,7 @@ const (
 // every method returns ErrClosed. Shut raft down before closing the store.
 type RaftStore struct {
 	db     *badger.DB
+	lock   *dirLock // released by Close after db
 	logger *slog.Logger
 
 	// mu serialises writes and guards the cached index bounds and closed.
@@ -79,9 +81,13 @@ var (
 	_ raft.StableStore = (*RaftStore)(nil)
 )
 
-// OpenRaftStore opens (or creates) the Raft store in cfg.Dir. It fails if
-// badger cannot open the directory (corruption, lock held by another
-// process) or a stored log key is malformed.
+// OpenRaftStore opens (or creates) the Raft store in cfg.Dir. It fails,
+// changing nothing, if another process has the store open (ErrInUse), its
+// files fail their integrity checks (a *DamageError naming the file, with
+// the advice to rebuild the member from the cluster), badger cannot open
+// the directory, or a stored log key is malformed (ErrCorrupt). Messages
+// name cfg.Dir's parent as the data dir. Zero-length logs a crash left
+// behind are removed first (removeEmptyLogs).
 func OpenRaftStore(cfg RaftStoreConfig) (*RaftStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -93,29 +99,33 @@ func OpenRaftStore(cfg RaftStoreConfig) (*RaftStore, error) {
 	if !cfg.SyncWrites {
 		logger.Warn("raft store writes are not synced: acknowledged votes and log entries may be lost in a crash", "dir", cfg.Dir)
 	}
-	opts := badger.DefaultOptions(cfg.Dir).
+	od, err := openBadgerDir(raftStoreOptions(cfg, logger), filepath.Dir(cfg.Dir), ModeCluster, logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &RaftStore{db: od.db, lock: od.lock, logger: logger, stopCh: make(chan struct{})}
+	if err := od.db.View(func(txn *badger.Txn) error {
+		var err error
+		s.mu.first, s.mu.last, err = scanLogBounds(txn)
+		return err
+	}); err != nil {
+		od.close()
+		return nil, fmt.Errorf("raft store in %s: %w", cfg.Dir, err)
+	}
+	s.wg.Add(1)
+	go s.gcLoop()
+	return s, nil
+}
+
+// raftStoreOptions are the badger options of the Raft store in cfg.Dir.
+func raftStoreOptions(cfg RaftStoreConfig, logger *slog.Logger) badger.Options {
+	return badger.DefaultOptions(cfg.Dir).
 		WithSyncWrites(cfg.SyncWrites).
 		WithDetectConflicts(false).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(raftStoreMemTableSize).
 		WithBlockCacheSize(raftStoreBlockCacheSize).
 		WithLogger(badgerLogger{logger})
-	db, err := badger.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("open raft store in %s: %w", cfg.Dir, err)
-	}
-	s := &RaftStore{db: db, logger: logger, stopCh: make(chan struct{})}
-	if err := db.View(func(txn *badger.Txn) error {
-		var err error
-		s.mu.first, s.mu.last, err = scanLogBounds(txn)
-		return err
-	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("raft store in %s: %w", cfg.Dir, err)
-	}
-	s.wg.Add(1)
-	go s.gcLoop()
-	return s, nil
 }
 
 // Close closes the store. Idempotent.
@@ -129,7 +139,9 @@ func (s *RaftStore) Close() error {
 	s.mu.Unlock()
 	close(s.stopCh)
 	s.wg.Wait()
-	return s.db.Close()
+	err := s.db.Close()
+	s.lock.release()
+	return err
 }
 
 // FirstIndex returns the index of the oldest stored log entry, 0 if the log

@@ -75,7 +75,8 @@ type Config struct {
 	// allows at most 12%).
 	MaxBatchBytes int
 	// MemTableSize is badger's memtable size in bytes; it bounds the memory
-	// of recent writes and the size of one transaction. Default 64 MiB.
+	// of recent writes and the size of one transaction. Default 64 MiB, at
+	// least 7 MiB.
 	MemTableSize int64
 	// BlockCacheSize is badger's block cache in bytes. Default 32 MiB.
 	BlockCacheSize int64
@@ -91,6 +92,10 @@ type Config struct {
 	// Logger receives store logs; nil logs nothing.
 	Logger *slog.Logger
 }
+
+// minMemTableSize is the smallest memtable badger opens with its default
+// 1 MiB value threshold: ValueThreshold <= 15% of MemTableSize.
+const minMemTableSize = 7 << 20
 
 // DefaultConfig returns a Config with production defaults for dir.
 func DefaultConfig(dir string) Config {
@@ -117,8 +122,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("persistence config: MaxBatch (%d) must be at least 1", c.MaxBatch)
 	case c.MaxBatchBytes < 1<<16:
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at least 65536", c.MaxBatchBytes)
-	case c.MemTableSize < 1<<20:
-		return fmt.Errorf("persistence config: MemTableSize (%d) must be at least 1 MiB", c.MemTableSize)
+	case c.MemTableSize < minMemTableSize:
+		return fmt.Errorf("persistence config: MemTableSize (%d) must be at least 7 MiB: badger refuses a memtable whose transaction limit (15%%) is under its 1 MiB value threshold",
+			c.MemTableSize)
 	case int64(c.MaxBatchBytes)*100 > c.MemTableSize*12:
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at most 12%% of MemTableSize (%d): badger refuses transactions over 15%%",
 			c.MaxBatchBytes, c.MemTableSize)
@@ -131,6 +137,7 @@ func (c Config) Validate() error {
 type Store struct {
 	cfg    Config
 	db     *badger.DB
+	lock   *dirLock // nil when InMemory; released by Close after db
 	fsm    *FSM
 	logger *slog.Logger
 
@@ -151,10 +158,14 @@ type marker struct {
 }
 
 // Open opens (or initialises) the store in cfg.Dir. It refuses, with an
-// error naming the directory and the reason, a data dir that exists but is
-// not a norsk-manager store, one whose store files are missing, one of
-// another format version, and one badger cannot open (corruption, lock held
-// by another process).
+// error naming the directory and the reason and without changing
+// anything, a data dir that exists but is not a norsk-manager store, one
+// whose store files are missing, one of another format version (errors
+// wrapping ErrCorrupt), one of the other mode (ErrWrongMode), one another
+// process has open (ErrInUse), one whose files fail their integrity checks
+// (a *DamageError naming the file and the way out, see integrity.go), and
+// one badger cannot open. Zero-length logs a crash left behind are removed
+// first (removeEmptyLogs): a store opens after a SIGKILL at any instant.
 func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -163,35 +174,48 @@ func Open(cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	opts := badger.DefaultOptions("").WithInMemory(true)
-	if !cfg.InMemory {
-		dir, err := prepareDataDir(cfg.Dir, cfg.Mode, logger)
+	var (
+		db          *badger.DB
+		lock        *dirLock
+		initPending *initPlan
+	)
+	if cfg.InMemory {
+		var err error
+		if db, err = badger.Open(storeOptions(badger.DefaultOptions("").WithInMemory(true), cfg, logger)); err != nil {
+			return nil, fmt.Errorf("open in-memory store: %w", err)
+		}
+	} else {
+		dir, plan, err := prepareDataDir(cfg.Dir, cfg.Mode, logger)
 		if err != nil {
 			return nil, err
 		}
+		initPending = plan
+		od, err := openBadgerDir(storeOptions(badger.DefaultOptions(dir), cfg, logger), cfg.Dir, cfg.Mode, logger)
+		if err != nil {
+			return nil, err
+		}
+		// Under the store's lock: no other manager's restore is running.
 		removeRestoreSpools(cfg.Dir, logger)
-		opts = badger.DefaultOptions(dir)
+		db, lock = od.db, od.lock
 	}
-	opts = opts.WithSyncWrites(cfg.SyncWrites).
-		WithDetectConflicts(false).
-		WithNumVersionsToKeep(1).
-		WithMemTableSize(cfg.MemTableSize).
-		WithBlockCacheSize(cfg.BlockCacheSize).
-		WithLogger(badgerLogger{logger})
-	db, err := badger.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("open store in %s: %w", cfg.Dir, err)
+	fail := func(err error) (*Store, error) {
+		db.Close()
+		lock.release()
+		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
 	}
 	if err := checkFormat(db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
+		return fail(err)
+	}
+	if initPending != nil {
+		if err := initPending.finish(db, cfg.Dir, logger); err != nil {
+			return fail(err)
+		}
 	}
 	fsm, err := newFSM(db, cfg.EventRetention)
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("data dir %s: %w", cfg.Dir, err)
+		return fail(err)
 	}
-	s := &Store{cfg: cfg, db: db, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
+	s := &Store{cfg: cfg, db: db, lock: lock, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
 	if cfg.GCInterval > 0 && !cfg.InMemory {
 		s.wg.Add(1)
 		go s.gcLoop()
@@ -199,69 +223,79 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// storeOptions applies cfg to badger options of the FSM store.
+func storeOptions(opts badger.Options, cfg Config, logger *slog.Logger) badger.Options {
+	return opts.WithSyncWrites(cfg.SyncWrites).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(cfg.MemTableSize).
+		WithBlockCacheSize(cfg.BlockCacheSize).
+		WithLogger(badgerLogger{logger})
+}
+
 // prepareDataDir checks (or initialises) dir for use in mode and returns
-// the badger dir.
-func prepareDataDir(dir string, mode Mode, logger *slog.Logger) (string, error) {
+// the badger dir. For a new data dir it also returns the plan that writes
+// its marker once the store exists (initPlan.finish).
+func prepareDataDir(dir string, mode Mode, logger *slog.Logger) (string, *initPlan, error) {
 	storeDir := filepath.Join(dir, storeSubdir)
 	mb, err := os.ReadFile(filepath.Join(dir, markerFile))
 	switch {
 	case err == nil:
 		var m marker
 		if err := json.Unmarshal(mb, &m); err != nil {
-			return "", fmt.Errorf("data dir %s: marker file %s is unreadable (%v): %w", dir, markerFile, err, ErrCorrupt)
+			return "", nil, fmt.Errorf("data dir %s: marker file %s is unreadable (%v): %w", dir, markerFile, err, ErrCorrupt)
 		}
 		if m.Format != FormatVersion {
-			return "", fmt.Errorf("data dir %s: format version %d, this build reads %d: %w", dir, m.Format, FormatVersion, ErrCorrupt)
+			return "", nil, fmt.Errorf("data dir %s: format version %d, this build reads %d: %w", dir, m.Format, FormatVersion, ErrCorrupt)
 		}
 		if _, err := os.Stat(filepath.Join(storeDir, "MANIFEST")); err != nil {
-			return "", fmt.Errorf("data dir %s was initialised on %s but its store (%s) is missing or incomplete: %v; "+
+			return "", nil, fmt.Errorf("data dir %s was initialised on %s but its store (%s) is missing or incomplete: %v; "+
 				"refusing to start with empty state — restore the store, or use a new --data-dir: %w",
 				dir, m.CreatedAt.Format(time.RFC3339), storeDir, err, ErrCorrupt)
 		}
 		if mode == ModeUnchecked {
-			return storeDir, nil
+			return storeDir, nil, nil
 		}
 		held, inferred := m.Mode, false
 		if held == "" {
 			held, inferred = inferMode(dir), true
 		}
 		if err := checkMode(dir, held, inferred, mode); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if m.Mode == "" {
 			// Record the inferred mode, so that the rule is applied once,
 			// while the raft subdir it relies on is still there.
 			m.Mode = held
 			if err := writeMarker(dir, m); err != nil {
-				return "", err
+				return "", nil, err
 			}
 			logger.Info("recorded the data dir's mode in its marker", "dir", dir, "mode", held)
 		}
-		return storeDir, nil
+		return storeDir, nil, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("data dir %s: read marker: %w", dir, err)
+		return "", nil, fmt.Errorf("data dir %s: read marker: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
+	resumed := false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return "", fmt.Errorf("data dir %s: %w", dir, err)
+		return "", nil, fmt.Errorf("data dir %s: %w", dir, err)
 	case len(entries) > 0:
-		return "", fmt.Errorf("data dir %s is not empty and has no %s marker: it is not a norsk-manager data dir "+
-			"(or its marker was removed); refusing to initialise over it: %w", dir, markerFile, ErrCorrupt)
+		if resumed = interruptedInit(dir, entries); !resumed {
+			return "", nil, errNotDataDir(dir)
+		}
 	}
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
-		return "", fmt.Errorf("create data dir %s: %w", dir, err)
+		return "", nil, fmt.Errorf("create data dir %s: %w", dir, err)
 	}
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if err := writeMarker(dir, marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Mode: mode}); err != nil {
-		return "", err
-	}
-	logger.Info("initialised new data dir", "dir", dir, "mode", mode)
-	return storeDir, nil
+	m := marker{Format: FormatVersion, StoreID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Mode: mode}
+	return storeDir, &initPlan{marker: m, resumed: resumed}, nil
 }
 
 // writeMarker writes m as dir's marker file, atomically and durably.
@@ -389,6 +423,7 @@ func (s *Store) Close() error {
 		close(s.stopCh)
 		s.wg.Wait()
 		err = s.db.Close()
+		s.lock.release()
 	})
 	return err
 }

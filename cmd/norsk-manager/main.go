@@ -37,6 +37,10 @@ func main() {
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
+		var ce interface{ ExitCode() int }
+		if errors.As(err, &ce) {
+			os.Exit(ce.ExitCode())
+		}
 		os.Exit(1)
 	}
 }
@@ -155,9 +159,8 @@ workers keep running them and a restarted manager adopts them.
 	f.DurationVar(&o.deadServerTimeout, "dead-server-timeout", 5*time.Minute, "cluster: remove a manager that stays dead (not left) this long from the Raft voters")
 	f.StringVar(&o.clusterTimings, "cluster-timings", "lan", `cluster: failure-detection timings: "lan" (managers in one data centre) or "local" (one host or a fast test network: quicker failover)`)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	// Offline operations on a data dir (docs/design/backup.md).
-	cmd.AddCommand(newRestoreCommand(), newRecoverCommand())
 	cmd.CompletionOptions.DisableDefaultCmd = true
+	addSubcommands(cmd)
 	return cmd
 }
 

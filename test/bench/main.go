@@ -7,6 +7,8 @@
 //	go run ./test/bench recovery    # restart on 10k/100k jobs: time to serve, heap per job
 //	go run ./test/bench snapshot    # snapshot save / restore / start of the restored manager on 10k/100k jobs (--jobs, --probes)
 //	go run ./test/bench docker      # the Docker runtime: StartJob → job_running, StopJob → job_stopped of a two-container job (real worker, --runtime=docker)
+//	go run ./test/bench storeopen   # store open on 10k/100k jobs: plain badger vs every table checksum-verified first, and verify
+//	go run ./test/bench storecrash  # writers SIGKILLed --crash-iterations times per store (test/storecrash), every restart first time
 //	go run ./test/bench all         # all of the above (docker is skipped with a note where no Docker engine answers)
 //
 // An HA cluster of manager processes (--cluster-timings lan, what operators
@@ -60,9 +62,11 @@ type settings struct {
 	clientsSet bool
 	trials     int   // startjob
 	slots      int   // register
-	jobs       []int // recovery
-	probes     int   // recovery: restarts measured per size
-	pprof      bool  // recovery: print the top of a heap profile of the largest size
+	jobs       []int // recovery, storeopen
+	probes     int   // recovery: restarts measured per size; storeopen: opens per size and mode
+	// crashIterations: storecrash kills per store and kind set.
+	crashIterations int
+	pprof           bool // recovery: print the top of a heap profile of the largest size
 	// scenario is the name given on the command line ("all", "ha" or one
 	// scenario).
 	scenario string
@@ -109,6 +113,9 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"docker":    runDocker,
 	"snapshot":  runSnapshot,
 
+	"storeopen":  runStoreOpen,
+	"storecrash": runStoreCrash,
+
 	"failover":           runFailover,
 	"session-failover":   runSessionFailover,
 	"cluster-throughput": runClusterThroughput,
@@ -132,6 +139,14 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && os.Args[1] == storeOpenProbeCommand {
+		// Internal: one store open in a fresh process (storeopen).
+		if err := runStoreOpenProbe(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench storeopen probe:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) >= 2 && os.Args[1] == serveCommand {
 		// Internal: a profiled in-process manager (createjob --manager-cpu-profile).
 		if err := runServe(os.Args[2:]); err != nil {
@@ -148,6 +163,7 @@ func main() {
 
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
+		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
@@ -207,7 +223,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 	trials := fs.Int("trials", 100, "start/stop trials (startjob)")
 	slots := fs.Int("slots", 50, "cluster slots registered (register)")
 	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery) or to snapshot (snapshot)")
-	probes := fs.Int("probes", 3, "manager starts (recovery) or save/restore rounds (snapshot) measured per job count")
+	probes := fs.Int("probes", 3, "manager starts (recovery), save/restore rounds (snapshot) measured per job count, store opens per job count and mode (storeopen)")
+	crashIterations := fs.Int("crash-iterations", 200, "storecrash: kills per store and kind set")
 	dockerTrials := fs.Int("docker-trials", 50, "docker: start/stop trials per series (each a fresh job)")
 	dockerGrace := fs.Duration("docker-stop-grace", time.Second, "docker: the workers' --stop-grace (what the SIGTERM-ignoring service gets before SIGKILL)")
 	dockerJobNetwork := fs.Bool("docker-job-network", true, "docker: also measure a worker with --docker-network=job (a bridge network per job)")
@@ -248,6 +265,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "slots", slots, 10)
 		quickDefault(set, "jobs", jobs, "1000,5000")
 		quickDefault(set, "probes", probes, 1)
+		quickDefault(set, "crash-iterations", crashIterations, 20)
 		quickDefault(set, "docker-trials", dockerTrials, 5)
 		quickDefault(set, "engine-reps", engineReps, 3)
 		quickDefault(set, "failover-trials", failoverTrials, 3)
@@ -259,7 +277,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
-		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps,
+		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, crashIterations: *crashIterations,
 		rbDuration: *rbDuration, rbSeed: *rbSeed, rbClients: *rbClients, rbJobs: *rbJobs, rbOut: *rbOut, rbPartitions: *rbPartitions}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
@@ -273,8 +291,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 		return nil, err
 	}
 	switch {
-	case s.runs < 1, s.trials < 1, s.slots < 1, s.probes < 1:
-		return nil, errors.New("--runs, --trials, --slots and --probes must be at least 1")
+	case s.runs < 1, s.trials < 1, s.slots < 1, s.probes < 1, s.crashIterations < 1:
+		return nil, errors.New("--runs, --trials, --slots, --probes and --crash-iterations must be at least 1")
 	case s.dockerTrials < 1, s.engineReps < 1:
 		return nil, errors.New("--docker-trials and --engine-reps must be at least 1")
 	case s.dockerGrace <= 0:

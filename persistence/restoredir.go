@@ -208,12 +208,3 @@ func moveIntoPlace(staging, dir string) error {
 	}
 	return syncDir(dir)
 }
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

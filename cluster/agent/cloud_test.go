@@ -109,9 +109,12 @@ func TestCloud_AWSNodeLifecycle(t *testing.T) {
 	require.Contains(t, run.UserData, "--manager-url="+a.APIAddr())
 
 	w := startCloudWorker(t, a, run.UserData)
-	eventually(t, "node started", func() bool {
+	// As for OCI: the running metadata follows the describe that sees the
+	// instance running, which may come after the worker registered.
+	eventually(t, "node started with its instance described", func() bool {
 		n := nodeOf(t, c, "aws-1")
-		return n != nil && nodeState(t, c, "aws-1") == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+		return n != nil && nodeState(t, c, "aws-1") == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED &&
+			n.GetRunningMetadata().GetProviderMetadata().GetAws().GetInstanceId() != ""
 	})
 	insts := emu.Instances()
 	require.Len(t, insts, 1)
@@ -204,8 +207,13 @@ func TestCloud_OCINodeLifecycle(t *testing.T) {
 	eventually(t, "LaunchInstance", func() bool { var ok bool; launch, ok = emu.LastLaunch(); return ok })
 	require.Equal(t, "oci-1", launch.FreeformTags[providers.NodeIDTag])
 	startCloudWorker(t, a, string(launch.UserData))
-	eventually(t, "node started", func() bool {
-		return nodeOf(t, c, "oci-1").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+	// The worker may register before the manager's next describe sees the
+	// instance running (the emulated instance starts at once; a loaded box
+	// delays the poll): the running metadata follows that describe.
+	eventually(t, "node started with its instance described", func() bool {
+		n := nodeOf(t, c, "oci-1")
+		return n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED &&
+			n.GetRunningMetadata().GetProviderMetadata().GetOci().GetInstanceId() != ""
 	})
 	n := nodeOf(t, c, "oci-1")
 	require.Equal(t, launch.InstanceID, n.GetRunningMetadata().GetProviderMetadata().GetOci().GetInstanceId())

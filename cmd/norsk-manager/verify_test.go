@@ -38,7 +38,9 @@ func storeDir(t *testing.T, n int) string {
 }
 
 // runCmd runs norsk-manager with args and returns stdout and the error.
-func runCmd(args ...string) (string, error) {
+// runStdout runs the daemon command with args and returns its standard
+// output (standard error discarded).
+func runStdout(args ...string) (string, error) {
 	cmd := newCommand()
 	var out bytes.Buffer
 	cmd.SetArgs(args)
@@ -68,7 +70,7 @@ func exitCode(err error) int {
 // cannot be checked (in use, missing), 2 on bad usage.
 func TestVerifyCommand(t *testing.T) {
 	d := storeDir(t, 40)
-	out, err := runCmd("verify", "--data-dir", d)
+	out, err := runStdout("verify", "--data-dir", d)
 	if exitCode(err) != 0 {
 		t.Fatalf("sound data dir: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
@@ -82,7 +84,7 @@ func TestVerifyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = runCmd("verify", "--data-dir", d)
+	_, err = runStdout("verify", "--data-dir", d)
 	if exitCode(err) != 3 || !strings.Contains(err.Error(), "in use by another manager") {
 		t.Errorf("data dir in use: exit %d, %v", exitCode(err), err)
 	}
@@ -100,7 +102,7 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	out, err = runCmd("verify", "--data-dir", d)
+	out, err = runStdout("verify", "--data-dir", d)
 	if exitCode(err) != 1 {
 		t.Fatalf("damaged data dir: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
@@ -108,10 +110,10 @@ func TestVerifyCommand(t *testing.T) {
 		t.Errorf("damage report lacks the file or the advice:\n%s\n%v", out, err)
 	}
 
-	if _, err := runCmd("verify", "--data-dir", filepath.Join(t.TempDir(), "none")); exitCode(err) != 3 {
+	if _, err := runStdout("verify", "--data-dir", filepath.Join(t.TempDir(), "none")); exitCode(err) != 3 {
 		t.Errorf("missing data dir: exit %d (%v)", exitCode(err), err)
 	}
-	if _, err := runCmd("verify", "extra"); exitCode(err) != 2 {
+	if _, err := runStdout("verify", "extra"); exitCode(err) != 2 {
 		t.Errorf("an argument: exit %d (%v)", exitCode(err), err)
 	}
 }

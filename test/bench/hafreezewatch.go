@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// thawWatch polls, from SIGCONT on, whether the thawed manager serves:
+// its health answers SERVING and its own Cluster/Status names the leader
+// every manager of the cluster names (so a thawed leader's stale view of
+// itself, or health answered before the manager noticed the freeze, does
+// not count). It records the first such sample and the start of the
+// streak of such samples that lasts until the watch ends.
+type thawWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	first  time.Time // first serving sample; guarded by mu
+	streak time.Time // start of the current streak, zero while not serving; guarded by mu
+	downs  int       // serving → not serving transitions; guarded by mu
+}
+
+// watchThaw starts polling victim (and the statuses of ms) every pollEvery.
+func watchThaw(victim *haManager, ms []*haManager) *thawWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &thawWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			at := time.Now()
+			ok := victim.serving(ctx)
+			if ok {
+				l, _, err := agreedLeader(ctx, ms)
+				ok = err == nil && l != nil
+			}
+			w.sample(at, ok)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pollEvery):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *thawWatch) sample(at time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case ok && w.first.IsZero():
+		w.first, w.streak = at, at
+	case ok && w.streak.IsZero():
+		w.streak = at
+	case !ok && !w.streak.IsZero():
+		w.streak = time.Time{}
+		w.downs++
+	}
+}
+
+// stop ends the watch and returns the first serving sample, the start of
+// the final serving streak (zero if it did not serve at the end) and how
+// often it stopped serving again after serving.
+func (w *thawWatch) stop() (first, streak time.Time, downs int) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first, w.streak, w.downs
+}
+
+// logMark is a position in a manager's log file.
+type logMark struct {
+	path string
+	off  int64
+}
+
+// markLog returns the current end of m's log.
+func markLog(m *haManager) logMark {
+	lm := logMark{path: m.proc.log}
+	if fi, err := os.Stat(lm.path); err == nil {
+		lm.off = fi.Size()
+	}
+	return lm
+}
+
+// logged returns the times (the slog "time=" field) of the lines written
+// after the mark whose message starts with msg.
+func (lm logMark) logged(msg string) []time.Time {
+	f, err := os.Open(lm.path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(lm.off, io.SeekStart); err != nil {
+		return nil
+	}
+	var out []time.Time
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	want := `msg="` + msg
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, want) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// The log messages the freeze scenario times (cluster/agent, actors/node).
+const (
+	logRejoinDecided = "the other managers declared this one failed"
+	logRejoined      = "rejoined the actor cluster"
+	logPassivating   = "worker session taken by another activation of this node grain; passivating"
+)

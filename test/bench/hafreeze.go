@@ -46,8 +46,10 @@ type freezeTrial struct {
 	sessionAt              string // the session holder at the end (settled)
 	frozen                 time.Duration
 	serveFirst, serveGood  time.Duration
-	serveOK                bool
+	serveFirstOK, serveOK  bool
 	serveDowns             int
+	caughtUp               time.Duration // → the victim applied what the leader had applied at SIGCONT
+	caughtOK               bool
 	rejoinDecided          time.Duration
 	rejoined               time.Duration
 	rejoinOK               bool
@@ -344,22 +346,41 @@ func (s *freezeSetup) trial(ctx context.Context, want string) (t freezeTrial, er
 	case <-ctx.Done():
 	case <-time.After(time.Until(frozen.Add(s.e.freezeFor))):
 	}
+	// What the thawed manager must apply to have caught up: the leader's
+	// applied index now (the survivors are idle since freezeQuiet).
+	var target uint64
+	if l, sts, err := agreedLeader(ctx, survivors); err == nil && l != nil {
+		for i, st := range sts {
+			if survivors[i] == l {
+				target = st.GetAppliedIndex()
+			}
+		}
+	}
 	if err := victim.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		return t, err
 	}
 	thawed := time.Now()
 	t.frozen = thawed.Sub(frozen)
-	w := watchThaw(victim, c.ms)
+	w := watchThaw(victim, c.ms, target)
 	s.afterThaw(ctx, &t, victim, r, marks[victim.name], thawed)
-	first, streak, downs := w.stop()
-	if t.serveOK = !streak.IsZero(); t.serveOK {
-		t.serveFirst, t.serveGood, t.serveDowns = first.Sub(thawed), streak.Sub(thawed), downs
+	// Watched until the cluster is stable again, so that "for good" has
+	// an end in every trial.
+	_, stableErr := c.waitStable(ctx, recoverTimeout)
+	seen := w.stop()
+	if !seen.first.IsZero() {
+		t.serveFirst, t.serveFirstOK = seen.first.Sub(thawed), true
 	}
+	if !seen.streak.IsZero() {
+		t.serveGood, t.serveOK = seen.streak.Sub(thawed), true
+	}
+	if !seen.caught.IsZero() && target > 0 {
+		t.caughtUp, t.caughtOK = seen.caught.Sub(thawed), true
+	}
+	t.serveDowns = seen.downs
 	s.readLogs(&t, victim, marks, thawed)
 	t.jobsNote = s.checkPIDs(pids)
-
-	if _, err := c.waitStable(ctx, recoverTimeout); err != nil {
-		return t, fmt.Errorf("after the thaw: %w", err)
+	if stableErr != nil {
+		return t, fmt.Errorf("after the thaw: %w", stableErr)
 	}
 	if h, err := waitOwner(ctx, c, s.node); err == nil {
 		t.sessionAt = h.name

@@ -33,16 +33,18 @@ func printFreeze(e *env, s *freezeSetup, trials []freezeTrial, took time.Duratio
 		"**Every manager answers consistently** from the end of the first round of the final run of passing rounds (every later round passed; "+
 		"the run includes %d rounds begun after the rejoin). "+
 		"**The thawed manager serves** when its health answers SERVING and its own Cluster/Status names the leader all three name "+
-		"(polled every %s; \"for good\": the start of the streak of such samples that lasts to the end of the trial). "+
+		"(polled every %s, a sample counted at its end; \"for good\": the start of the streak of such samples that lasts until the cluster is stable again after the trial); "+
+		"it has **caught up** when its status shows it applied what the leader had applied at SIGCONT. "+
 		"Rejoin times are the `time` of the victim's log lines \"%s\" (decided) and \"%s\". "+
 		"**A false answer** is any answer other than the right one, no answer (UNAVAILABLE, DEADLINE_EXCEEDED: outcome unknown) or ABORTED (nothing done), "+
 		"unless an earlier call of unknown outcome explains it; an acknowledged StopJob or StartJob without its effect counts as one.\n\n",
 		freezeCallTimeout, stopEffectTimeout, startEffectTimeout, freezeSettleRounds, pollEvery, logRejoinDecided, logRejoined)
 
-	var serveFirst, serveGood, decided, rejoined, probes, first, good, rounds durs
+	var serveFirst, serveGood, caught, decided, rejoined, probes, first, good, rounds durs
 	for _, t := range trials {
-		serveFirst.add(t.serveFirst, t.serveOK)
+		serveFirst.add(t.serveFirst, t.serveFirstOK)
 		serveGood.add(t.serveGood, t.serveOK)
+		caught.add(t.caughtUp, t.caughtOK)
 		decided.add(t.rejoinDecided, t.rejoinOK && t.rejoinDecided > 0)
 		rejoined.add(t.rejoined, t.rejoinOK)
 		probes.add(t.probesAt, t.probesOK)
@@ -55,6 +57,7 @@ func printFreeze(e *env, s *freezeSetup, trials []freezeTrial, took time.Duratio
 	fmt.Fprintln(out, latencyHeader)
 	serveFirst.row(e, "SIGCONT → the thawed manager SERVING (first sample)")
 	serveGood.row(e, "SIGCONT → the thawed manager SERVING for good")
+	caught.row(e, "SIGCONT → the thawed manager applied what the leader had applied at SIGCONT")
 	decided.row(e, "SIGCONT → rejoin decided (logged)")
 	rejoined.row(e, "SIGCONT → rejoined the actor cluster (logged)")
 	probes.row(e, "SIGCONT → probe jobs answered consistently through every manager (first round)")
@@ -63,12 +66,12 @@ func printFreeze(e *env, s *freezeSetup, trials []freezeTrial, took time.Duratio
 	rounds.row(e, "a passing round after SIGCONT (trials column: rounds)")
 	fmt.Fprintln(out)
 
-	fmt.Fprintln(out, "| trial | victim (roles) | leader before → after | frozen s | SERVING ms first / for good | rejoined ms | stale node grain passivated ms | consistent ms first / for good | rounds after SIGCONT passed / run | rounds during the freeze passed / run | false answers after SIGCONT |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| trial | victim (roles) | leader before → after | frozen s | SERVING ms first / for good | caught up ms | rejoined ms | its node grain passivated ms (logged) | consistent ms first / for good | rounds after SIGCONT passed / run | rounds during the freeze passed / run | false answers after SIGCONT |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for i, t := range trials {
 		nFalse := t.falseAfter(s.fc)
-		fmt.Fprintf(out, "| %d | %s (%s) | %s → %s | %.1f | %s / %s | %s | %s | %s / %s | %d / %d | %d / %d | %d |\n", i+1, t.victim, t.role,
-			t.leaderBefore, orDash(t.leaderAt), t.frozen.Seconds(), msOrDash(t.serveFirst, t.serveOK), msOrDash(t.serveGood, t.serveOK),
+		fmt.Fprintf(out, "| %d | %s (%s) | %s → %s | %.1f | %s / %s | %s | %s | %s | %s / %s | %d / %d | %d / %d | %d |\n", i+1, t.victim, t.role,
+			t.leaderBefore, orDash(t.leaderAt), t.frozen.Seconds(), msOrDash(t.serveFirst, t.serveFirstOK), msOrDash(t.serveGood, t.serveOK), msOrDash(t.caughtUp, t.caughtOK),
 			msOrDash(t.rejoined, t.rejoinOK), msOrDash(t.passivated, t.passivatedOK), msOrDash(t.firstAt, t.firstOK), msOrDash(t.goodAt, t.goodOK),
 			t.passed, t.rounds, t.duringPassed, t.duringRounds, nFalse)
 	}

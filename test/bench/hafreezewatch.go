@@ -13,9 +13,11 @@ import (
 // thawWatch polls, from SIGCONT on, whether the thawed manager serves:
 // its health answers SERVING and its own Cluster/Status names the leader
 // every manager of the cluster names (so a thawed leader's stale view of
-// itself, or health answered before the manager noticed the freeze, does
-// not count). It records the first such sample and the start of the
-// streak of such samples that lasts until the watch ends.
+// itself does not count). It records the first such sample and the start
+// of the streak of such samples that lasts until the watch ends, and when
+// the thawed manager's status first shows it applied the target index
+// (what the leader had applied at SIGCONT). A sample counts at its end
+// (its answers may have been given at any moment up to then).
 type thawWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -24,22 +26,23 @@ type thawWatch struct {
 	first  time.Time // first serving sample; guarded by mu
 	streak time.Time // start of the current streak, zero while not serving; guarded by mu
 	downs  int       // serving → not serving transitions; guarded by mu
+	caught time.Time // first sample with the victim's applied index >= target; guarded by mu
 }
 
 // watchThaw starts polling victim (and the statuses of ms) every pollEvery.
-func watchThaw(victim *haManager, ms []*haManager) *thawWatch {
+func watchThaw(victim *haManager, ms []*haManager, target uint64) *thawWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &thawWatch{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
-			at := time.Now()
 			ok := victim.serving(ctx)
-			if ok {
-				l, _, err := agreedLeader(ctx, ms)
-				ok = err == nil && l != nil
+			l, sts, err := agreedLeader(ctx, ms)
+			caught := false
+			for i, st := range sts {
+				caught = caught || ms[i] == victim && st.GetAppliedIndex() >= target
 			}
-			w.sample(at, ok)
+			w.sample(time.Now(), ok && err == nil && l != nil, caught)
 			select {
 			case <-ctx.Done():
 			case <-time.After(pollEvery):
@@ -49,9 +52,12 @@ func watchThaw(victim *haManager, ms []*haManager) *thawWatch {
 	return w
 }
 
-func (w *thawWatch) sample(at time.Time, ok bool) {
+func (w *thawWatch) sample(at time.Time, ok, caught bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if caught && w.caught.IsZero() {
+		w.caught = at
+	}
 	switch {
 	case ok && w.first.IsZero():
 		w.first, w.streak = at, at
@@ -63,15 +69,21 @@ func (w *thawWatch) sample(at time.Time, ok bool) {
 	}
 }
 
-// stop ends the watch and returns the first serving sample, the start of
-// the final serving streak (zero if it did not serve at the end) and how
-// often it stopped serving again after serving.
-func (w *thawWatch) stop() (first, streak time.Time, downs int) {
+// thawSeen is what a thawWatch saw; zero times for what did not happen.
+type thawSeen struct {
+	first, streak, caught time.Time
+	downs                 int
+}
+
+// stop ends the watch: the first serving sample, the start of the final
+// serving streak (zero if it did not serve at the end), how often it
+// stopped serving again after serving, and when it had caught up.
+func (w *thawWatch) stop() thawSeen {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.first, w.streak, w.downs
+	return thawSeen{first: w.first, streak: w.streak, caught: w.caught, downs: w.downs}
 }
 
 // logMark is a position in a manager's log file.

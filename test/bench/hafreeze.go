@@ -26,8 +26,8 @@ const freezeSettleRounds = 3
 const freezeTrialTimeout = 90 * time.Second
 
 // freezeQuiet is how long before SIGCONT the client stops starting calls
-// through the survivors, so that SIGCONT comes on time and the first
-// round after it starts at once.
+// through the survivors, so that the first round after SIGCONT (which a
+// timer sends) usually starts at once.
 const freezeQuiet = freezeCallTimeout
 
 // Victim roles, in the order the trials take them.
@@ -67,6 +67,7 @@ type freezeTrial struct {
 	roundTimes             []time.Duration // durations of the passing rounds after SIGCONT
 	jobsNote               string          // the worker jobs not commanded in the trial that did not keep their process
 	falseFrom, falseTo     int             // the trial's false answers: freezeCheck.falses[falseFrom:falseTo]
+	lateStart              time.Duration   // SIGCONT → the client's first call after it (it was still busy with the survivors)
 }
 
 // freezeSetup is the cluster, the worker and the jobs of the scenario.
@@ -85,7 +86,7 @@ type freezeSetup struct {
 // jobs, in turn), runs consistency rounds through the survivors meanwhile,
 // SIGCONTs it and measures until every manager answers consistently.
 func runFreeze(ctx context.Context, e *env) error {
-	c, err := e.newCluster("freeze", 3, "info")
+	c, err := e.newCluster("freeze", 3, e.managerLogLevel)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,11 @@ func runFreeze(ctx context.Context, e *env) error {
 		want := freezeRoles[k%len(freezeRoles)]
 		t, err := s.trial(ctx, want)
 		if err != nil {
-			return fmt.Errorf("trial %d: %w\nworker log:\n%s", i+1, err, s.worker.tail())
+			// What the trials found so far stands; the error is part of it.
+			printFreeze(e, s, trials, time.Since(started))
+			err = fmt.Errorf("trial %d (victim %s, %s): %w", i+1, t.victim, t.role, err)
+			printNote(e, "**The run ended early:** "+err.Error()+freezeFalseNote(s.fc.falses[t.falseFrom:]))
+			return fmt.Errorf("%w\nworker log:\n%s", err, s.worker.tail())
 		}
 		trials = append(trials, t)
 		// A session-holder trial that found the session holder leading froze
@@ -327,12 +332,14 @@ func (s *freezeSetup) trial(ctx context.Context, want string) (t freezeTrial, er
 		}
 	}
 
-	if err := victim.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return t, err
-	}
-	frozen := time.Now()
 	// A bench that fails mid-trial must not leave the victim stopped.
 	defer func() { _ = victim.proc.cmd.Process.Signal(syscall.SIGCONT) }()
+	frozen, err := s.freezeAtStart(ctx, victim, r)
+	if err != nil {
+		return t, err
+	}
+	// SIGCONT comes on time from a timer, whatever the client is doing.
+	thawCh := thawAt(victim, survivors, c.ms, frozen.Add(s.e.freezeFor))
 	fc.setPhase("during", frozen, frozen.Add(s.e.freezeFor-freezeQuiet))
 	for k := 0; !fc.outOfTime(); k++ {
 		t.duringRounds++
@@ -342,26 +349,19 @@ func (s *freezeSetup) trial(ctx context.Context, want string) (t freezeTrial, er
 			pace(ctx)
 		}
 	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Until(frozen.Add(s.e.freezeFor))):
+	// Leave the victim's job stopped: what the thawed victim last knew
+	// (the job starting) is then as wrong as it can be.
+	for try := 0; try < 2 && (r.running || r.uncertain); try++ {
+		fc.stop(ctx, r, survivors[try%len(survivors)])
 	}
-	// What the thawed manager must apply to have caught up: the leader's
-	// applied index now (the survivors are idle since freezeQuiet).
-	var target uint64
-	if l, sts, err := agreedLeader(ctx, survivors); err == nil && l != nil {
-		for i, st := range sts {
-			if survivors[i] == l {
-				target = st.GetAppliedIndex()
-			}
-		}
+	th := <-thawCh
+	if th.err != nil {
+		th.watch.stop()
+		return t, th.err
 	}
-	if err := victim.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return t, err
-	}
-	thawed := time.Now()
+	thawed, target, w := th.at, th.target, th.watch
 	t.frozen = thawed.Sub(frozen)
-	w := watchThaw(victim, c.ms, target)
+	t.lateStart = time.Since(thawed)
 	s.afterThaw(ctx, &t, victim, r, marks[victim.name], thawed)
 	// Watched until the cluster is stable again, so that "for good" has
 	// an end in every trial.
@@ -389,6 +389,62 @@ func (s *freezeSetup) trial(ctx context.Context, want string) (t freezeTrial, er
 		t.leaderAt = l.name
 	}
 	return t, nil
+}
+
+// freezeAtStart SIGSTOPs the victim the moment a StartJob of r through it
+// is acknowledged (stopping r through it first if it runs), so that the
+// worker's job_started is still on its way to the victim's node grain,
+// and returns the time of SIGSTOP.
+func (s *freezeSetup) freezeAtStart(ctx context.Context, victim *haManager, r *runJob) (time.Time, error) {
+	fc := s.fc
+	var frozen time.Time
+	var sigErr error
+	onAck := func() {
+		sigErr = victim.proc.cmd.Process.Signal(syscall.SIGSTOP)
+		frozen = time.Now()
+	}
+	_, err := poll(ctx, recoverTimeout, 50*time.Millisecond, "a StartJob through the victim to freeze it at", func() (bool, error) {
+		if r.running && !r.uncertain && fc.stop(ctx, r, victim) != vOK {
+			return false, nil
+		}
+		fc.startThen(ctx, r, victim, onAck)
+		return !frozen.IsZero(), sigErr
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return frozen, sigErr
+}
+
+// thaw is a SIGCONT: when, the catch-up target (the leader's applied
+// index just before), and the watch of the thawed manager started then.
+type thaw struct {
+	at     time.Time
+	target uint64
+	watch  *thawWatch
+	err    error
+}
+
+// thawAt SIGCONTs victim at the given time, from a timer: it reads the
+// leader's applied index among the survivors first, and starts watching
+// the victim right after the signal.
+func thawAt(victim *haManager, survivors, all []*haManager, at time.Time) <-chan thaw {
+	ch := make(chan thaw, 1)
+	time.AfterFunc(time.Until(at), func() {
+		var th thaw
+		if l, sts, err := agreedLeader(context.Background(), survivors); err == nil && l != nil {
+			for i, st := range sts {
+				if survivors[i] == l {
+					th.target = st.GetAppliedIndex()
+				}
+			}
+		}
+		th.err = victim.proc.cmd.Process.Signal(syscall.SIGCONT)
+		th.at = time.Now()
+		th.watch = watchThaw(victim, all, th.target)
+		ch <- th
+	})
+	return ch
 }
 
 // afterThaw runs rounds through every manager, the victim's worker job

@@ -312,6 +312,9 @@ func (fc *freezeCheck) stop(ctx context.Context, r *runJob, m *haManager) verdic
 	case r.uncertain && status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "no instance"):
 		explained = true // the earlier stop of unknown outcome happened
 	default:
+		// Trust nothing known about the job any more: the next call (a
+		// start, which the refusal says is due) resolves its state.
+		r.uncertain, r.lastOp = true, "start"
 		return fc.judge(vFalse, "StopJob(%s) via %s of its running instance: %v", r.id, m.name, err)
 	}
 	r.running, r.uncertain = false, false
@@ -352,6 +355,12 @@ func stopEffect(ctx context.Context, r *runJob, m *haManager, pid int) string {
 
 // start calls StartJob of r through m and checks its effect.
 func (fc *freezeCheck) start(ctx context.Context, r *runJob, m *haManager) verdict {
+	return fc.startThen(ctx, r, m, nil)
+}
+
+// startThen is start calling onAck (if not nil) as soon as the StartJob is
+// acknowledged, before it checks the effect.
+func (fc *freezeCheck) startThen(ctx context.Context, r *runJob, m *haManager, onAck func()) verdict {
 	old := readPID(r.pidFile)
 	cctx, cancel := context.WithTimeout(ctx, freezeCallTimeout)
 	_, err := m.mgr.StartJob(cctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: r.id}, Role: freezeRole,
@@ -368,14 +377,22 @@ func (fc *freezeCheck) start(ctx context.Context, r *runJob, m *haManager) verdi
 	case r.uncertain && status.Code(err) == codes.AlreadyExists:
 		explained = true // the earlier start of unknown outcome happened
 	default:
+		// The next call is a stop (the refusal says the job runs): it
+		// resolves the job's state.
+		r.uncertain, r.lastOp = true, "stop"
 		return fc.judge(vFalse, "StartJob(%s) via %s of the stopped job: %v", r.id, m.name, err)
 	}
 	r.running, r.uncertain = true, false
+	if onAck != nil {
+		onAck()
+	}
 	if _, err := poll(ctx, startEffectTimeout, pollEvery, "", func() (bool, error) {
+		// A start of unknown outcome that happened may have written the
+		// pid file already.
 		pid := readPID(r.pidFile)
-		return pid > 0 && pid != old && pidAlive(pid), nil
+		return pid > 0 && (pid != old || explained) && pidAlive(pid), nil
 	}); err != nil {
-		r.uncertain, r.lastOp = true, "start"
+		r.uncertain, r.lastOp = true, "stop"
 		return fc.judge(vFalse, "StartJob(%s) via %s acknowledged, but no new process ran %s later (pid file: %d, before: %d)",
 			r.id, m.name, startEffectTimeout, readPID(r.pidFile), old)
 	}

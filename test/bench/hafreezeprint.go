@@ -148,11 +148,17 @@ func printFreezeNotes(e *env, fc *freezeCheck, trials []freezeTrial) {
 	} else {
 		fmt.Fprintln(out, "Only the victim rejoined, once per trial.")
 	}
-	var downs []string
+	var downs, late []string
 	for i, t := range trials {
 		if t.serveDowns > 0 {
 			downs = append(downs, fmt.Sprintf("trial %d (%d times)", i+1, t.serveDowns))
 		}
+		if t.lateStart > 100*time.Millisecond {
+			late = append(late, fmt.Sprintf("trial %d (%s ms)", i+1, fmtMs(ms(t.lateStart))))
+		}
+	}
+	if len(late) > 0 {
+		fmt.Fprintf(out, "The first round after SIGCONT started late (the client was still finishing a call through the survivors) in %s; the times from SIGCONT include that.\n", strings.Join(late, ", "))
 	}
 	if len(downs) > 0 {
 		fmt.Fprintf(out, "The thawed manager stopped serving again after its first serving sample in %s.\n", strings.Join(downs, ", "))
@@ -183,4 +189,17 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// freezeFalseNote lists the false answers of a trial that did not finish.
+func freezeFalseNote(fs []falseAnswer) string {
+	if len(fs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, " False answers of that trial (%d):", len(fs))
+	for _, f := range fs {
+		fmt.Fprintf(&b, "\n- %s, %s ms: %s", f.phase, fmtMs(ms(f.at)), f.what)
+	}
+	return b.String()
 }

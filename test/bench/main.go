@@ -91,6 +91,7 @@ type settings struct {
 	writeInterval     time.Duration // failover, session-failover: CreateJob every this often per manager
 	freezeTrials      int           // freeze: freezes (--trials, 10 unless given)
 	freezeFor         time.Duration // freeze: how long each victim stays stopped
+	managerLogLevel   string        // freeze: the managers' --log-level
 }
 
 // scenarios maps a scenario name to its runner.
@@ -210,6 +211,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 	keep := fs.Bool("keep", false, "keep the scratch directories")
 	timings := fs.String("cluster-timings", "lan", `HA scenarios: --cluster-timings of every manager: "lan" (the default of norsk-manager) or "local" (freeze: local unless given)`)
 	freezeFor := fs.Duration("freeze", 20*time.Second, "freeze: how long each victim stays SIGSTOPped (6s with --quick)")
+	managerLogLevel := fs.String("manager-log-level", "info", "freeze: the managers' --log-level (debug to diagnose a false answer; --keep keeps the logs)")
 	failoverTrials := fs.Int("failover-trials", 20, "failover: leader kills")
 	sessionTrials := fs.Int("session-trials", 10, "session-failover: kills of the manager holding the worker's session")
 	convergenceTrials := fs.Int("convergence-trials", 5, "convergence: cluster starts per size")
@@ -252,7 +254,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
-		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, freezeTrials: freezeTrials, freezeFor: *freezeFor}
+		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, freezeTrials: freezeTrials, freezeFor: *freezeFor, managerLogLevel: *managerLogLevel}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
 		return nil, err

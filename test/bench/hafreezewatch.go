@@ -42,6 +42,9 @@ func watchThaw(victim *haManager, ms []*haManager, target uint64) *thawWatch {
 			for i, st := range sts {
 				caught = caught || ms[i] == victim && st.GetAppliedIndex() >= target
 			}
+			if ctx.Err() != nil {
+				return // cut short by stop: not a sample
+			}
 			w.sample(time.Now(), ok && err == nil && l != nil, caught)
 			select {
 			case <-ctx.Done():

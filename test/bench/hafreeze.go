@@ -2,18 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
-
-	pacluster "github.com/asynkron/protoactor-go/cluster"
-
-	"github.com/norsk-oss/norsk-manager/proto/commonpb"
-	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 // freezeSettleRounds is how many consistency rounds must pass after the
@@ -131,145 +122,6 @@ func runFreeze(ctx context.Context, e *env) error {
 	return nil
 }
 
-// owner returns the manager whose grain (kind, id) is while every manager
-// of c is a member: protoactor's rendezvous hash over the actor addresses
-// (a rejoin keeps the address, so it keeps the grains).
-func (c *haCluster) owner(kind, id string) *haManager {
-	rdv := pacluster.NewRendezvous()
-	var members []*pacluster.Member
-	for _, m := range c.ms {
-		host, port := splitAddr(m.actor)
-		members = append(members, &pacluster.Member{Id: m.name, Host: host, Port: port, Kinds: []string{kind}})
-	}
-	rdv.UpdateMembers(members)
-	addr := rdv.GetByClusterIdentity(pacluster.NewClusterIdentity(id, kind))
-	for _, m := range c.ms {
-		if m.actor == addr {
-			return m
-		}
-	}
-	return nil
-}
-
-func splitAddr(addr string) (string, int32) {
-	i := strings.LastIndexByte(addr, ':')
-	var port int32
-	fmt.Sscan(addr[i+1:], &port)
-	return addr[:i], port
-}
-
-// ownedID returns the first id prefix-N whose job grain m hosts.
-func (c *haCluster) ownedID(prefix string, m *haManager) string {
-	for i := 0; ; i++ {
-		if id := fmt.Sprintf("%s-%d", prefix, i); c.owner("job", id) == m {
-			return id
-		}
-	}
-}
-
-// start registers a slot whose node grain a follower hosts (so that the
-// leader and the session holder can be frozen apart), starts the worker,
-// and creates, per manager, a probe job and a running worker job whose
-// grains that manager hosts.
-func (s *freezeSetup) start(ctx context.Context, leader *haManager) error {
-	c := s.c
-	var token string
-	for i := 0; s.node == ""; i++ {
-		var slot *managerpb.RegisterClusterNodeResponse
-		if err := retryUnavailable(ctx, func(ctx context.Context) (err error) {
-			slot, err = leader.mgr.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: fmt.Sprintf("bench-freeze-%d", i)})
-			return err
-		}); err != nil {
-			return fmt.Errorf("RegisterClusterNode: %w", err)
-		}
-		if c.owner("node", slot.GetNodeId().GetNodeId()) != leader {
-			s.node, token = slot.GetNodeId().GetNodeId(), slot.GetToken()
-		}
-	}
-	s.fc = newFreezeCheck(s.node)
-	if err := s.startWorker(ctx, token); err != nil {
-		return err
-	}
-	for _, m := range c.ms {
-		p := &probeJob{id: c.ownedID("freeze-probe-"+m.name, m), owner: m.name, older: map[int64]int{}, op: "create"}
-		var h *managerpb.JobHash
-		if err := retryUnavailable(ctx, func(ctx context.Context) (err error) {
-			h, err = leader.mgr.CreateJob(ctx, probeDefinition(p.id, 0, p.op))
-			return err
-		}); err != nil {
-			return fmt.Errorf("CreateJob(%s): %w", p.id, err)
-		}
-		p.hash = h.GetHash()
-		s.fc.probes = append(s.fc.probes, p)
-
-		id := c.ownedID("freeze-run-"+m.name, m)
-		r := &runJob{id: id, owner: m.name, pidFile: filepath.Join(c.dir, id+".pid")}
-		if err := retryUnavailable(ctx, func(ctx context.Context) error {
-			_, err := leader.mgr.CreateJob(ctx, runDefinition(r.id, r.pidFile))
-			return err
-		}); err != nil {
-			return fmt.Errorf("CreateJob(%s): %w", r.id, err)
-		}
-		s.fc.runs[m.name] = r
-	}
-	s.fc.setPhase("setup", time.Now(), time.Time{})
-	for _, m := range c.ms {
-		r := s.fc.runs[m.name]
-		if _, err := poll(ctx, recoverTimeout, 100*time.Millisecond, "StartJob("+r.id+")", func() (bool, error) {
-			return s.fc.start(ctx, r, leader) == vOK, nil
-		}); err != nil {
-			return err
-		}
-	}
-	if f := s.fc.falsesIn("setup"); len(f) > 0 {
-		return fmt.Errorf("false answers while setting up: %v", f)
-	}
-	return nil
-}
-
-// startWorker starts norsk-ctl --mode=worker on the slot (every manager in
-// --manager-url) and waits until ListNodes lists the node connected and
-// STARTED.
-func (s *freezeSetup) startWorker(ctx context.Context, token string) error {
-	e, c := s.e, s.c
-	port, err := listenPort()
-	if err != nil {
-		return err
-	}
-	bin, err := e.binaries(ctx)
-	if err != nil {
-		return err
-	}
-	stateDir := filepath.Join(c.dir, "worker")
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return err
-	}
-	s.worker, err = startChild("norsk-ctl --mode=worker", filepath.Join(c.dir, "worker.log"), filepath.Join(bin, "norsk-ctl"),
-		"--mode=worker", "--token="+token, "--manager-url="+c.urls(),
-		fmt.Sprintf("--listen=127.0.0.1:%d", port), "--state-dir="+stateDir, "--log-level=info")
-	if err != nil {
-		return err
-	}
-	_, err = poll(ctx, recoverTimeout, 100*time.Millisecond, "the worker's node connected and STARTED", func() (bool, error) {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		r, err := c.ms[0].mgr.ListNodes(cctx, &managerpb.ListNodesRequest{})
-		if err != nil {
-			return false, err
-		}
-		for _, n := range r.GetNodes() {
-			if n.GetMetadata().GetNodeId().GetNodeId() == s.node {
-				return n.GetConnected() && n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w\nworker log:\n%s", err, s.worker.tail())
-	}
-	return nil
-}
-
 // pickVictim returns the manager to freeze for role and its roles at that
 // moment. The session holder is fixed (disthash by address); when it
 // leads, a session-holder trial freezes the leader holding the session.
@@ -300,45 +152,83 @@ func (s *freezeSetup) trial(ctx context.Context, want string) (t freezeTrial, er
 	c, fc := s.c, s.fc
 	t.falseFrom = len(fc.falses)
 	defer func() { t.falseTo = len(fc.falses) }()
-	if _, err := c.waitStable(ctx, recoverTimeout); err != nil {
-		return t, err
-	}
-	holder, err := waitOwner(ctx, c, s.node)
+	victim, err := s.prepare(ctx, &t, want)
 	if err != nil {
 		return t, err
 	}
+	r := fc.runs[victim.name]
+	pids := s.otherPIDs(victim)
+	marks := map[string]logMark{}
+	for _, m := range c.ms {
+		marks[m.name] = markLog(m)
+	}
+	// A bench that fails mid-trial must not leave the victim stopped.
+	defer func() { _ = victim.proc.cmd.Process.Signal(syscall.SIGCONT) }()
+	th, err := s.frozen(ctx, &t, victim, r)
+	if err != nil {
+		return t, err
+	}
+	s.afterThaw(ctx, &t, victim, r, marks[victim.name], th.at)
+	// Watched until the cluster is stable again, so that "for good" has
+	// an end in every trial.
+	_, stableErr := c.waitStable(ctx, recoverTimeout)
+	t.record(th, th.watch.stop())
+	s.readLogs(&t, victim, marks, th.at)
+	t.jobsNote = s.checkPIDs(pids)
+	if stableErr != nil {
+		return t, fmt.Errorf("after the thaw: %w", stableErr)
+	}
+	if h, err := waitOwner(ctx, c, s.node); err == nil {
+		t.sessionAt = h.name
+	}
+	if l, _, err := agreedLeader(ctx, c.ms); err == nil && l != nil {
+		t.leaderAt = l.name
+	}
+	return t, nil
+}
+
+// prepare waits for a stable cluster and a settled session holder, picks
+// the victim for the wanted role and runs rounds through every manager
+// until one passes.
+func (s *freezeSetup) prepare(ctx context.Context, t *freezeTrial, want string) (*haManager, error) {
+	c, fc := s.c, s.fc
+	if _, err := c.waitStable(ctx, recoverTimeout); err != nil {
+		return nil, err
+	}
+	holder, err := waitOwner(ctx, c, s.node)
+	if err != nil {
+		return nil, err
+	}
 	leader, _, err := agreedLeader(ctx, c.ms)
 	if err != nil || leader == nil {
-		return t, fmt.Errorf("no agreed leader after the session settled: %v", err)
+		return nil, fmt.Errorf("no agreed leader after the session settled: %v", err)
 	}
 	victim, role := pickVictim(c.ms, want, leader, holder)
 	t.victim, t.role, t.leaderBefore = victim.name, role, leader.name
-	r := fc.runs[victim.name]
-
 	fc.setPhase("before", time.Now(), time.Time{})
-	if _, err := poll(ctx, recoverTimeout, 50*time.Millisecond, "a consistent round before the freeze", func() (bool, error) {
-		_, ok := fc.round(ctx, c.ms, r, victim, false)
+	_, err = poll(ctx, recoverTimeout, 50*time.Millisecond, "a consistent round before the freeze", func() (bool, error) {
+		_, ok := fc.round(ctx, c.ms, fc.runs[victim.name], victim, false)
 		return ok, nil
-	}); err != nil {
-		return t, err
-	}
-	pids := s.otherPIDs(victim)
-	marks := map[string]logMark{}
+	})
+	return victim, err
+}
+
+// frozen freezes the victim (freezeAtStart), runs rounds through the
+// survivors until freezeQuiet before SIGCONT, leaves the victim's job
+// stopped, and returns the thaw (SIGCONT comes from a timer, on time
+// whatever the client is doing).
+func (s *freezeSetup) frozen(ctx context.Context, t *freezeTrial, victim *haManager, r *runJob) (thaw, error) {
+	c, fc := s.c, s.fc
 	var survivors []*haManager
 	for _, m := range c.ms {
-		marks[m.name] = markLog(m)
 		if m != victim {
 			survivors = append(survivors, m)
 		}
 	}
-
-	// A bench that fails mid-trial must not leave the victim stopped.
-	defer func() { _ = victim.proc.cmd.Process.Signal(syscall.SIGCONT) }()
 	frozen, err := s.freezeAtStart(ctx, victim, r)
 	if err != nil {
-		return t, err
+		return thaw{}, err
 	}
-	// SIGCONT comes on time from a timer, whatever the client is doing.
 	thawCh := thawAt(victim, survivors, c.ms, frozen.Add(s.e.freezeFor))
 	fc.setPhase("during", frozen, frozen.Add(s.e.freezeFor-freezeQuiet))
 	for k := 0; !fc.outOfTime(); k++ {
@@ -357,38 +247,25 @@ func (s *freezeSetup) trial(ctx context.Context, want string) (t freezeTrial, er
 	th := <-thawCh
 	if th.err != nil {
 		th.watch.stop()
-		return t, th.err
+		return th, th.err
 	}
-	thawed, target, w := th.at, th.target, th.watch
-	t.frozen = thawed.Sub(frozen)
-	t.lateStart = time.Since(thawed)
-	s.afterThaw(ctx, &t, victim, r, marks[victim.name], thawed)
-	// Watched until the cluster is stable again, so that "for good" has
-	// an end in every trial.
-	_, stableErr := c.waitStable(ctx, recoverTimeout)
-	seen := w.stop()
+	t.frozen = th.at.Sub(frozen)
+	t.lateStart = time.Since(th.at)
+	return th, nil
+}
+
+// record keeps what the watch of the thawed manager saw, since SIGCONT.
+func (t *freezeTrial) record(th thaw, seen thawSeen) {
 	if !seen.first.IsZero() {
-		t.serveFirst, t.serveFirstOK = seen.first.Sub(thawed), true
+		t.serveFirst, t.serveFirstOK = seen.first.Sub(th.at), true
 	}
 	if !seen.streak.IsZero() {
-		t.serveGood, t.serveOK = seen.streak.Sub(thawed), true
+		t.serveGood, t.serveOK = seen.streak.Sub(th.at), true
 	}
-	if !seen.caught.IsZero() && target > 0 {
-		t.caughtUp, t.caughtOK = seen.caught.Sub(thawed), true
+	if !seen.caught.IsZero() && th.target > 0 {
+		t.caughtUp, t.caughtOK = seen.caught.Sub(th.at), true
 	}
 	t.serveDowns = seen.downs
-	s.readLogs(&t, victim, marks, thawed)
-	t.jobsNote = s.checkPIDs(pids)
-	if stableErr != nil {
-		return t, fmt.Errorf("after the thaw: %w", stableErr)
-	}
-	if h, err := waitOwner(ctx, c, s.node); err == nil {
-		t.sessionAt = h.name
-	}
-	if l, _, err := agreedLeader(ctx, c.ms); err == nil && l != nil {
-		t.leaderAt = l.name
-	}
-	return t, nil
 }
 
 // freezeAtStart SIGSTOPs the victim the moment a StartJob of r through it
@@ -414,37 +291,6 @@ func (s *freezeSetup) freezeAtStart(ctx context.Context, victim *haManager, r *r
 		return time.Time{}, err
 	}
 	return frozen, sigErr
-}
-
-// thaw is a SIGCONT: when, the catch-up target (the leader's applied
-// index just before), and the watch of the thawed manager started then.
-type thaw struct {
-	at     time.Time
-	target uint64
-	watch  *thawWatch
-	err    error
-}
-
-// thawAt SIGCONTs victim at the given time, from a timer: it reads the
-// leader's applied index among the survivors first, and starts watching
-// the victim right after the signal.
-func thawAt(victim *haManager, survivors, all []*haManager, at time.Time) <-chan thaw {
-	ch := make(chan thaw, 1)
-	time.AfterFunc(time.Until(at), func() {
-		var th thaw
-		if l, sts, err := agreedLeader(context.Background(), survivors); err == nil && l != nil {
-			for i, st := range sts {
-				if survivors[i] == l {
-					th.target = st.GetAppliedIndex()
-				}
-			}
-		}
-		th.err = victim.proc.cmd.Process.Signal(syscall.SIGCONT)
-		th.at = time.Now()
-		th.watch = watchThaw(victim, all, th.target)
-		ch <- th
-	})
-	return ch
 }
 
 // afterThaw runs rounds through every manager, the victim's worker job
@@ -516,64 +362,4 @@ func (s *freezeSetup) readLogs(t *freezeTrial, victim *haManager, marks map[stri
 			}
 		}
 	}
-}
-
-// otherPIDs returns the processes of the worker jobs not commanded in a
-// trial with this victim.
-func (s *freezeSetup) otherPIDs(victim *haManager) map[string]int {
-	out := map[string]int{}
-	for name, r := range s.fc.runs {
-		if name != victim.name {
-			out[r.pidFile] = readPID(r.pidFile)
-		}
-	}
-	return out
-}
-
-// checkPIDs describes the jobs whose process changed or died ("" if none).
-func (s *freezeSetup) checkPIDs(pids map[string]int) string {
-	var bad []string
-	for f, pid := range pids {
-		if now := readPID(f); now != pid || !pidAlive(pid) {
-			bad = append(bad, fmt.Sprintf("%s: pid %d, now %d (alive %t)", filepath.Base(f), pid, now, pidAlive(now)))
-		}
-	}
-	return strings.Join(bad, "; ")
-}
-
-// cleanup stops the worker jobs (StopJob, then SIGKILL of a process still
-// there) and the worker. Idempotent.
-func (s *freezeSetup) cleanup() error {
-	var errs []error
-	if s.fc != nil {
-		runs := s.fc.runs
-		s.fc.runs = nil
-		for _, r := range runs {
-			pid := readPID(r.pidFile)
-			for _, m := range s.c.running() {
-				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := m.mgr.StopJob(cctx, &managerpb.StopJobRequest{JobId: &commonpb.JobId{JobId: r.id}, Role: freezeRole,
-					NodeId: &commonpb.NodeId{NodeId: s.node}})
-				cancel()
-				if err == nil {
-					break
-				}
-			}
-			if pid > 0 {
-				_, _ = poll(context.Background(), 10*time.Second, 50*time.Millisecond, "", func() (bool, error) { return !pidAlive(pid), nil })
-				if pidAlive(pid) && ourJobProcess(pid) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-					errs = append(errs, fmt.Errorf("%s's process %d did not stop after StopJob; killed", r.id, pid))
-				}
-			}
-		}
-	}
-	if s.worker != nil {
-		w := s.worker
-		s.worker = nil
-		if err := w.stop(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

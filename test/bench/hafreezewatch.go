@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -87,6 +88,37 @@ func (w *thawWatch) stop() thawSeen {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return thawSeen{first: w.first, streak: w.streak, caught: w.caught, downs: w.downs}
+}
+
+// thaw is a SIGCONT: when, the catch-up target (the leader's applied
+// index just before), and the watch of the thawed manager started then.
+type thaw struct {
+	at     time.Time
+	target uint64
+	watch  *thawWatch
+	err    error
+}
+
+// thawAt SIGCONTs victim at the given time, from a timer: it reads the
+// leader's applied index among the survivors first, and starts watching
+// the victim right after the signal.
+func thawAt(victim *haManager, survivors, all []*haManager, at time.Time) <-chan thaw {
+	ch := make(chan thaw, 1)
+	time.AfterFunc(time.Until(at), func() {
+		var th thaw
+		if l, sts, err := agreedLeader(context.Background(), survivors); err == nil && l != nil {
+			for i, st := range sts {
+				if survivors[i] == l {
+					th.target = st.GetAppliedIndex()
+				}
+			}
+		}
+		th.err = victim.proc.cmd.Process.Signal(syscall.SIGCONT)
+		th.at = time.Now()
+		th.watch = watchThaw(victim, all, th.target)
+		ch <- th
+	})
+	return ch
 }
 
 // logMark is a position in a manager's log file.

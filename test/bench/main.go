@@ -20,6 +20,7 @@
 //	go run ./test/bench convergence         # start 3 (5) managers at once → one leader with all voters; a joining manager → voter
 //	go run ./test/bench ha                  # the four HA scenarios
 //	go run ./test/bench robustness --duration 10m --seed N  # porcupine-checked CAS traffic under kills, freezes, partitions (test/robustness)
+//	go run ./test/bench freeze              # SIGSTOP a manager for 20 s, SIGCONT: → serving, → rejoined, → every manager answers consistently; false answers
 //
 // Add --quick for a sanity run of well under a minute. Diagnostics for
 // createjob: --unsafe-no-fsync (no fsync in the manager nor in raw badger,
@@ -102,6 +103,9 @@ type settings struct {
 	rbClients, rbJobs int
 	rbOut             string
 	rbPartitions      bool
+	freezeTrials      int           // freeze: freezes (--trials, 10 unless given)
+	freezeFor         time.Duration // freeze: how long each victim stays stopped
+	managerLogLevel   string        // freeze: the managers' --log-level
 }
 
 // scenarios maps a scenario name to its runner.
@@ -122,6 +126,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"convergence":        runConvergence,
 
 	"robustness": runRobustness,
+	"freeze":     runFreeze,
 }
 
 // order is the order "all" runs the scenarios in (a single manager).
@@ -166,6 +171,7 @@ func usage() string {
 		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +
+		"       go run ./test/bench freeze [--quick] [--trials N] [--freeze 20s] [--cluster-timings local|lan]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
 }
 
@@ -220,7 +226,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 	warmup := fs.Duration("warmup", 2*time.Second, "warm-up before each measured window (not counted)")
 	window := fs.Duration("window", 10*time.Second, "measured window per run")
 	clients := fs.String("clients", "1,16,64", "concurrent clients (createjob; cluster-throughput: 16,64 unless given)")
-	trials := fs.Int("trials", 100, "start/stop trials (startjob)")
+	trials := fs.Int("trials", 100, "start/stop trials (startjob); freezes (freeze: 10 unless given, 3 with --quick)")
 	slots := fs.Int("slots", 50, "cluster slots registered (register)")
 	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery) or to snapshot (snapshot)")
 	probes := fs.Int("probes", 3, "manager starts (recovery), save/restore rounds (snapshot) measured per job count, store opens per job count and mode (storeopen)")
@@ -234,7 +240,9 @@ func parseFlags(name string, args []string) (*settings, error) {
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
 	workDir := fs.String("work-dir", "", "parent of the scratch directories (default: the system temp dir; keep it on the disk you want to measure)")
 	keep := fs.Bool("keep", false, "keep the scratch directories")
-	timings := fs.String("cluster-timings", "lan", `HA scenarios: --cluster-timings of every manager: "lan" (the default of norsk-manager) or "local"`)
+	timings := fs.String("cluster-timings", "lan", `HA scenarios: --cluster-timings of every manager: "lan" (the default of norsk-manager) or "local" (freeze: local unless given)`)
+	freezeFor := fs.Duration("freeze", 20*time.Second, "freeze: how long each victim stays SIGSTOPped (6s with --quick)")
+	managerLogLevel := fs.String("manager-log-level", "info", "freeze: the managers' --log-level (debug to diagnose a false answer; --keep keeps the logs)")
 	failoverTrials := fs.Int("failover-trials", 20, "failover: leader kills")
 	sessionTrials := fs.Int("session-trials", 10, "session-failover: kills of the manager holding the worker's session")
 	convergenceTrials := fs.Int("convergence-trials", 5, "convergence: cluster starts per size")
@@ -272,13 +280,22 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "session-trials", sessionTrials, 2)
 		quickDefault(set, "convergence-trials", convergenceTrials, 1)
 		quickDefault(set, "duration", rbDuration, time.Minute)
+		quickDefault(set, "freeze", freezeFor, 6*time.Second)
+	}
+	freezeTrials := *trials
+	if !set["trials"] {
+		freezeTrials = map[bool]int{false: 10, true: 3}[*quick]
+	}
+	if name == "freeze" && !set["cluster-timings"] {
+		*timings = "local" // the issue's setting: the gossip declares a frozen manager failed in about 1.5 s
 	}
 	s := &settings{quick: *quick, runs: *runs, warmup: *warmup, window: *window, trials: *trials,
 		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
 		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, crashIterations: *crashIterations,
-		rbDuration: *rbDuration, rbSeed: *rbSeed, rbClients: *rbClients, rbJobs: *rbJobs, rbOut: *rbOut, rbPartitions: *rbPartitions}
+		rbDuration: *rbDuration, rbSeed: *rbSeed, rbClients: *rbClients, rbJobs: *rbJobs, rbOut: *rbOut, rbPartitions: *rbPartitions,
+		freezeTrials: freezeTrials, freezeFor: *freezeFor, managerLogLevel: *managerLogLevel}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
 		return nil, err
@@ -307,6 +324,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 		return nil, errors.New("--write-interval must be positive")
 	case s.rbDuration <= 0, s.rbClients < 1, s.rbJobs < 1:
 		return nil, errors.New("--duration must be positive, --robustness-clients and --robustness-jobs at least 1")
+	case s.freezeFor <= 0:
+		return nil, errors.New("--freeze must be positive")
 	}
 	if s.workDir == "" {
 		s.workDir = os.TempDir()

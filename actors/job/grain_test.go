@@ -682,3 +682,31 @@ func TestJob_StartNeedsSomethingToRun(t *testing.T) {
 		})
 	}
 }
+
+// TestJob_ReportFromSupersededSessionIgnored: a worker report that comes
+// from a session older than the one the node record names (it reached a
+// node activation that had lost the worker) changes nothing; one from the
+// current session is acted on.
+func TestJob_ReportFromSupersededSessionIgnored(t *testing.T) {
+	e := newEnv(t)
+	rec, err := proto.Marshal(&internalpb.NodeRecord{NodeId: "n1", SessionEpoch: 5})
+	require.NoError(t, err)
+	_, err = e.journal.Append(context.Background(), persistence.NodeKey("n1"), 0, persistence.Change{Record: rec, At: time.Now()})
+	require.NoError(t, err)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))
+
+	stale := report(internalpb.InstanceReport_STARTED, "primary", "n1")
+	stale.GetInstanceReport().SessionEpoch = 4
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", stale).GetCode())
+	require.Empty(t, e.record(t, "j").GetInstances(), "a report of a superseded session must not adopt an instance")
+
+	current := report(internalpb.InstanceReport_STARTED, "primary", "n1")
+	current.GetInstanceReport().SessionEpoch = 5
+	e.do(t, "j", current)
+	require.Len(t, e.record(t, "j").GetInstances(), 1, "a report of the current session is adopted")
+
+	stale = report(internalpb.InstanceReport_STOPPED, "primary", "n1")
+	stale.GetInstanceReport().SessionEpoch = 4
+	e.do(t, "j", stale)
+	require.Len(t, e.record(t, "j").GetInstances(), 1, "a superseded session's stop must not end the current instance")
+}

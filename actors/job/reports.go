@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -20,6 +21,9 @@ import (
 // (unknown or completed job, a duplicate of an instance on another node, an
 // instance being stopped) is stopped on the worker again.
 func (g *grain) instanceReport(ctx actor.Context, reqID string, r *internalpb.InstanceReport) *internalpb.Reply {
+	if g.fromSupersededSession(r) {
+		return actors.OK()
+	}
 	if g.rec == nil {
 		if r.GetKind() == internalpb.InstanceReport_STARTED {
 			g.unknownRunning(r)
@@ -37,6 +41,32 @@ func (g *grain) instanceReport(ctx actor.Context, reqID string, r *internalpb.In
 		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED)
 	}
 	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "unknown instance report kind %v", r.GetKind())
+}
+
+// fromSupersededSession reports whether r comes from a worker session
+// older than the newest one its node record names (read after the
+// freshness check's barrier). Such a report reached a node activation that
+// had already lost the worker (its manager was frozen with the message
+// queued, say): what it says may have been undone through the newer
+// session — a job stopped, or started again — and acting on it would
+// record an instance that does not run, or end one that does. The newer
+// session's hello re-derives everything, so ignoring it loses nothing.
+func (g *grain) fromSupersededSession(r *internalpb.InstanceReport) bool {
+	if r.GetSessionEpoch() == 0 || g.cfg.Store == nil {
+		return false
+	}
+	var newest uint64
+	err := g.cfg.Store.View(func(rd *persistence.Reader) error {
+		n, _, err := rd.Node(r.GetNodeId())
+		newest = n.GetSessionEpoch()
+		return err
+	})
+	if err != nil || newest <= r.GetSessionEpoch() {
+		return false
+	}
+	g.log.Info("ignoring a worker report from a superseded session", "node_id", r.GetNodeId(), "role", r.GetRole(),
+		"kind", r.GetKind().String(), "report_epoch", r.GetSessionEpoch(), "session_epoch", newest)
+	return true
 }
 
 // unknownRunning handles a worker running this job while the store has no

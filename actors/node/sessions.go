@@ -214,6 +214,7 @@ func (g *grain) report(job string, r *internalpb.InstanceReport) {
 		return
 	}
 	r.NodeId = g.id
+	r.SessionEpoch = g.sessionEpoch
 	r.NodeMetadata, r.RunningNodeMetadata = g.rec.GetMetadata(), g.rec.GetRunningMetadata()
 	g.cfg.Router.Send(actors.KindJob, job, &internalpb.JobCommand{JobId: job, Cmd: &internalpb.JobCommand_InstanceReport{InstanceReport: r}})
 }

@@ -22,13 +22,30 @@ import (
 // hellos and records, as with any lost one-way command). Set must be
 // called before any grain exists (grains call RequestFuture). Safe for
 // concurrent use.
+//
+// Grains of the next actor layer can run before Set: protoactor routes
+// commands to them as soon as the layer has joined. What they send while
+// no Router is installed waits for it: one-way sends are queued (at most
+// MaxQueuedSends, then the oldest are dropped) and delivered by the next
+// Router in order; a RequestFuture waits for the next Router within its
+// timeout.
 type Switch struct {
 	mu struct {
 		sync.Mutex
-		cur   *Router       // nil while switching
-		last  *Router       // the most recent Router, for RequestFuture while switching
-		ready chan struct{} // closed when cur is set
+		cur    *Router       // nil while switching
+		last   *Router       // the most recent Router, for RequestFuture while switching
+		ready  chan struct{} // closed when cur is set
+		queued []queuedSend  // one-way sends made while switching
 	}
+}
+
+// MaxQueuedSends bounds the one-way sends a Switch holds while no Router
+// is installed.
+const MaxQueuedSends = 10000
+
+type queuedSend struct {
+	kind, identity string
+	cmd            proto.Message
 }
 
 var _ actors.Router = (*Switch)(nil)
@@ -45,6 +62,10 @@ func (s *Switch) Set(r *Router) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.cur, s.mu.last = r, r
+	for _, q := range s.mu.queued {
+		r.Send(q.kind, q.identity, q.cmd)
+	}
+	s.mu.queued = nil
 	select {
 	case <-s.mu.ready:
 	default:
@@ -110,8 +131,8 @@ func (s *Switch) Request(ctx context.Context, kind, identity string, cmd proto.M
 }
 
 // RequestFuture implements actors.Router on the installed Router; while
-// switching, the future fails at once (the callers are grains of the
-// actor system being replaced).
+// switching, the request waits (within timeout) for the next one. The
+// future's result is as Router.RequestFuture's.
 func (s *Switch) RequestFuture(kind, identity string, cmd proto.Message, timeout time.Duration) *actor.Future {
 	s.mu.Lock()
 	cur, last := s.mu.cur, s.mu.last
@@ -119,16 +140,34 @@ func (s *Switch) RequestFuture(kind, identity string, cmd proto.Message, timeout
 	if cur != nil {
 		return cur.RequestFuture(kind, identity, cmd, timeout)
 	}
+	// A future of the last system: futures are plain registry entries,
+	// usable after their system stopped.
 	system := last.c.ActorSystem
-	f := actor.NewFuture(system, time.Millisecond)
-	system.Root.Send(f.PID(), &actor.DeadLetterResponse{})
+	f := actor.NewFuture(system, timeout)
+	go func() { // ends within timeout
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		reply, err := s.Request(ctx, kind, identity, cmd)
+		if err != nil {
+			system.Root.Send(f.PID(), &actor.DeadLetterResponse{})
+			return
+		}
+		system.Root.Send(f.PID(), reply)
+	}()
 	return f
 }
 
-// Send implements actors.Router on the installed Router; dropped while
-// switching.
+// Send implements actors.Router on the installed Router; while switching,
+// queued for the next one.
 func (s *Switch) Send(kind, identity string, cmd proto.Message) {
-	if r := s.Current(); r != nil {
-		r.Send(kind, identity, cmd)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.cur != nil {
+		s.mu.cur.Send(kind, identity, cmd)
+		return
 	}
+	if len(s.mu.queued) >= MaxQueuedSends {
+		s.mu.queued = s.mu.queued[1:]
+	}
+	s.mu.queued = append(s.mu.queued, queuedSend{kind, identity, cmd})
 }

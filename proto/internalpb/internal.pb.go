@@ -2105,8 +2105,13 @@ type InstanceReport struct {
 	Reason              string                                    `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	NodeMetadata        *commonpb.NodeMetadata                    `protobuf:"bytes,6,opt,name=node_metadata,json=nodeMetadata,proto3" json:"node_metadata,omitempty"`
 	RunningNodeMetadata *commonpb.RunningNodeMetadata             `protobuf:"bytes,7,opt,name=running_node_metadata,json=runningNodeMetadata,proto3" json:"running_node_metadata,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Epoch of the worker session the report comes from (0: not from a
+	// session). A report from a session older than the one the node record
+	// names was superseded: the job grain ignores it (the newer session's
+	// hello says what runs).
+	SessionEpoch  uint64 `protobuf:"varint,8,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceReport) Reset() {
@@ -2186,6 +2191,13 @@ func (x *InstanceReport) GetRunningNodeMetadata() *commonpb.RunningNodeMetadata 
 		return x.RunningNodeMetadata
 	}
 	return nil
+}
+
+func (x *InstanceReport) GetSessionEpoch() uint64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
 }
 
 // The node is stopping/stopped: every instance of the job on it is stopped.
@@ -3946,7 +3958,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\r\n" +
 	"\vCompleteJob\"\b\n" +
 	"\x06GetJob\"\r\n" +
-	"\vActivateJob\"\xcc\x04\n" +
+	"\vActivateJob\"\xf1\x04\n" +
 	"\x0eInstanceReport\x12:\n" +
 	"\x04kind\x18\x01 \x01(\x0e2&.norsk.internal.v1.InstanceReport.KindR\x04kind\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x17\n" +
@@ -3954,7 +3966,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x15service_port_mappings\x18\x04 \x03(\v2:.norsk.internal.v1.InstanceReport.ServicePortMappingsEntryR\x13servicePortMappings\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12C\n" +
 	"\rnode_metadata\x18\x06 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12Y\n" +
-	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x1an\n" +
+	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12#\n" +
+	"\rsession_epoch\x18\b \x01(\x04R\fsessionEpoch\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"9\n" +

@@ -55,6 +55,14 @@ func (g *grain) create(ctx actor.Context, m *internalpb.BundleCommand, b *manage
 			}
 			return
 		}
+		if g.rec == nil {
+			// A repeat of a create whose bundle was deleted since (the
+			// tombstone remembers the request): answered as the first was.
+			for _, s := range pc.senders {
+				g.respond(ctx, s, g.createdReply())
+			}
+			return
+		}
 		g.log.Info("bundle created", "jobs", len(jobs), "replicas", Replicas(b))
 		for _, s := range pc.senders {
 			g.addWaiter(ctx, s, 1, g.createdReply(), deadline)

@@ -323,8 +323,10 @@ func TestGrain_Delete_SagaResumesAfterRestart(t *testing.T) {
 		return r.PendingBundles(func(id string) error { t.Errorf("bundle %s still pending", id); return nil })
 	}))
 
-	// The id can be used again: a new incarnation.
-	require.Equal(t, errorpb.Code_OK, e.create(t, "c1", testBundle("b", false, spec("a", "", ""))).GetCode())
+	// The id can be used again: a new incarnation (by a new request: "c1"
+	// again would be a retry of the first create, which the tombstone
+	// remembers).
+	require.Equal(t, errorpb.Code_OK, e.create(t, "c2", testBundle("b", false, spec("a", "", ""))).GetCode())
 	require.Greater(t, e.record(t, "b").GetIncarnation(), uint64(0))
 	require.Contains(t, e.jobs(t), "b.0.a")
 }

@@ -252,7 +252,7 @@ const (
 	hintBound = "The cluster slot is bound to another worker: restart the original worker with its --state-dir " +
 		"(it holds the slot's node credential), or deregister the slot (norsk-ctl slot deregister NODE_ID) " +
 		"and register a new one for this worker."
-	hintInvalid = "The manager rejected the registration request as invalid: check --advertise and --listen."
+	hintInvalid       = "The manager rejected the registration request as invalid: check --advertise and --listen."
 	hintIdentityInUse = "Another worker with this node's identity is connected from the address the manager names: " +
 		"this --state-dir is probably a copy of that worker's. Stop one of the two; give a second host a slot of its own " +
 		"(norsk-ctl slot register NAME) and a fresh --state-dir."

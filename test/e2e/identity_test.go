@@ -170,7 +170,9 @@ func TestE2E_CopiedManagerDataDirContested(t *testing.T) {
 	testproc.Eventually(t, 30*time.Second, "the node shown contested", contested)
 	require.Contains(t, s.m.Output(), "worker session taken by a manager outside this cluster")
 	testproc.Eventually(t, 10*time.Second, "contested alert", func() bool {
-		return s.ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeAlert().GetKind() == managerpb.NodeAlert_CONTESTED })
+		return s.ev.Has(func(e *managerpb.EventStreamEvent) bool {
+			return e.GetNodeAlert().GetKind() == managerpb.NodeAlert_CONTESTED
+		})
 	})
 	require.True(t, testproc.PIDAlive(s.pid), "the job keeps running")
 

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
 // hub routes runtime events to the current session: the verified session
@@ -129,8 +131,7 @@ func (h *hub) Promote(s *session, helloSeq uint64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.hasEpoch && s.epoch < h.mu.epoch {
-		return status.Errorf(codes.FailedPrecondition,
-			"worker: stale session: epoch %d is lower than epoch %d already verified on this worker", s.epoch, h.mu.epoch)
+		return workerauth.StaleEpochError(s.epoch, h.mu.epoch)
 	}
 	old := h.mu.current
 	h.mu.epoch, h.mu.hasEpoch = s.epoch, true

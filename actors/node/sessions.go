@@ -272,6 +272,16 @@ func (g *grain) onSessionDown(ctx actor.Context, m *sessionDown) {
 		g.onSessionTaken(ctx, m.epoch)
 		return
 	}
+	if have, ok := workerauth.StaleEpochOf(m.err); ok {
+		// The worker verified a newer epoch than this grain knows (a store
+		// restored from an old backup, or epochs spent on dials the record
+		// never saw): dial again above it now.
+		g.log.Info("worker refused a stale session epoch; dialling again above its epoch", "epoch", m.epoch, "worker_epoch", have)
+		g.sessionEpoch = max(g.sessionEpoch, have)
+		g.backoff = 0 // the next dial within RedialMin
+		g.sessionLost(ctx, m.reason)
+		return
+	}
 	if wasConnected {
 		level := slog.LevelWarn
 		if status.Code(m.err) == codes.Unavailable {

@@ -345,7 +345,13 @@ func instanceIndex(rec *internalpb.JobRecord, role string) int {
 	return slices.IndexFunc(rec.GetInstances(), func(in *internalpb.Instance) bool { return in.GetRole() == role })
 }
 
+// putInstance records in as rec's instance of its role. An owed stop of
+// that role on that node is void from then on: the instance is wanted
+// there again (started on purpose, or its start was under way).
 func putInstance(rec *internalpb.JobRecord, in *internalpb.Instance) {
+	if j := owedIndex(rec, in.GetRole(), in.GetNodeId()); j >= 0 {
+		rec.StopsOwed = slices.Delete(rec.StopsOwed, j, j+1)
+	}
 	if i := instanceIndex(rec, in.GetRole()); i >= 0 {
 		rec.Instances[i] = in
 		return

@@ -710,3 +710,44 @@ func TestJob_ReportFromSupersededSessionIgnored(t *testing.T) {
 	e.do(t, "j", stale)
 	require.Len(t, e.record(t, "j").GetInstances(), 1, "a superseded session's stop must not end the current instance")
 }
+
+// TestJob_StopOwedAfterNodeLoss: an acknowledged stop whose node is then
+// declared lost before its worker confirmed it is owed: if that worker
+// comes back still running the instance, it is stopped, not adopted; a
+// start on that node on purpose voids it.
+func TestJob_StopOwedAfterNodeLoss(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Services: []*commonpb.Service{{Name: "web", Command: "true"}}}))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	stop := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n1"}}}
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", stop).GetCode())
+	e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{NodeId: "n1",
+		Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED}}})
+	rec := e.record(t, "j")
+	require.Empty(t, rec.GetInstances())
+	require.Len(t, rec.GetStopsOwed(), 1)
+
+	// The worker comes back still running it: stopped, not adopted.
+	before := len(e.nodes.stopped())
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	require.Empty(t, e.record(t, "j").GetInstances(), "an instance owed a stop must not be adopted")
+	e.nodes.waitStop(t, "n1/j/primary")
+	require.Greater(t, len(e.nodes.stopped()), before)
+	// The worker confirms: the debt is paid.
+	e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "primary", "n1"))
+	require.Empty(t, e.record(t, "j").GetStopsOwed())
+
+	// Owed again, then started on that node on purpose: the stop is void.
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", stop).GetCode())
+	e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{NodeId: "n1",
+		Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED}}})
+	require.Len(t, e.record(t, "j").GetStopsOwed(), 1)
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+	rec = e.record(t, "j")
+	require.Empty(t, rec.GetStopsOwed())
+	require.Len(t, rec.GetInstances(), 1)
+}

@@ -119,6 +119,12 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			g.sendStop(node, role)
 			return actors.OK()
 		}
+		if _, starting := g.pending[role]; !starting && owedIndex(g.rec, role, node) >= 0 {
+			g.log.Warn("worker runs an instance whose acknowledged stop it never confirmed (its node was lost meanwhile); stopping it, not adopting it",
+				"role", role, "node_id", node)
+			g.sendStop(node, role)
+			return actors.OK()
+		}
 		in := &internalpb.Instance{
 			Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING, Since: now,
 			ServicePortMappings: r.GetServicePortMappings(),
@@ -159,6 +165,14 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 			}
 		}()
 	case i < 0 || g.rec.GetInstances()[i].GetNodeId() != r.GetNodeId():
+		if j := owedIndex(next, r.GetRole(), r.GetNodeId()); j >= 0 {
+			// The owed stop is done: the worker no longer runs it.
+			next.StopsOwed = slices.Delete(next.StopsOwed, j, j+1)
+			if rep := g.commit(reqID, next); rep != nil {
+				return rep
+			}
+			g.log.Info("owed stop confirmed by the worker", "role", r.GetRole(), "node_id", r.GetNodeId())
+		}
 		return actors.OK()
 	}
 	g.endInstance(next, r.GetRole(), reason)
@@ -178,6 +192,28 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 	}
 	g.log.Info("job instance ended", "role", r.GetRole(), "node_id", r.GetNodeId(), "reason", reason.String(), "detail", r.GetReason())
 	return actors.OK()
+}
+
+// maxStopsOwed bounds JobRecord.stops_owed (the oldest go first).
+const maxStopsOwed = 64
+
+// owedIndex returns the index of (role, node) in rec's owed stops, or -1.
+func owedIndex(rec *internalpb.JobRecord, role, node string) int {
+	return slices.IndexFunc(rec.GetStopsOwed(), func(o *internalpb.StopOwed) bool {
+		return o.GetRole() == role && o.GetNodeId() == node
+	})
+}
+
+// oweStop records that the stop of (role, node) was acknowledged but never
+// confirmed by the worker.
+func oweStop(rec *internalpb.JobRecord, role, node string, at *timestamppb.Timestamp) {
+	if owedIndex(rec, role, node) >= 0 {
+		return
+	}
+	rec.StopsOwed = append(rec.StopsOwed, &internalpb.StopOwed{Role: role, NodeId: node, Since: at})
+	if over := len(rec.StopsOwed) - maxStopsOwed; over > 0 {
+		rec.StopsOwed = slices.Delete(rec.StopsOwed, 0, over)
+	}
 }
 
 // maxFailureReason bounds a recorded failure reason, in bytes (the worker
@@ -220,6 +256,11 @@ func (g *grain) nodeGone(reqID string, c *internalpb.NodeGone) *internalpb.Reply
 	n := 0
 	for _, in := range g.rec.GetInstances() {
 		if in.GetNodeId() == c.GetNodeId() {
+			if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
+				// Acknowledged, never confirmed: owed if the worker comes
+				// back still running it.
+				oweStop(next, in.GetRole(), in.GetNodeId(), g.now())
+			}
 			g.endInstance(next, in.GetRole(), c.GetReason())
 			n++
 		}

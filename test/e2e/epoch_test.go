@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/test/testproc"
 )
@@ -41,4 +43,31 @@ func TestE2E_OldStoreCatchesUpWithTheWorkersEpoch(t *testing.T) {
 	require.Len(t, nodes, 1)
 	require.Equal(t, managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED, nodes[0].GetState())
 	s.jobStillRunning(t, "after the old store took the worker back")
+}
+
+// TestE2E_StopSurvivesNodeLoss: a StopJob acknowledged while the worker
+// is frozen, which the worker never confirms before its node is declared
+// lost, still takes effect when the worker comes back: the instance is
+// stopped, not re-adopted (it used to be adopted and keep running).
+func TestE2E_StopSurvivesNodeLoss(t *testing.T) {
+	s := newWebSetup(t)
+	ctx := context.Background()
+	if err := s.worker.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.worker.Cmd.Process.Signal(syscall.SIGCONT) })
+	require.NoError(t, s.mc.StopJob(ctx, "web", "primary", client.NodeID(s.nodeID)))
+	testproc.Eventually(t, 90*time.Second, "the frozen worker's node declared stopped", func() bool {
+		nodes, err := s.mc.ListNodes(ctx)
+		return err == nil && len(nodes) == 1 && nodes[0].GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	})
+	require.NoError(t, s.worker.Cmd.Process.Signal(syscall.SIGCONT))
+	testproc.Eventually(t, 30*time.Second, "the owed stop carried out on the thawed worker", func() bool {
+		return !testproc.PIDAlive(s.pid)
+	})
+	testproc.Eventually(t, 10*time.Second, "no instance recorded", func() bool {
+		r, err := s.mc.JobByID(ctx, "web")
+		return err == nil && len(r.GetInstances()) == 0
+	})
+	require.Contains(t, s.m.Output(), "whose acknowledged stop it never confirmed")
 }

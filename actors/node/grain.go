@@ -75,7 +75,7 @@ type Config struct {
 	// MoveGrace is how long a node's worker session must have been down
 	// before a worker at another address with the node's credential is
 	// accepted as the same host moved (identity.go). Default
-	// DefaultMoveGrace (30 s).
+	// DefaultMoveGrace (15 s).
 	MoveGrace time.Duration
 	// OrphanGrace is how long a job a worker runs that the store does not
 	// know keeps running before it is stopped (orphans.go). Default

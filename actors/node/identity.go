@@ -15,8 +15,10 @@ import (
 
 // DefaultMoveGrace is how long a node's worker session must have been
 // down before a worker at another address presenting the node's identity
-// is taken for the same host having moved (Config.MoveGrace).
-const DefaultMoveGrace = 30 * time.Second
+// is taken for the same host having moved (Config.MoveGrace). Longer than
+// a health timeout (10 s: the old session is really gone), shorter than
+// the lost timeout (30 s: a host that moves is not declared stopped).
+const DefaultMoveGrace = 15 * time.Second
 
 // checkTerminated refuses the registration of a cluster slot's worker
 // after an operator terminated the node (TerminateNode): re-registering

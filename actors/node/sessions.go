@@ -16,6 +16,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerauth"
@@ -132,7 +133,11 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 			g.onSuperseded(ctx, "another activation recorded a newer worker session")
 			return
 		}
-		g.log.Error("could not record the worker session; dropping it", "error", r.GetMessage())
+		level := slog.LevelError
+		if r.GetCode() == errorpb.Code_ABORTED {
+			level = slog.LevelWarn // another activation wrote first (a failover): the re-dial heals it
+		}
+		g.log.Log(context.Background(), level, "could not record the worker session; dropping it", "error", r.GetMessage())
 		g.closeSession(ctx)
 		g.sessionLost(ctx, managerpb.NodeStopping_STARTUP_TIME_EXCEEDED)
 		return

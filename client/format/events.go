@@ -70,6 +70,14 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 			Enum(b.GetState().String(), "BUNDLE_STATE_"), len(b.GetJobs()))
 	case *managerpb.EventStreamEvent_BundleDeleted:
 		return "bundle_deleted", "bundle=" + e.BundleDeleted.GetBundleId().GetBundleId()
+	case *managerpb.EventStreamEvent_NodeAlert:
+		a := e.NodeAlert
+		job := ""
+		if k := a.GetJobKey(); k != nil {
+			job = fmt.Sprintf(" job=%s role=%s", k.GetJobId().GetJobId(), k.GetRole())
+		}
+		return "node_alert", fmt.Sprintf("node=%s kind=%s%s: %s", a.GetNodeId().GetNodeId(),
+			strings.ToLower(a.GetKind().String()), job, a.GetMessage())
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

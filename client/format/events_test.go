@@ -53,6 +53,9 @@ func TestEventLine(t *testing.T) {
 			"#3     initial_data_complete   snapshot complete aws eu-west-1=unstable"},
 		{"job_updated", &managerpb.EventStreamEvent{LogIndex: 4, Event: &managerpb.EventStreamEvent_JobUpdated{JobUpdated: &managerpb.JobUpdated{JobWithHistory: jobWH}}},
 			"#4     job_updated             job=j1 state=active last: running role=primary node=n1 ports=api: 10.0.0.5:19000->9000/tcp 19001->9001/any; web: 127.0.0.1:18080->8080/tcp 127.0.0.1:18081->5000/udp"},
+		{"node_alert", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_NodeAlert{NodeAlert: &managerpb.NodeAlert{
+			NodeId: &commonpb.NodeId{NodeId: "n1"}, Kind: managerpb.NodeAlert_ORPHAN_FOUND, JobKey: key, Message: "unknown to the store"}}},
+			"#6     node_alert              node=n1 kind=orphan_found job=j1 role=primary: unknown to the store"},
 		{"job_deleted", &managerpb.EventStreamEvent{LogIndex: 5, Event: &managerpb.EventStreamEvent_JobDeleted{JobDeleted: &managerpb.JobDeleted{JobId: &commonpb.JobId{JobId: "j1"}}}},
 			"#5     job_deleted             job=j1"},
 		{"job_pending", &managerpb.EventStreamEvent{LogIndex: 5, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/client"
@@ -17,8 +15,10 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
-// findNode returns the node id from ListNodes, or a NotFound-like error.
-func findNode(ctx context.Context, m *client.NorskManager, id string) (*managerpb.NodeInfo, error) {
+// findNode returns node id as ListNodes shows it; for a node the manager
+// does not know it says so on standard error and returns exit code 3
+// (ctlExitNotFound), as a NotFound answer would.
+func findNode(ctx context.Context, e *ctlEnv, m *client.NorskManager, id string) (*managerpb.NodeInfo, error) {
 	nodes, err := m.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,8 @@ func findNode(ctx context.Context, m *client.NorskManager, id string) (*managerp
 			return n, nil
 		}
 	}
-	return nil, ctlAbout(status.Error(codes.NotFound, "the manager knows no such node"), "node %s", id)
+	fmt.Fprintf(e.errOut, "norsk-ctl: not found: node %s\n", id)
+	return nil, &exitError{code: ctlExitNotFound}
 }
 
 // newNodeGetCommand builds "node get".
@@ -44,21 +45,14 @@ see "node orphans"); and whether its worker session is contested (taken by a
 manager outside this cluster). Exit code 3 if the manager knows no such node.`,
 		Args: ctlArgs("NODE_ID"),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
-			nodes, err := m.ListNodes(ctx)
+			n, err := findNode(ctx, e, m, args[0])
 			if err != nil {
 				return err
 			}
-			for _, n := range nodes {
-				if n.GetMetadata().GetNodeId().GetNodeId() != args[0] {
-					continue
-				}
-				if e.jsonOut {
-					return e.printJSON(n)
-				}
-				return writeNodeDetails(e.out, e.now(), n)
+			if e.jsonOut {
+				return e.printJSON(n)
 			}
-			fmt.Fprintf(e.errOut, "norsk-ctl: not found: node %s\n", args[0])
-			return &exitError{code: ctlExitNotFound}
+			return writeNodeDetails(e.out, e.now(), n)
 		}),
 	}
 }
@@ -169,7 +163,7 @@ with "norsk-ctl node stop-orphan".`,
 				return err
 			}
 			if len(args) == 1 {
-				n, err := findNode(ctx, m, args[0])
+				n, err := findNode(ctx, e, m, args[0])
 				if err != nil {
 					return err
 				}

@@ -263,7 +263,7 @@ func (e *RegistrationError) Unwrap() error { return ErrRegistrationRejected }
 const (
 	hintUnknownToken = "The manager does not know this registration token: check --token against " +
 		"\"norsk-ctl slot list\", or register a cluster slot (norsk-ctl slot register NAME) and start the worker with its token."
-	hintRevokedToken = "The token's cluster slot was deregistered, which revoked the token for good: " +
+	hintRevokedToken = "The cluster slot was deregistered, which revoked its token and node credential for good: " +
 		"register a new slot (norsk-ctl slot register NAME) and start the worker with the new token."
 	hintUnknownCredential = "The manager does not know the node credential in --state-dir (its slot may have been deregistered): " +
 		"register a new slot (norsk-ctl slot register NAME) and start the worker with its token."

@@ -25,6 +25,7 @@ import (
 //	ix/job/node/<lp node><lp job><role>   → ""   instances by node
 //	ix/node/token/<sha256 token>          → node id (live slots)
 //	ix/node/revoked/<sha256 token>        → node id (deregistered slots)
+//	ix/node/revoked/cred/<sha256 credential> → node id (deregistered slots' credentials)
 //	ix/node/cred/<sha256 credential>      → node id
 //	ix/bundle/pending/<id>                → ""   bundles with unfinished work
 //
@@ -210,6 +211,13 @@ func jobNodePrefix(node string) []byte { return appendLP([]byte(ixJobNode), node
 func nodeTokenKey(tokenHash []byte) []byte   { return append([]byte(ixNodeToken), tokenHash...) }
 func nodeRevokedKey(tokenHash []byte) []byte { return append([]byte(ixNodeRevoke), tokenHash...) }
 func nodeCredKey(credHash []byte) []byte     { return append([]byte(ixNodeCred), credHash...) }
+
+// nodeRevokedCredKey is under ixNodeRevoke (whose entries Verify expects
+// to outlive their records) and longer than any nodeRevokedKey (a SHA-256
+// follows both prefixes), so the two never collide.
+func nodeRevokedCredKey(credHash []byte) []byte {
+	return append([]byte(ixNodeRevoke+"cred/"), credHash...)
+}
 
 func bundlePendingKey(id string) []byte { return append([]byte(ixBundlePending), id...) }
 

@@ -222,6 +222,14 @@ func (r *Reader) NodeIDByCredential(cred string) (string, error) {
 	return r.value(nodeCredKey(secretHash(cred)))
 }
 
+// NodeIDByRevokedCredential returns the node id of the deregistered slot
+// whose worker held credential cred, or ErrNotFound if no slot deregistered
+// in this store had it (slots deregistered before the store kept revoked
+// credentials are not found either).
+func (r *Reader) NodeIDByRevokedCredential(cred string) (string, error) {
+	return r.value(nodeRevokedCredKey(secretHash(cred)))
+}
+
 func (r *Reader) value(key []byte) (string, error) {
 	item, err := r.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {

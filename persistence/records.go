@@ -73,10 +73,25 @@ func updateIndexes(txn *badger.Txn, key EntityKey, old, next record) error {
 			return err
 		}
 	}
-	if n, ok := old.(*internalpb.NodeRecord); ok && next == nil && n.GetToken() != "" {
-		// A deregistered slot's token stays recognisable, so that a worker
-		// presenting it learns it was revoked rather than unknown.
-		return txn.Set(nodeRevokedKey(secretHash(n.GetToken())), []byte(key.ID()))
+	if n, ok := old.(*internalpb.NodeRecord); ok && next == nil {
+		return writeRevoked(txn, key.ID(), n)
+	}
+	return nil
+}
+
+// writeRevoked leaves the tombstones of a deleted (deregistered) slot: its
+// token and its credential stay recognisable, so that a worker presenting
+// either learns the slot was deregistered rather than unknown — and, told
+// so, stops the jobs it still runs for it (a worker restarting on its state
+// directory presents the credential alone).
+func writeRevoked(txn *badger.Txn, id string, n *internalpb.NodeRecord) error {
+	if t := n.GetToken(); t != "" {
+		if err := txn.Set(nodeRevokedKey(secretHash(t)), []byte(id)); err != nil {
+			return err
+		}
+	}
+	if c := n.GetCredential(); c != "" {
+		return txn.Set(nodeRevokedCredKey(secretHash(c)), []byte(id))
 	}
 	return nil
 }

@@ -121,6 +121,13 @@ func TestStore_RestoreSnapshot_RoundTrip(t *testing.T) {
 		id, err := r.NodeIDByCredential("cred-src-node-1")
 		require.NoError(t, err)
 		require.Equal(t, "src-node-1", id)
+		id, err = r.NodeIDByRevokedCredential("cred-src-node-0")
+		require.NoError(t, err, "a deleted node's credential stays recognisable")
+		require.Equal(t, "src-node-0", id)
+		_, err = r.NodeIDByRevokedCredential("cred-src-node-1")
+		require.ErrorIs(t, err, ErrNotFound, "a live node's credential is not revoked")
+		_, err = r.NodeIDByCredential("cred-src-node-0")
+		require.ErrorIs(t, err, ErrNotFound)
 		_, revoked, err = r.NodeIDByToken("tok-src-node-0")
 		return err
 	}))

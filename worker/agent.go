@@ -84,11 +84,16 @@ func New(cfg Config) (*Agent, error) {
 // stops jobs). It returns an error, after the same cleanup, if another
 // worker holds the state directory (a *StateDirInUseError), the listener
 // fails, Restore fails, the stored identity is unreadable (matching
-// ErrBadStoredIdentity) or missing without a Token (ErrNoStoredIdentity), or a manager
-// refuses the registration (a *RegistrationError, which matches
-// ErrRegistrationRejected and explains what an operator should do). Run
-// does not log the error it returns: reporting it is the caller's job. Run
-// may be called only once.
+// ErrBadStoredIdentity) or missing without a Token (ErrNoStoredIdentity),
+// present in a mock-pool worker's state directory
+// (ErrIdentityWithoutManager), or a manager refuses the registration (a
+// *RegistrationError, which matches ErrRegistrationRejected and explains
+// what an operator should do). The one case in which Run stops jobs: a
+// refusal saying that this worker's own node is gone for good (its slot
+// deregistered, or the node terminated: RegistrationError.NodeRetired);
+// Run then stops every job before returning, since no manager will manage
+// them again (retire.go). Run does not log the error it returns: reporting
+// it is the caller's job. Run may be called only once.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("worker: Agent.Run called twice")
@@ -143,6 +148,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-runCtx.Done():
 		a.log.Info("worker stopping; jobs keep running")
 	case err = <-errCh:
+		if rej := retiredNode(err); rej != nil {
+			a.stopRetired(runCtx, cancel, srv, rej)
+			return err
+		}
 		// The caller reports err; logging it here too would show it twice.
 		a.log.Info("worker stopping on an error; jobs keep running")
 	}
@@ -152,6 +161,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopServer(srv)
 	a.wg.Wait()
 	return err
+}
+
+// stopRetired ends Run after a refusal that retired this worker's node:
+// sessions end first (no command may start a job any more), then every job
+// is stopped (retire) while the event pump still runs, then the rest of
+// Run's goroutines end.
+func (a *Agent) stopRetired(runCtx context.Context, cancel context.CancelFunc, srv *grpc.Server, rej *RegistrationError) {
+	close(a.stopCh)
+	a.stopServer(srv)
+	a.retire(runCtx, rej)
+	cancel()
+	a.ops.Close()
+	a.wg.Wait()
 }
 
 // Ready returns a channel closed once Run listens; Addr is valid then.

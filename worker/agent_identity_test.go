@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/norsk-oss/norsk-manager/worker"
@@ -102,4 +103,58 @@ func TestAgent_CorruptIdentity_AdviceWorks(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("no new identity.json: %v", err)
 	}
+}
+
+// TestAgent_MockPool_RefusesStoredIdentity: a worker with neither a token
+// nor manager URLs (a mock-pool worker) over a state directory that holds a
+// node identity — a copy of a slot worker's — refuses to run, naming the
+// file and the node, before it restores (re-adopts) any of the node's jobs
+// or listens; a corrupt identity is refused too.
+func TestAgent_MockPool_RefusesStoredIdentity(t *testing.T) {
+	cases := []struct {
+		name    string
+		content string
+		want    error
+		mention []string
+	}{
+		{"identity", `{"node_id":"node-x","credential":"cred-x","node_name":"x"}`, worker.ErrIdentityWithoutManager,
+			[]string{"identity.json", "node node-x", "--manager-url or $NORSK_MANAGER_URL"}},
+		{"corrupt identity", `{"node_id":`, worker.ErrBadStoredIdentity, []string{"identity.json", "move it aside"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "identity.json"), []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rt := &restoreSpy{Runtime: newRuntime(t, filepath.Join(dir, "process"))}
+			a := newAgent(t, rt, func(c *worker.Config) { c.StateDir = dir })
+			err := <-runAgent(context.Background(), a)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Run = %v, want %v", err, tc.want)
+			}
+			for _, want := range tc.mention {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q lacks %q", err, want)
+				}
+			}
+			if rt.restored.Load() {
+				t.Error("the runtime restored the node's jobs")
+			}
+			if a.Addr() != nil {
+				t.Error("the worker listened")
+			}
+		})
+	}
+}
+
+// restoreSpy records whether Restore was called.
+type restoreSpy struct {
+	worker.Runtime
+	restored atomic.Bool
+}
+
+func (r *restoreSpy) Restore(ctx context.Context) error {
+	r.restored.Store(true)
+	return r.Runtime.Restore(ctx)
 }

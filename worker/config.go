@@ -33,7 +33,8 @@ type Config struct {
 	// Token. Set without a Token, the worker restarts as the node whose
 	// identity StateDir holds and registers with its credential alone (Run
 	// fails with ErrNoStoredIdentity if there is none). Empty (and no
-	// Token): a mock-pool worker.
+	// Token): a mock-pool worker, whose StateDir must hold no identity
+	// (Run fails with ErrIdentityWithoutManager).
 	ManagerURLs []string
 
 	// Token is the cluster-slot registration token minted by

@@ -16,6 +16,15 @@ var (
 	// there is nothing to register with.
 	ErrNoStoredIdentity = errors.New("worker: no node identity stored")
 
+	// ErrIdentityWithoutManager is returned (wrapped, naming the file and
+	// the stored node id) by Agent.Run for a worker given neither Token nor
+	// ManagerURLs (a mock-pool worker) whose state directory holds a node
+	// identity. That directory belongs to a cluster-slot worker, which must
+	// register with the stored credential: as a mock-pool worker it would
+	// re-adopt the node's jobs and report them to whichever manager dials
+	// it, outside the node's record.
+	ErrIdentityWithoutManager = errors.New("worker: node identity stored but no manager to register with")
+
 	// ErrBadStoredIdentity is returned (wrapped, naming the file and what
 	// to do) by Agent.Run when the state directory's node identity cannot
 	// be read or parsed.

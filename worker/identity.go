@@ -38,6 +38,13 @@ func tokenDigest(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ReadIdentity returns the node identity stored in the state directory
+// dir by an earlier registration. ok is false, with a nil error, when
+// there is none; an unreadable or invalid file is an error matching
+// ErrBadStoredIdentity, naming the file and what to do. It only reads: a
+// caller may use it before the state directory is locked.
+func ReadIdentity(dir string) (id Identity, ok bool, err error) { return loadIdentity(dir) }
+
 // loadIdentity reads the identity from dir. ok is false, with a nil error,
 // when there is none.
 func loadIdentity(dir string) (id Identity, ok bool, err error) {

@@ -26,15 +26,13 @@ const maxDialBackWaitFactor = 8
 // worker restarts without a token, or with the token it was obtained with,
 // so that a manager dialing back before re-registration completes is
 // served at once. A worker started without a token needs one; a corrupt
-// identity stops any registering worker (the credential in it may be the
-// only one for its slot: never overwritten).
+// identity stops every worker (the credential in it may be the only one
+// for its slot: never overwritten); a mock-pool worker refuses a state
+// directory that holds an identity (ErrIdentityWithoutManager): it is a
+// slot worker's, and its jobs are that node's.
 func (a *Agent) loadStoredIdentity() error {
 	id, ok, err := loadIdentity(a.cfg.StateDir)
 	if err != nil {
-		if !a.cfg.registers() {
-			a.log.Warn("ignoring unreadable node identity (mock-pool worker)", "error", err)
-			return nil
-		}
 		return err
 	}
 	switch {
@@ -45,9 +43,10 @@ func (a *Agent) loadStoredIdentity() error {
 	case !ok:
 		return nil
 	case !a.cfg.registers():
-		a.log.Warn("the state directory holds a node identity but neither a token nor manager URLs were given: running as a mock-pool worker "+
-			"(give --manager-url to come back as this node)", "node_id", id.NodeID)
-		return nil
+		return fmt.Errorf("%w: %s holds the identity of node %s, so this state directory belongs to a cluster-slot worker, "+
+			"which registers with the credential stored there: give the managers to register with (--manager-url or $NORSK_MANAGER_URL); "+
+			"a mock-pool worker needs a state directory of its own",
+			ErrIdentityWithoutManager, filepath.Join(a.cfg.StateDir, IdentityFile), id.NodeID)
 	case a.cfg.Token != "" && id.TokenSHA256 != tokenDigest(a.cfg.Token):
 		a.log.Warn("the registration token differs from the one this node registered with: registering as a new node",
 			"old_node_id", id.NodeID)
@@ -132,6 +131,7 @@ func (a *Agent) register(ctx context.Context) error {
 				return ctx.Err()
 			}
 			if rej := rejection(target, err); rej != nil {
+				a.markRetired(rej, req.GetNodeCredential())
 				// Not logged: Run returns it and its caller reports it.
 				return rej
 			}
@@ -229,11 +229,31 @@ type RegistrationError struct {
 	// Reason is the manager's machine-readable reason (workerauth.Reason*),
 	// "" if it gave none.
 	Reason string
+
+	// NodeRetired is true when the refusal ends this worker's own node
+	// for good: the registration presented the node's stored credential
+	// and the manager answered that its slot was deregistered
+	// (workerauth.ReasonTokenRevoked) or that an operator terminated it
+	// (workerauth.ReasonNodeTerminated). No manager will manage the node's
+	// jobs again, so Agent.Run stopped every job the runtime ran before
+	// returning; Stopped and NotStopped say which. Never set for
+	// TOKEN_UNKNOWN or CREDENTIAL_UNKNOWN (see retire.go).
+	NodeRetired bool
+	// NodeID is the retired node ("" unless NodeRetired).
+	NodeID NodeID
+	// Stopped lists, sorted, the jobs Run stopped because of the refusal.
+	Stopped []JobKey
+	// NotStopped lists, sorted, the jobs whose stop failed or was cut
+	// short (Run's context ended); StopErr joins why. A worker started
+	// again on the state directory is refused again and stops them.
+	NotStopped []JobKey
+	StopErr    error
 }
 
-// Error implements error.
+// Error implements error. For a retired node it also says which jobs the
+// worker stopped.
 func (e *RegistrationError) Error() string {
-	return fmt.Sprintf("%v by manager %s: %s (%s). %s", ErrRegistrationRejected, e.Manager, e.Message, e.Code, e.Hint)
+	return fmt.Sprintf("%v by manager %s: %s (%s). %s%s", ErrRegistrationRejected, e.Manager, e.Message, e.Code, e.Hint, e.retirementSummary())
 }
 
 // Unwrap returns ErrRegistrationRejected.
@@ -243,7 +263,7 @@ func (e *RegistrationError) Unwrap() error { return ErrRegistrationRejected }
 const (
 	hintUnknownToken = "The manager does not know this registration token: check --token against " +
 		"\"norsk-ctl slot list\", or register a cluster slot (norsk-ctl slot register NAME) and start the worker with its token."
-	hintRevokedToken = "The token's cluster slot was deregistered, which revoked the token for good: " +
+	hintRevokedToken = "The cluster slot was deregistered, which revoked its token and node credential for good: " +
 		"register a new slot (norsk-ctl slot register NAME) and start the worker with the new token."
 	hintUnknownCredential = "The manager does not know the node credential in --state-dir (its slot may have been deregistered): " +
 		"register a new slot (norsk-ctl slot register NAME) and start the worker with its token."
@@ -262,7 +282,7 @@ const (
 
 // rejection returns a *RegistrationError explained for an operator if err
 // is permanent, or nil if it is worth retrying.
-func rejection(target string, err error) error {
+func rejection(target string, err error) *RegistrationError {
 	st, ok := status.FromError(err)
 	if !ok {
 		return nil

@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
 func slots(t *testing.T, c managerpb.ManagerClient) map[string]*managerpb.ClusterNode {
@@ -85,8 +88,15 @@ func TestClusterSlots_TokenRules(t *testing.T) {
 	require.NotContains(t, slots(t, c), id)
 	_, err = c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{Token: token, Address: "127.0.0.1", Port: w.port})
 	requireCode(t, err, codes.Unauthenticated, "revoked")
+	requireReason(t, err, workerauth.ReasonTokenRevoked)
+	// The credential alone (a worker restarting on its state dir) is told
+	// the same, so that the worker stops the jobs it still runs.
 	_, err = c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{NodeCredential: first.GetNodeCredential(), Address: "127.0.0.1", Port: w.port})
+	requireCode(t, err, codes.Unauthenticated, "node credential revoked", id)
+	requireReason(t, err, workerauth.ReasonTokenRevoked)
+	_, err = c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{NodeCredential: "never-issued", Address: "127.0.0.1", Port: w.port})
 	requireCode(t, err, codes.Unauthenticated)
+	requireReason(t, err, workerauth.ReasonCredentialUnknown)
 	_, err = c.DeregisterClusterNode(ctx, &commonpb.NodeId{NodeId: id})
 	requireCode(t, err, codes.NotFound)
 	r, err := c.JobById(ctx, &commonpb.JobId{JobId: "j"})
@@ -286,4 +296,17 @@ func storeFingerprint(t *testing.T, c managerpb.ManagerClient) string {
 		fmt.Fprintf(&b, "node %s %s;", n.GetMetadata().GetNodeId().GetNodeId(), n.GetState())
 	}
 	return b.String()
+}
+
+// requireReason checks the google.rpc.ErrorInfo reason a refusal carries
+// (the worker picks what it does by it).
+func requireReason(t *testing.T, err error, reason string) {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == workerauth.ErrorDomain {
+			require.Equal(t, reason, ei.GetReason(), "error: %v", err)
+			return
+		}
+	}
+	t.Fatalf("error %v carries no ErrorInfo reason, want %s", err, reason)
 }

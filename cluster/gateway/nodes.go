@@ -175,11 +175,19 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 			return nil
 		}
 		nid, err := r.NodeIDByCredential(in.GetNodeCredential())
-		if errors.Is(err, persistence.ErrNotFound) {
-			return withReason(codes.Unauthenticated, workerauth.ReasonCredentialUnknown, "unknown or revoked node credential")
+		if !errors.Is(err, persistence.ErrNotFound) {
+			id = nid
+			return err
 		}
-		id = nid
-		return err
+		// The reason a revoked token gets: the worker of a deregistered
+		// slot stops the jobs it still runs for it.
+		if nid, err := r.NodeIDByRevokedCredential(in.GetNodeCredential()); err == nil {
+			return withReason(codes.Unauthenticated, workerauth.ReasonTokenRevoked,
+				fmt.Sprintf("node credential revoked: cluster slot %s was deregistered", nid))
+		} else if !errors.Is(err, persistence.ErrNotFound) {
+			return err
+		}
+		return withReason(codes.Unauthenticated, workerauth.ReasonCredentialUnknown, "unknown or revoked node credential")
 	})
 	if err != nil {
 		return nil, toStatus(err)

@@ -38,14 +38,19 @@ const workerExitCodesHelp = `
 Exit codes of --mode=worker:
   0    stopped by SIGINT or SIGTERM (its jobs keep running)
   1    any other failure (e.g. --listen address in use, unreadable --state-dir)
-  2    usage error (bad flag), --state-dir in use by another worker, no
-       --token and no node identity in --state-dir, or the manager rejected
-       the registration request as invalid
+  2    usage error (bad flag), --state-dir in use by another worker,
+       --manager-url without --token and no node identity in --state-dir,
+       a node identity in --state-dir but no --manager-url (nor
+       $NORSK_MANAGER_URL), or the manager rejected the registration
+       request as invalid
   5    the cluster slot of --token is bound to another worker, or another
        worker at another address holds a live session with this node's
        identity (a copied --state-dir)
-  7    the manager refused --token: unknown, or revoked (slot deregistered),
-       or the node was terminated by an operator`
+  7    the manager refused --token or the stored credential: unknown, or
+       revoked (slot deregistered), or the node was terminated by an
+       operator. For a deregistered slot or a terminated node the worker
+       first stops every job it runs (no manager will manage them again)
+       and lists them; for an unknown token or credential it stops none`
 
 // workerOptions holds the flags of --mode=worker.
 type workerOptions struct {
@@ -70,13 +75,13 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.token, "token", "",
 		"worker mode: cluster-slot registration token (from \"norsk-ctl slot register\"), needed at the first start only: "+
-			"a worker restarting on its --state-dir registers with the node credential stored there (give --manager-url). "+
+			"a worker restarting on its --state-dir registers with the node credential stored there (with --manager-url, default $"+ctlEnvManagerURL+"). "+
 			"A token other than the one the stored identity came with registers a new node. "+
-			"Without --token and --manager-url the worker is a mock-pool worker that registers nowhere and waits to be dialed")
+			"Without --token, --manager-url and a stored identity the worker is a mock-pool worker that registers nowhere and waits to be dialed")
 	f.StringVar(&o.managerURLs, ctlFlagManagerURL, "",
 		"manager address host:port, or a comma-separated list of the managers of one cluster (default $"+ctlEnvManagerURL+", else "+client.DefaultURL+"). "+
-			"Worker mode: the managers to register with, tried in order (with --token, default $"+ctlEnvManagerURL+"); "+
-			"without --token the worker registers with the credential in --state-dir; a worker with neither registers nowhere")
+			"Worker mode: the managers to register with, tried in order (default $"+ctlEnvManagerURL+" for a worker with --token or a node identity in --state-dir); "+
+			"without --token the worker registers with the credential in --state-dir; a worker with neither, nor an identity, registers nowhere (mock pool)")
 	f.StringVar(&o.listen, "listen", def.Listen,
 		"worker mode: host:port the worker's gRPC server listens on (the manager dials it back)")
 	f.StringVar(&o.advertise, "advertise", "",
@@ -103,11 +108,14 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 // the next worker started with the same --state-dir re-adopts them.
 //
 // The exit codes are workerExitCodesHelp's: 2 for a bad flag, a --state-dir
-// another worker holds, no --token and no stored identity, or a
-// registration the manager rejects as invalid;
-// 5 when the cluster slot is bound to another worker (PermissionDenied);
-// 7 when the manager refuses the token (Unauthenticated: unknown or
-// revoked); 1 otherwise.
+// another worker holds, --manager-url without --token and no stored
+// identity, a stored identity without a manager URL, or a registration the
+// manager rejects as invalid; 5 when the cluster slot is bound to another
+// worker or the identity is in use elsewhere (PermissionDenied); 7 when the
+// manager refuses the token or credential (Unauthenticated: unknown or
+// revoked) or the node was terminated — after stopping every job when the
+// slot was deregistered or the node terminated
+// (worker.RegistrationError.NodeRetired); 1 otherwise.
 func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	fail := func(code int, err error) error {
 		fmt.Fprintln(stderr, "norsk-ctl:", err)
@@ -193,7 +201,7 @@ func workerFailure(stateDir string, err error) (int, error) {
 		}
 		return workerExitUsage, fmt.Errorf("--state-dir %s is in use by %s: stop that worker, or give this one its own --state-dir", stateDir, holder)
 	}
-	if errors.Is(err, worker.ErrNoStoredIdentity) {
+	if errors.Is(err, worker.ErrNoStoredIdentity) || errors.Is(err, worker.ErrIdentityWithoutManager) {
 		return workerExitUsage, err
 	}
 	if rej, ok := errors.AsType[*worker.RegistrationError](err); ok {
@@ -217,15 +225,17 @@ func workerFailure(stateDir string, err error) (int, error) {
 func (o *workerOptions) config() (worker.Config, error) {
 	cfg := worker.DefaultConfig()
 	cfg.Version = buildinfo.String()
-	urls := splitList(o.managerURLs)
-	fromEnv := !o.managerURLsSet && len(urls) == 0 && o.token != ""
-	if fromEnv {
-		// Only a worker with a token registers: a mock-pool worker ignores
-		// a NORSK_MANAGER_URL set for the operator commands.
-		urls = splitList(os.Getenv(ctlEnvManagerURL))
+	stateDir := o.stateDir
+	if stateDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return cfg, fmt.Errorf("--state-dir is required: no home directory to default to: %w", err)
+		}
+		stateDir = filepath.Join(home, ".norsk-worker")
 	}
-	if o.token != "" && len(urls) == 0 {
-		return cfg, errors.New("--token needs --manager-url (or $" + ctlEnvManagerURL + "): the manager(s) to register with")
+	urls, fromEnv, err := o.managers(stateDir)
+	if err != nil {
+		return cfg, err
 	}
 	for _, u := range urls {
 		if _, err := worker.ManagerTarget(u); err != nil {
@@ -259,25 +269,62 @@ func (o *workerOptions) config() (worker.Config, error) {
 	case o.stopGrace < 0:
 		return cfg, fmt.Errorf("--stop-grace %s must not be negative", o.stopGrace)
 	}
-	stateDir := o.stateDir
-	if stateDir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return cfg, fmt.Errorf("--state-dir is required: no home directory to default to: %w", err)
-		}
-		stateDir = filepath.Join(home, ".norsk-worker")
-	}
-	if o.token == "" && len(urls) > 0 {
-		// Checked here too, before the runtime touches the state dir.
-		if _, err := os.Stat(filepath.Join(stateDir, worker.IdentityFile)); errors.Is(err, fs.ErrNotExist) {
-			return cfg, fmt.Errorf("--manager-url without --token: --state-dir %s holds no node identity (%s, written at the first registration with --token): "+
-				"give --token of a cluster slot (norsk-ctl slot register NAME), or the --state-dir the worker registered with", stateDir, worker.IdentityFile)
-		}
-	}
 	cfg.Token, cfg.ManagerURLs = o.token, urls
 	cfg.Listen, cfg.Advertise, cfg.StateDir = o.listen, o.advertise, stateDir
 	cfg.HealthInterval, cfg.StopGrace, cfg.DialBackTimeout = o.healthInterval, o.stopGrace, o.dialBack
 	return cfg, nil
+}
+
+// managers returns the managers the worker registers with, and whether
+// they came from $NORSK_MANAGER_URL, by this precedence:
+//
+//   - --manager-url, when given (with a token: the first registration;
+//     without one: a restart, which needs the node identity in stateDir);
+//   - else $NORSK_MANAGER_URL, for a worker with a token or one whose
+//     stateDir holds a node identity (a slot worker restarting without its
+//     token, as the operator commands find their manager);
+//   - else none: a mock-pool worker, which is refused if stateDir holds an
+//     identity (it would re-adopt that node's jobs outside the node).
+//
+// A mock-pool worker (no token, no identity) ignores $NORSK_MANAGER_URL,
+// which is usually set for the operator commands. Only the existence of
+// identity.json is checked here, before the runtime touches the state
+// directory; the agent reads it (and refuses a corrupt one) when it runs.
+func (o *workerOptions) managers(stateDir string) (urls []string, fromEnv bool, err error) {
+	identityPath := filepath.Join(stateDir, worker.IdentityFile)
+	_, statErr := os.Stat(identityPath)
+	hasIdentity := !errors.Is(statErr, fs.ErrNotExist)
+	urls = splitList(o.managerURLs)
+	if !o.managerURLsSet && len(urls) == 0 && (o.token != "" || hasIdentity) {
+		urls, fromEnv = splitList(os.Getenv(ctlEnvManagerURL)), true
+	}
+	switch {
+	case o.token != "" && len(urls) == 0:
+		return nil, false, errors.New("--token needs --manager-url (or $" + ctlEnvManagerURL + "): the manager(s) to register with")
+	case o.token == "" && len(urls) > 0 && !hasIdentity:
+		return nil, false, fmt.Errorf("--manager-url without --token: --state-dir %s holds no node identity (%s, written at the first registration with --token): "+
+			"give --token of a cluster slot (norsk-ctl slot register NAME), or the --state-dir the worker registered with", stateDir, worker.IdentityFile)
+	case o.token == "" && len(urls) == 0 && hasIdentity:
+		return nil, false, fmt.Errorf("--state-dir %s holds the identity of %s (%s): it is a cluster-slot worker's, which registers with the credential stored there; "+
+			"give --manager-url (or $%s) to restart it as that node, or give a mock-pool worker a --state-dir of its own",
+			stateDir, storedNode(stateDir), worker.IdentityFile, ctlEnvManagerURL)
+	}
+	return urls, fromEnv, nil
+}
+
+// storedNode names the node whose identity stateDir holds: "node ID
+// (slot NAME)", or the file's trouble if it cannot be read.
+func storedNode(stateDir string) string {
+	id, ok, err := worker.ReadIdentity(stateDir)
+	switch {
+	case err != nil:
+		return "a node (the file cannot be used: " + err.Error() + ")"
+	case !ok:
+		return "a node"
+	case id.NodeName != "":
+		return fmt.Sprintf("node %s (slot %q)", id.NodeID, id.NodeName)
+	}
+	return "node " + string(id.NodeID)
 }
 
 func splitList(s string) []string {

@@ -115,36 +115,55 @@ func lastLine(s string) string {
 }
 
 // TestWorkerOptions_Config_ManagerURL covers where the worker's managers
-// come from: --manager-url (with or without a token: without one the
-// worker restarts on its stored identity), else NORSK_MANAGER_URL for a
-// worker with a token.
+// come from, for every combination of a token (or none), the managers
+// from --manager-url, $NORSK_MANAGER_URL or nowhere, and a node identity
+// in the state dir (or none): --manager-url first; else
+// NORSK_MANAGER_URL for a worker with a token or a stored identity; a
+// worker with neither is a mock-pool worker and ignores the variable; a
+// stored identity is never run as a mock-pool worker.
 func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
+	const stored = `{"node_id":"node-7","credential":"c","node_name":"edge-7"}`
 	cases := []struct {
 		name     string
 		token    string
 		flag     string
 		flagSet  bool
 		env      string
-		identity bool // the state dir holds identity.json
+		identity string // content of identity.json ("" = no file)
 		want     []string
 		wantErr  string
 	}{
-		{name: "env", token: "t", env: "m1:6790, m2:6790", want: []string{"m1:6790", "m2:6790"}},
-		{name: "flag over env", token: "t", flag: "m3:6790", flagSet: true, env: "m1:6790", want: []string{"m3:6790"}},
-		{name: "mock pool ignores env", env: "m1:6790"},
-		{name: "restart on the stored identity", flag: "m1:6790", flagSet: true, identity: true, want: []string{"m1:6790"}},
-		{name: "restart without a stored identity", flag: "m1:6790", flagSet: true, wantErr: "holds no node identity (identity.json"},
-		{name: "restart needs the flag, not env", env: "m1:6790"},
-		{name: "token without managers", token: "t", wantErr: "--token needs --manager-url (or $NORSK_MANAGER_URL)"},
+		{name: "token, flag", token: "t", flag: "m3:6790", flagSet: true, want: []string{"m3:6790"}},
+		{name: "token, flag over env", token: "t", flag: "m3:6790", flagSet: true, env: "m1:6790", want: []string{"m3:6790"}},
+		{name: "token, flag, identity", token: "t", flag: "m3:6790", flagSet: true, identity: stored, want: []string{"m3:6790"}},
+		{name: "token, env", token: "t", env: "m1:6790, m2:6790", want: []string{"m1:6790", "m2:6790"}},
+		{name: "token, env, identity", token: "t", env: "m1:6790", identity: stored, want: []string{"m1:6790"}},
+		{name: "token, none", token: "t", wantErr: "--token needs --manager-url (or $NORSK_MANAGER_URL)"},
+		{name: "token, none, identity", token: "t", identity: stored, wantErr: "--token needs --manager-url (or $NORSK_MANAGER_URL)"},
+		{name: "token, empty flag ignores env", token: "t", flagSet: true, env: "m1:6790", wantErr: "--token needs --manager-url"},
+
+		{name: "flag, identity: restart on it", flag: "m1:6790", flagSet: true, identity: stored, want: []string{"m1:6790"}},
+		{name: "flag over env, identity", flag: "m3:6790", flagSet: true, env: "m1:6790", identity: stored, want: []string{"m3:6790"}},
+		{name: "flag, no identity", flag: "m1:6790", flagSet: true, wantErr: "holds no node identity (identity.json"},
+		{name: "env, identity: restart on it", env: "m1:6790,m2:6790", identity: stored, want: []string{"m1:6790", "m2:6790"}},
+		{name: "env, corrupt identity: the agent refuses it", env: "m1:6790", identity: "{garbage", want: []string{"m1:6790"}},
+		{name: "env, no identity: mock pool ignores env", env: "m1:6790"},
+		{name: "none, identity", identity: stored,
+			wantErr: `holds the identity of node node-7 (slot "edge-7") (identity.json): it is a cluster-slot worker's, which registers with the credential stored there; give --manager-url (or $NORSK_MANAGER_URL)`},
+		{name: "none, corrupt identity", identity: "{garbage", wantErr: "holds the identity of a node (the file cannot be used: "},
+		{name: "empty flag ignores env, identity", flagSet: true, env: "m1:6790", identity: stored, wantErr: "give --manager-url"},
+		{name: "none, no identity: mock pool"},
+
 		{name: "bad env", token: "t", env: "nonsense", wantErr: "$NORSK_MANAGER_URL (the default of --manager-url)"},
+		{name: "bad env, identity", env: "nonsense", identity: stored, wantErr: "$NORSK_MANAGER_URL (the default of --manager-url)"},
 		{name: "bad flag", token: "t", flag: "nonsense", flagSet: true, env: "m1:6790", wantErr: "--manager-url: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(ctlEnvManagerURL, tc.env)
 			dir := t.TempDir()
-			if tc.identity {
-				if err := os.WriteFile(filepath.Join(dir, worker.IdentityFile), []byte(`{"node_id":"n","credential":"c"}`), 0o600); err != nil {
+			if tc.identity != "" {
+				if err := os.WriteFile(filepath.Join(dir, worker.IdentityFile), []byte(tc.identity), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -163,10 +182,37 @@ func TestWorkerOptions_Config_ManagerURL(t *testing.T) {
 			if strings.Join(cfg.ManagerURLs, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("ManagerURLs = %q, want %q", cfg.ManagerURLs, tc.want)
 			}
+			if cfg.Token != tc.token {
+				t.Errorf("Token = %q, want %q", cfg.Token, tc.token)
+			}
 			if cfg.Version != buildinfo.String() {
 				t.Errorf("Version = %q, want %q", cfg.Version, buildinfo.String())
 			}
 		})
+	}
+}
+
+// TestCtl_Worker_IdentityWithoutManager: a copy of a slot worker's
+// --state-dir started with neither --token nor a manager URL exits 2,
+// naming the stored node and --manager-url, before it listens or takes
+// back any job.
+func TestCtl_Worker_IdentityWithoutManager(t *testing.T) {
+	t.Setenv(ctlEnvManagerURL, "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, worker.IdentityFile), []byte(`{"node_id":"node-9","credential":"c"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCtl(t, testCtx(), "", "--mode=worker", "--listen=127.0.0.1:0", "--state-dir="+dir)
+	if r.code != workerExitUsage {
+		t.Errorf("exit %d, want %d; stderr:\n%s", r.code, workerExitUsage, r.stderr)
+	}
+	for _, want := range []string{"node node-9", "give --manager-url"} {
+		if !strings.Contains(lastLine(r.stderr), want) {
+			t.Errorf("last line %q lacks %q", lastLine(r.stderr), want)
+		}
+	}
+	if strings.Contains(r.stderr, "worker listening") {
+		t.Errorf("the worker started:\n%s", r.stderr)
 	}
 }
 
@@ -189,6 +235,10 @@ func TestWorkerFailure(t *testing.T) {
 		{"invalid", rej(codes.InvalidArgument), workerExitUsage, "cannot join the cluster: "},
 		{"no token, no stored identity", fmt.Errorf("%w in /s/identity.json: start it with --token", worker.ErrNoStoredIdentity), workerExitUsage,
 			"/s/identity.json: start it with --token"},
+		{"stored identity, no manager", fmt.Errorf("%w: /s/identity.json holds the identity of node n", worker.ErrIdentityWithoutManager), workerExitUsage,
+			"/s/identity.json holds the identity of node n"},
+		{"node terminated", fmt.Errorf("wrapped: %w", &worker.RegistrationError{Manager: "m:1", Code: codes.PermissionDenied,
+			Reason: workerauth.ReasonNodeTerminated, Message: "terminated", Hint: "hint"}), workerExitUnauthorised, "cannot join the cluster: "},
 		{"corrupt identity", fmt.Errorf("worker: %w: /s/identity.json is not valid JSON", worker.ErrBadStoredIdentity), workerExitFailure,
 			"/s/identity.json is not valid JSON"},
 		{"other", errors.New("worker: listen on 127.0.0.1:1: address in use"), workerExitFailure, "address in use"},
@@ -214,7 +264,8 @@ func TestCtl_RootHelp_WorkerExitCodes(t *testing.T) {
 		"Exit codes of --mode=worker:",
 		fmt.Sprintf("  %d    usage error (bad flag), --state-dir in use by another worker", workerExitUsage),
 		fmt.Sprintf("  %d    the cluster slot of --token is bound to another worker", workerExitSlotBound),
-		fmt.Sprintf("  %d    the manager refused --token: unknown, or revoked (slot deregistered)", workerExitUnauthorised),
+		fmt.Sprintf("  %d    the manager refused --token or the stored credential: unknown, or", workerExitUnauthorised),
+		"the worker\n       first stops every job it runs",
 		"default $NORSK_MANAGER_URL",
 	} {
 		if !strings.Contains(r.stdout, want) {

@@ -26,7 +26,9 @@ const (
 	ErrorDomain = "norsk-manager"
 	// ReasonTokenUnknown: no slot has this registration token.
 	ReasonTokenUnknown = "TOKEN_UNKNOWN"
-	// ReasonTokenRevoked: the token's slot was deregistered.
+	// ReasonTokenRevoked: the slot of the token, or of the node credential,
+	// presented was deregistered. A worker that presented its stored
+	// credential stops the jobs it runs (nobody will manage them again).
 	ReasonTokenRevoked = "TOKEN_REVOKED"
 	// ReasonCredentialUnknown: no bound slot has this node credential.
 	ReasonCredentialUnknown = "CREDENTIAL_UNKNOWN"

@@ -84,8 +84,6 @@ func (f *fakeNodes) stopped() []string {
 	return append([]string(nil), f.stops...)
 }
 
-// crashyJournal panics inside Append while armed (simulating a bug hit by
-// one command).
 // waitStop waits until the node stop key was requested (the job grain
 // sends stops without waiting for an answer).
 func (f *fakeNodes) waitStop(t *testing.T, key string) {
@@ -99,6 +97,20 @@ func (f *fakeNodes) waitStop(t *testing.T, key string) {
 	}
 }
 
+// waitStops waits until at least n stops were requested in all.
+func (f *fakeNodes) waitStops(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.stopped()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d stops requested; got %v", n, f.stopped())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// crashyJournal panics inside Append while armed (simulating a bug hit by
+// one command).
 type crashyJournal struct {
 	persistence.Journal
 	armed atomic.Bool
@@ -722,6 +734,9 @@ func TestJob_StopOwedAfterNodeLoss(t *testing.T) {
 	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
 	stop := &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n1"}}}
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", stop).GetCode())
+	// The stop goes out asynchronously: wait for it so it is not counted
+	// as the re-sent stop below.
+	e.nodes.waitStop(t, "n1/j/primary")
 	e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{NodeId: "n1",
 		Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED}}})
 	rec := e.record(t, "j")
@@ -732,8 +747,7 @@ func TestJob_StopOwedAfterNodeLoss(t *testing.T) {
 	before := len(e.nodes.stopped())
 	e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
 	require.Empty(t, e.record(t, "j").GetInstances(), "an instance owed a stop must not be adopted")
-	e.nodes.waitStop(t, "n1/j/primary")
-	require.Greater(t, len(e.nodes.stopped()), before)
+	e.nodes.waitStops(t, before+1)
 	// The worker confirms: the debt is paid.
 	e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "primary", "n1"))
 	require.Empty(t, e.record(t, "j").GetStopsOwed())

@@ -44,6 +44,9 @@ type dirInspection struct {
 	// emptyLogs are zero-length write-ahead (.mem) and value (.vlog) logs:
 	// crash leftovers that hold no data (see removeEmptyLogs).
 	emptyLogs []string
+	// replayEnd is where badger's replay of each non-empty write-ahead log
+	// and of the newest value log ends, by file name (scanStoreLogs).
+	replayEnd map[string]int64
 }
 
 // storeFileSuffixes are the badger files whose presence means a store
@@ -115,10 +118,11 @@ func inspectBadgerDir(dir string, opts badger.Options) (dirInspection, error) {
 			in.damage = append(in.damage, damage[i])
 		}
 	}
-	logDamage, err := scanStoreLogs(dir, logs, logSizes, opts)
+	logDamage, replayEnd, err := scanStoreLogs(dir, logs, logSizes, opts)
 	if err != nil {
 		return in, err
 	}
+	in.replayEnd = replayEnd
 	in.damage = append(in.damage, logDamage...)
 	return in, nil
 }

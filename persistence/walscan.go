@@ -554,10 +554,12 @@ func knownKeyStart(key []byte) bool {
 // scanStoreLogs scans the write-ahead logs among names (the *.mem and
 // *.vlog files of dir, with their sizes) and the newest value log (the one
 // badger replays), skipping zero-length ones (removeEmptyLogs removes
-// them), and returns the damage found, in file-name order. An error means
-// a log could not be read.
-func scanStoreLogs(dir string, names []string, sizes map[string]int64, opts badger.Options) ([]*DamageError, error) {
+// them), and returns the damage found, in file-name order, and where
+// badger's replay of each log scanned ends. An error means a log could not
+// be read.
+func scanStoreLogs(dir string, names []string, sizes map[string]int64, opts badger.Options) ([]*DamageError, map[string]int64, error) {
 	var damage []*DamageError
+	replayEnd := map[string]int64{}
 	pointsTo := map[uint32]int64{}
 	var newestVlog string
 	var newestFid uint32
@@ -586,8 +588,9 @@ func scanStoreLogs(dir string, names []string, sizes map[string]int64, opts badg
 		}
 		s, err := scanLog(filepath.Join(dir, name), kind, uint32(fid), opts.ValueThreshold, knownKeyStart)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		replayEnd[name] = s.replayEnd
 		if s.damage != nil {
 			damage = append(damage, s.damage)
 		}
@@ -596,13 +599,14 @@ func scanStoreLogs(dir string, names []string, sizes map[string]int64, opts badg
 		}
 	}
 	if newestVlog == "" {
-		return damage, nil
+		return damage, replayEnd, nil
 	}
 	path := filepath.Join(dir, newestVlog)
 	s, err := scanLog(path, valueLog, newestFid, opts.ValueThreshold, knownKeyStart)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	replayEnd[newestVlog] = s.replayEnd
 	switch {
 	case s.damage != nil:
 		damage = append(damage, s.damage)
@@ -611,5 +615,5 @@ func scanStoreLogs(dir string, names []string, sizes map[string]int64, opts badg
 			"but committed write-ahead-log entries point to values up to byte %d (a value is written before the entry that points to it, so a crash cannot leave this)",
 			s.stop, pointsTo[newestFid])})
 	}
-	return damage, nil
+	return damage, replayEnd, nil
 }

@@ -67,9 +67,15 @@ func copyTree(t *testing.T, src, dst string) {
 // every write still in the write-ahead log (no table yet).
 func crashedSingleDir(t *testing.T, n int) string {
 	t.Helper()
+	return crashedDir(t, ModeSingle, n)
+}
+
+// crashedDir is crashedSingleDir for a data dir of mode.
+func crashedDir(t *testing.T, mode Mode, n int) string {
+	t.Helper()
 	d := filepath.Join(t.TempDir(), "live")
 	cfg := DefaultConfig(d)
-	cfg.Mode, cfg.GCInterval = ModeSingle, 0
+	cfg.Mode, cfg.GCInterval = mode, 0
 	s, err := Open(cfg)
 	require.NoError(t, err)
 	l := NewLocalLog(s)

@@ -44,14 +44,18 @@ type dirInspection struct {
 	// emptyLogs are zero-length write-ahead (.mem) and value (.vlog) logs:
 	// crash leftovers that hold no data (see removeEmptyLogs).
 	emptyLogs []string
+	// replayEnd is where badger's replay of each non-empty write-ahead log
+	// and of the newest value log ends, by file name (scanStoreLogs).
+	replayEnd map[string]int64
 }
 
 // storeFileSuffixes are the badger files whose presence means a store
 // exists in a directory.
 var storeFileSuffixes = []string{".sst", ".vlog", ".mem"}
 
-// inspectBadgerDir checks the MANIFEST and every table it lists in dir
-// and finds empty logs. It only reads. An error is returned only when dir
+// inspectBadgerDir checks the MANIFEST and every table it lists in dir,
+// the write-ahead logs and the newest value log (scanStoreLogs), and finds
+// empty logs. It only reads. An error is returned only when dir
 // cannot be read at all; damage is reported in the result.
 func inspectBadgerDir(dir string, opts badger.Options) (dirInspection, error) {
 	var in dirInspection
@@ -63,6 +67,8 @@ func inspectBadgerDir(dir string, opts badger.Options) (dirInspection, error) {
 		return in, fmt.Errorf("read store dir %s: %w", dir, err)
 	}
 	hasStoreFiles := false
+	var logs []string
+	logSizes := map[string]int64{}
 	for _, e := range entries {
 		name := e.Name()
 		for _, suf := range storeFileSuffixes {
@@ -71,7 +77,12 @@ func inspectBadgerDir(dir string, opts badger.Options) (dirInspection, error) {
 			}
 		}
 		if strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".vlog") {
-			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+			fi, err := e.Info()
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			logs, logSizes[name] = append(logs, name), fi.Size()
+			if fi.Size() == 0 {
 				in.emptyLogs = append(in.emptyLogs, filepath.Join(dir, name))
 			}
 		}
@@ -107,6 +118,12 @@ func inspectBadgerDir(dir string, opts badger.Options) (dirInspection, error) {
 			in.damage = append(in.damage, damage[i])
 		}
 	}
+	logDamage, replayEnd, err := scanStoreLogs(dir, logs, logSizes, opts)
+	if err != nil {
+		return in, err
+	}
+	in.replayEnd = replayEnd
+	in.damage = append(in.damage, logDamage...)
 	return in, nil
 }
 

@@ -36,9 +36,10 @@ type VerifyReport struct {
 	// Raft is the check of the Raft store of a cluster member; nil when the
 	// data dir has none (a single manager's).
 	Raft *RaftCheck
-	// Removed lists the zero-length logs a crash had left, removed as a
-	// start would (removeEmptyLogs: they hold no data).
-	Removed []string
+	// EmptyLogs lists the zero-length logs a crash left, which the next
+	// start removes (removeEmptyLogs: they hold no data). Verify leaves
+	// them in place.
+	EmptyLogs []string
 	// Damage lists what failed a check, in the order found; empty when the
 	// data dir is sound. MoreDamage counts problems beyond those listed.
 	Damage     []*DamageError
@@ -87,11 +88,13 @@ type StoreCheck struct {
 // (value-log checksums), every entity record, event and secondary-index
 // entry, and the meta keys; the Raft store likewise (raft.go: every log
 // entry, the stable keys, the snapshots' checksums) when the data dir has
-// one. It opens each store as a start would, so it refuses a data dir in
-// use (an error wrapping ErrInUse), removes zero-length logs a crash left
-// (VerifyReport.Removed), and badger replays the logs of a store that was
-// not closed cleanly and flushes them on close, as at any start; it writes
-// no key. A store with damaged tables is not opened at all.
+// one. It writes nothing into the data dir: it refuses a data dir in use
+// (an error wrapping ErrInUse) without writing its lock file, reports the
+// zero-length logs a crash left (VerifyReport.EmptyLogs) without removing
+// them, and reads each store through a read-only view (openStoreView)
+// holding copies of its write-ahead logs in a temporary directory (space
+// up to the size of those logs). A store whose tables or logs fail the
+// checks of a start is not opened at all.
 //
 // Damage is reported in the VerifyReport (Sound is false), with a nil
 // error; an error means the data dir could not be checked at all (missing,
@@ -170,16 +173,16 @@ func (r *VerifyReport) checkStore(ctx context.Context, dir string, logger *slog.
 	if od == nil || err != nil {
 		return err
 	}
-	defer od.close()
+	defer closeView(od, logger)
 	r.Store.Tables, r.Store.TableBytes = od.inspection.tables, od.inspection.tableBytes
 	return od.db.View(func(txn *badger.Txn) error { return r.scanStore(ctx, txn) })
 }
 
-// open opens a store directory for a check. Damage found before badger
-// opens it is recorded and (nil, nil) returned; ErrInUse and other
+// open opens a store directory read-only for a check. Damage found before
+// badger opens it is recorded and (nil, nil) returned; ErrInUse and other
 // failures to open are returned.
-func (r *VerifyReport) open(opts badger.Options, mode Mode, logger *slog.Logger) (*openedDir, error) {
-	od, err := openBadgerDir(opts, r.DataDir, mode, logger)
+func (r *VerifyReport) open(opts badger.Options, mode Mode, logger *slog.Logger) (*storeView, error) {
+	od, err := openStoreView(opts, r.DataDir, mode, logger)
 	var ref *refusal
 	switch {
 	case errors.As(err, &ref):
@@ -190,8 +193,16 @@ func (r *VerifyReport) open(opts badger.Options, mode Mode, logger *slog.Logger)
 	case err != nil:
 		return nil, err
 	}
-	r.Removed = append(r.Removed, od.inspection.emptyLogs...)
+	r.EmptyLogs = append(r.EmptyLogs, od.inspection.emptyLogs...)
 	return od, nil
+}
+
+// closeView closes a store view; a failure to close it or to remove its
+// temporary directory is not damage, and only logged.
+func closeView(v *storeView, logger *slog.Logger) {
+	if err := v.close(); err != nil {
+		logger.Warn("verify: closing a store view failed", "view", v.view, "error", err)
+	}
 }
 
 // storeScan holds the cross-checks of one pass over the FSM store.

@@ -2,14 +2,20 @@ package persistence
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/crc64"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
@@ -68,7 +74,7 @@ func (r *VerifyReport) checkRaft(ctx context.Context, dir string, logger *slog.L
 	if od == nil || err != nil {
 		return err
 	}
-	defer od.close()
+	defer closeView(od, logger)
 	c.Tables, c.TableBytes = od.inspection.tables, od.inspection.tableBytes
 	if err := od.db.View(func(txn *badger.Txn) error { return r.scanRaft(ctx, txn) }); err != nil {
 		return err
@@ -163,36 +169,103 @@ func (r *VerifyReport) stableKey(name string, v []byte) {
 }
 
 // checkSnapshots reads every raft snapshot of the file snapshot store
-// based at dir (raft keeps them in dir/snapshots/<id>) whole.
+// based at dir (raft keeps them in dir/snapshots/<id>/, meta.json and
+// state.bin) whole, without raft's FileSnapshotStore: creating one writes
+// into the directory (it tests that it can). A snapshot raft is still
+// writing (an id ending in .tmp) is skipped as raft skips it; one whose
+// meta.json cannot be read is damage (raft would skip it and fall back to
+// an older one).
 func (r *VerifyReport) checkSnapshots(dir string) error {
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	base := filepath.Join(dir, "snapshots")
+	entries, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	store, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
-		return fmt.Errorf("raft snapshots in %s: %w", dir, err)
+		return fmt.Errorf("raft snapshots in %s: %w", base, err)
 	}
-	metas, err := store.List()
-	if err != nil {
-		return fmt.Errorf("list raft snapshots in %s: %w", dir, err)
+	var metas []*raftSnapshotMeta
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		path := filepath.Join(base, e.Name(), "meta.json")
+		m, err := readRaftSnapshotMeta(path)
+		if err != nil {
+			r.damage(&DamageError{Path: path, Reason: "the snapshot's metadata cannot be read", Err: err})
+			continue
+		}
+		metas = append(metas, m)
 	}
+	// Newest first, as raft orders them (term, index, id).
+	sort.Slice(metas, func(i, j int) bool {
+		a, b := metas[i], metas[j]
+		if a.Term != b.Term {
+			return a.Term > b.Term
+		}
+		if a.Index != b.Index {
+			return a.Index > b.Index
+		}
+		return a.ID > b.ID
+	})
 	for _, m := range metas {
 		sc := SnapshotCheck{ID: m.ID, Index: m.Index, Term: m.Term, Size: m.Size}
-		path := filepath.Join(dir, "snapshots", m.ID, "state.bin")
-		_, rc, err := store.Open(m.ID)
-		if err != nil {
-			r.damage(&DamageError{Path: path, Reason: "the snapshot fails raft's checksum", Err: err})
+		path := filepath.Join(base, m.ID, "state.bin")
+		records, derr := verifyRaftSnapshot(path, m.CRC)
+		if derr != nil {
+			r.damage(derr)
 			continue
 		}
-		sr := &snapshotReader{r: bufio.NewReaderSize(rc, 256<<10), h: sha256.New(), spool: io.Discard}
-		hdr, err := sr.verify()
-		rc.Close()
-		if err != nil {
-			r.damage(&DamageError{Path: path, Reason: "the snapshot's content is damaged", Err: err})
-			continue
-		}
-		sc.Records = hdr.Count
+		sc.Records = records
 		r.Raft.Snapshots = append(r.Raft.Snapshots, sc)
 	}
 	return nil
+}
+
+// raftSnapshotMeta is raft's meta.json of a file snapshot
+// (hashicorp/raft file_snapshot.go, fileSnapshotMeta): the snapshot's
+// metadata and the CRC-64 (ECMA) of its state.bin.
+type raftSnapshotMeta struct {
+	raft.SnapshotMeta
+	CRC []byte
+}
+
+// readRaftSnapshotMeta reads a snapshot's meta.json.
+func readRaftSnapshotMeta(path string) (*raftSnapshotMeta, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var m raftSnapshotMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// verifyRaftSnapshot reads the state.bin at path whole: raft's CRC-64
+// (want, from meta.json), then the snapshot's own format and SHA-256
+// (snapshotReader.verify). It returns the number of records it holds.
+func verifyRaftSnapshot(path string, want []byte) (uint64, *DamageError) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, &DamageError{Path: path, Reason: "the snapshot cannot be read", Err: err}
+	}
+	defer f.Close()
+	h := crc64.New(crc64.MakeTable(crc64.ECMA))
+	if _, err := io.Copy(h, bufio.NewReaderSize(f, 256<<10)); err != nil {
+		return 0, &DamageError{Path: path, Reason: "the snapshot cannot be read", Err: err}
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return 0, &DamageError{Path: path, Reason: "the snapshot fails raft's checksum", Err: errors.New("CRC mismatch")}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, &DamageError{Path: path, Reason: "the snapshot cannot be read", Err: err}
+	}
+	sr := &snapshotReader{r: bufio.NewReaderSize(f, 256<<10), h: sha256.New(), spool: io.Discard}
+	hdr, err := sr.verify()
+	if err != nil {
+		return 0, &DamageError{Path: path, Reason: "the snapshot's content is damaged", Err: err}
+	}
+	return hdr.Count, nil
 }

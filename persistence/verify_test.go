@@ -171,7 +171,7 @@ func TestVerify_Snapshots(t *testing.T) {
 
 // TestVerify_Refuses: a data dir in use, one without a marker and a
 // missing one cannot be checked (an error, not a report); zero-length logs
-// are removed as at a start and listed.
+// are listed and left in place (the next start removes them).
 func TestVerify_Refuses(t *testing.T) {
 	d := filledDir(t, ModeSingle, 5)
 	s, err := Open(DefaultConfig(d))
@@ -190,5 +190,6 @@ func TestVerify_Refuses(t *testing.T) {
 	r, err := Verify(context.Background(), d, nil)
 	require.NoError(t, err)
 	require.True(t, r.Sound(), "%v", r.Damage)
-	require.Equal(t, []string{empty}, r.Removed)
+	require.Equal(t, []string{empty}, r.EmptyLogs)
+	require.FileExists(t, empty)
 }

@@ -37,11 +37,15 @@ it checked:
   raft store  (a cluster member's data dir) every Raft log entry, no gaps,
               the terms, and every Raft snapshot read whole (checksums)
 
-It opens the stores as a start would: it refuses a data dir a running
-manager holds ("data dir in use by another manager"), removes the
-zero-length logs a crash can leave (they hold no data; a start removes them
-too) and lets badger replay a store that was not closed cleanly. It writes
-no data. A store with damaged tables is not opened at all.
+It runs the checks a start runs (every table, and the write-ahead and
+value logs for damage followed by more data) and then reads the stores
+without writing anything into the data dir: not even the lock file (a data
+dir a running manager holds is refused: "data dir in use by another
+manager"), the zero-length logs a crash can leave (listed; they hold no
+data, and the next start removes them), or the write-ahead logs of a store
+that was not closed cleanly (they are read through a temporary copy, in
+$TMPDIR, which needs space up to their size). A store that fails the
+checks of a start is not opened at all.
 
 Exit codes:
   0  the data dir is sound
@@ -122,8 +126,8 @@ func printReport(w io.Writer, r *persistence.VerifyReport, took time.Duration) {
 			p("", "snapshot %s: index %d, term %d, %s, %d records, checksums verified", sn.ID, sn.Index, sn.Term, mib(sn.Size), sn.Records)
 		}
 	}
-	for _, path := range r.Removed {
-		p("removed", "%s (a zero-length log a crash left; it held no data)", path)
+	for _, path := range r.EmptyLogs {
+		p("empty log", "%s (a zero-length log a crash left; it holds no data, and the next start removes it)", path)
 	}
 	for _, d := range r.Damage {
 		p("DAMAGED", "%v", d)

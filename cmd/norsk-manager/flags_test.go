@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClusterFlagErrors: a bad cluster flag is a usage error (exit code
@@ -32,6 +33,8 @@ func TestClusterFlagErrors(t *testing.T) {
 		{"negative bootstrap-expect", []string{"--bootstrap-expect", "-1", "--join", "127.0.0.1:7946"}, "--bootstrap-expect"},
 		{"gossip key not base64", []string{"--bootstrap-expect", "3", "--gossip-key", "%%%"}, "--gossip-key"},
 		{"gossip key wrong length", []string{"--bootstrap-expect", "3", "--gossip-key", "c2hvcnQ="}, "--gossip-key"},
+		{"dead-server-timeout too short", []string{"--bootstrap-expect", "3", "--dead-server-timeout", "1ms"}, "--dead-server-timeout 1ms: must be at least 1s"},
+		{"bootstrap-expect too large", []string{"--bootstrap-expect", "100000"}, "--bootstrap-expect 100000: must be 1 to 9"},
 		{"raft addr bad port", []string{"--bootstrap-expect", "3", "--raft-addr", "127.0.0.1:70000"}, "--raft-addr"},
 	}
 	for _, tt := range tests {
@@ -56,6 +59,38 @@ func TestClusterFlagErrors(t *testing.T) {
 	}
 }
 
+// TestClusterFlagOnSingleManager: a cluster flag given without --join or
+// --bootstrap-expect is a usage error naming it, before anything is
+// created on disk.
+func TestClusterFlagOnSingleManager(t *testing.T) {
+	for _, args := range [][]string{
+		{"--name", "m1"},
+		{"--raft-addr", "127.0.0.1:17948"},
+		{"--gossip-addr", "127.0.0.1:17946"},
+		{"--cluster-addr", "127.0.0.1:17947"},
+		{"--advertise", "127.0.0.1"},
+		{"--gossip-key", "c2hvcnQ="},
+		{"--dead-server-timeout", "1m"},
+		{"--cluster-timings", "local"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			cmd := newCommand()
+			cmd.SetArgs(append([]string{"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--log-level", "error"}, args...))
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.ExecuteContext(context.Background())
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), args[0]+" is a cluster flag") {
+				t.Fatalf("error %v: want a usage error naming %s as a cluster flag", err, args[0])
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("data dir was created (stat: %v)", err)
+			}
+		})
+	}
+}
+
 // TestBootstrapExpectEvenWarns: an even --bootstrap-expect is accepted
 // with a warning.
 func TestBootstrapExpectEvenWarns(t *testing.T) {
@@ -63,7 +98,7 @@ func TestBootstrapExpectEvenWarns(t *testing.T) {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, nil))
 		o := &options{name: "m1", gossipAddr: "127.0.0.1:1", clusterAddr: "127.0.0.1:2", raftAddr: "127.0.0.1:3",
-			bootstrapExpect: n, deadServerTimeout: 1, clusterTimings: "lan"}
+			bootstrapExpect: n, deadServerTimeout: time.Minute, clusterTimings: "lan"}
 		if _, err := o.clusterConfig(log); err != nil {
 			t.Fatalf("--bootstrap-expect %d: %v", n, err)
 		}

@@ -79,6 +79,9 @@ type options struct {
 	clusterTimings    string
 	metricsAddr       string
 	enableDebug       bool
+	// changed reports whether the flag of that name was given on the
+	// command line (nil: none was, as in unit tests of options).
+	changed func(name string) bool
 
 	providers providerOptions
 }
@@ -127,6 +130,7 @@ workers keep running them and a restarted manager adopts them.
 			if o.runJob != "" && !cmd.Flags().Changed("log-level") {
 				o.logLevel = "warn" // keep the walkthrough's event lines readable
 			}
+			o.changed = cmd.Flags().Changed
 			return run(cmd.Context(), o)
 		},
 	}
@@ -304,6 +308,21 @@ func run(ctx context.Context, o *options) error {
 	return nil
 }
 
+// clusterOnlyFlags are the flags that mean something only to a cluster
+// member (given with --join or --bootstrap-expect).
+var clusterOnlyFlags = []string{"name", "gossip-addr", "cluster-addr", "raft-addr", "advertise", "gossip-key", "dead-server-timeout", "cluster-timings"}
+
+const (
+	// maxBootstrapExpect bounds --bootstrap-expect: every manager is a
+	// Raft voter, and a commit waits for a majority of them, so more than
+	// 9 voters only slows writes (etcd and Consul advise 3 or 5).
+	maxBootstrapExpect = 9
+	// minDeadServerTimeout bounds --dead-server-timeout from below: the
+	// reaper must not remove a voter that is only paused or cut off for
+	// the length of a failure-detection round.
+	minDeadServerTimeout = time.Second
+)
+
 // clusterConfig turns the cluster flags into an agent.ClusterConfig (the
 // zero value when neither --join nor --bootstrap-expect is given).
 //
@@ -314,13 +333,21 @@ func run(ctx context.Context, o *options) error {
 func (o *options) clusterConfig(log *slog.Logger) (agent.ClusterConfig, error) {
 	join := splitList(o.join)
 	if len(join) == 0 && o.bootstrapExpect == 0 {
+		// A cluster flag on a single manager is a mistake (a forgotten
+		// --join, a copied command line): refuse it rather than run
+		// something other than what the operator meant.
+		for _, fl := range clusterOnlyFlags {
+			if o.changed != nil && o.changed(fl) {
+				return agent.ClusterConfig{}, usagef("--%s is a cluster flag: give --join or --bootstrap-expect to run a cluster member, or drop it to run a single manager", fl)
+			}
+		}
 		return agent.ClusterConfig{}, nil
 	}
 	if o.dev {
 		return agent.ClusterConfig{}, usagef("--dev runs a single manager: drop --join/--bootstrap-expect")
 	}
-	if o.bootstrapExpect < 0 {
-		return agent.ClusterConfig{}, usagef("--bootstrap-expect %d: must be 1 or more", o.bootstrapExpect)
+	if o.bootstrapExpect < 0 || o.bootstrapExpect > maxBootstrapExpect {
+		return agent.ClusterConfig{}, usagef("--bootstrap-expect %d: must be 1 to %d (every manager is a Raft voter; 3 or 5 is usual)", o.bootstrapExpect, maxBootstrapExpect)
 	}
 	for _, j := range join {
 		host, port, err := net.SplitHostPort(j)
@@ -333,8 +360,8 @@ func (o *options) clusterConfig(log *slog.Logger) (agent.ClusterConfig, error) {
 			return agent.ClusterConfig{}, usagef("--advertise %q: %v", o.advertise, err)
 		}
 	}
-	if o.deadServerTimeout <= 0 {
-		return agent.ClusterConfig{}, usagef("--dead-server-timeout %s: must be positive", o.deadServerTimeout)
+	if o.deadServerTimeout < minDeadServerTimeout {
+		return agent.ClusterConfig{}, usagef("--dead-server-timeout %s: must be at least %s (shorter removes a voter for a pause or a network blip)", o.deadServerTimeout, minDeadServerTimeout)
 	}
 	if o.bootstrapExpect > 1 && o.bootstrapExpect%2 == 0 {
 		log.Warn(fmt.Sprintf("--bootstrap-expect %d is even: a cluster of %d managers tolerates no more failures than one of %d (%d); use an odd number",

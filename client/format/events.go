@@ -40,7 +40,7 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 	case *managerpb.EventStreamEvent_JobUpdated:
 		return "job_updated", JobEventDetails(e.JobUpdated.GetJobWithHistory())
 	case *managerpb.EventStreamEvent_JobDeleted:
-		return "job_deleted", "job=" + e.JobDeleted.GetJobId().GetJobId()
+		return "job_deleted", "job=" + Value(e.JobDeleted.GetJobId().GetJobId())
 	case *managerpb.EventStreamEvent_JobPending:
 		return "job_pending", JobEventDetails(e.JobPending.GetJobWithHistory())
 	case *managerpb.EventStreamEvent_JobOutOfWindow:
@@ -74,7 +74,7 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		a := e.NodeAlert
 		job := ""
 		if k := a.GetJobKey(); k != nil {
-			job = fmt.Sprintf(" job=%s role=%s", k.GetJobId().GetJobId(), k.GetRole())
+			job = fmt.Sprintf(" job=%s role=%s", Value(k.GetJobId().GetJobId()), Value(k.GetRole()))
 		}
 		return "node_alert", fmt.Sprintf("node=%s kind=%s%s: %s", a.GetNodeId().GetNodeId(),
 			strings.ToLower(a.GetKind().String()), job, a.GetMessage())
@@ -91,7 +91,7 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 // entry says (HistoryEntry) after "last: ".
 func JobEventDetails(jh *managerpb.JobWithHistory) string {
 	j := jh.GetJob()
-	parts := []string{"job=" + j.GetJobId().GetJobId(), "state=" + JobState(j.GetState())}
+	parts := []string{"job=" + Value(j.GetJobId().GetJobId()), "state=" + JobState(j.GetState())}
 	if h := jh.GetHistoryEntry(); len(h) > 0 {
 		_, text := HistoryEntry(h[len(h)-1])
 		parts = append(parts, "last: "+text)
@@ -105,7 +105,7 @@ func JobEventDetails(jh *managerpb.JobWithHistory) string {
 // worker's "N job info lines dropped" note, without the brackets). A message of a kind this package does not know
 // renders as the job id and role only.
 func JobInfoDetails(info *commonpb.JobInfoMessage) string {
-	head := fmt.Sprintf("job=%s role=%s", info.GetJobKey().GetJobId().GetJobId(), info.GetJobKey().GetRole())
+	head := fmt.Sprintf("job=%s role=%s", Value(info.GetJobKey().GetJobId().GetJobId()), Value(info.GetJobKey().GetRole()))
 	switch m := info.GetMessage().(type) {
 	case *commonpb.JobInfoMessage_ServiceStarted:
 		return head + " service " + m.ServiceStarted.GetServiceName() + " started"

@@ -125,10 +125,10 @@ func HistoryEntry(h *managerpb.JobHistoryEntry) (*timestamppb.Timestamp, string)
 		return e.JobUpdated.GetTimestamp(), "updated"
 	case *managerpb.JobHistoryEntry_JobProvisioned:
 		p := e.JobProvisioned
-		return p.GetTimestamp(), fmt.Sprintf("provisioned role=%s node=%s", p.GetRole(), NodeOf(p.GetNodeMetadata()))
+		return p.GetTimestamp(), fmt.Sprintf("provisioned role=%s node=%s", Value(p.GetRole()), NodeOf(p.GetNodeMetadata()))
 	case *managerpb.JobHistoryEntry_JobRunning:
 		r := e.JobRunning
-		s := fmt.Sprintf("running role=%s node=%s", r.GetRole(), NodeOf(r.GetNodeMetadata()))
+		s := fmt.Sprintf("running role=%s node=%s", Value(r.GetRole()), NodeOf(r.GetNodeMetadata()))
 		if len(r.GetServicePortMappings()) > 0 {
 			s += " ports=" + ResolvedPorts(r.GetServicePortMappings())
 		}
@@ -136,10 +136,10 @@ func HistoryEntry(h *managerpb.JobHistoryEntry) (*timestamppb.Timestamp, string)
 	case *managerpb.JobHistoryEntry_JobStopping:
 		s := e.JobStopping
 		return s.GetTimestamp(), fmt.Sprintf("stopping role=%s node=%s reason=%s",
-			s.GetRole(), NodeOf(s.GetNodeMetadata()), Enum(s.GetReason().String(), "JOB_STOPPED_"))
+			Value(s.GetRole()), NodeOf(s.GetNodeMetadata()), Enum(s.GetReason().String(), "JOB_STOPPED_"))
 	case *managerpb.JobHistoryEntry_JobStopped:
 		s := e.JobStopped
-		return s.GetTimestamp(), fmt.Sprintf("stopped role=%s node=%s", s.GetRole(), NodeOf(s.GetNodeMetadata()))
+		return s.GetTimestamp(), fmt.Sprintf("stopped role=%s node=%s", Value(s.GetRole()), NodeOf(s.GetNodeMetadata()))
 	case *managerpb.JobHistoryEntry_JobCompleted:
 		return e.JobCompleted.GetTimestamp(), "completed"
 	}

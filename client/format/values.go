@@ -3,8 +3,10 @@ package format
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -63,4 +65,19 @@ func Age(now time.Time, ts *timestamppb.Timestamp) string {
 // is "started". If name does not start with prefix, only the case changes.
 func Enum(name, prefix string) string {
 	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}
+
+// Value renders v as the value of a key=value pair: as it is when it is
+// non-empty and has no white space, quote, '=' or non-printable character
+// (every id and role of the id rules, docs/design/jobs.md#ids), else
+// Go-quoted ("my role" → "\"my role\""), so that the pairs of a line stay
+// apart for a reader and for a script splitting on spaces. Roles are free
+// text, and ids of stores from before the id rules may hold spaces.
+func Value(v string) string {
+	if v == "" || strings.ContainsFunc(v, func(r rune) bool {
+		return r == '"' || r == '=' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r)
+	}) {
+		return strconv.Quote(v)
+	}
+	return v
 }

@@ -97,3 +97,22 @@ func TestEnum(t *testing.T) {
 		})
 	}
 }
+
+// TestValue: a value that would split a key=value line is quoted.
+func TestValue(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"primary", "primary"},
+		{"job-1.a_b", "job-1.a_b"},
+		{"ünïcode", "ünïcode"},
+		{"my role", `"my role"`},
+		{"a=b", `"a=b"`},
+		{`say "hi"`, `"say \"hi\""`},
+		{"tab\there", `"tab\there"`},
+		{"", `""`},
+		{"a\u200bb", `"a\u200bb"`},
+	} {
+		if got := format.Value(tc.in); got != tc.want {
+			t.Errorf("Value(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1425,9 +1425,12 @@ type ActiveJobKey struct {
 	// Set in WorkerMessage.job_stopped (the instance that stopped: the one
 	// the worker ran, or the one stop_job named if nothing ran), in
 	// NodeControllerMessage.stop_job (the instance the manager has recorded;
-	// the worker stops whatever runs for (job, role) all the same), and in
-	// RunningJob.job_key of job records. Unset everywhere else (job_started
-	// and job_failed carry it in their own instance_id field).
+	// the worker stops whatever runs for (job, role) all the same), in
+	// RunningJob.job_key of job records (JobById, ListJobs) and of a node's
+	// instances as its worker's hello listed them, and in Orphan.job_key
+	// (what the worker runs). Unset everywhere else (job_started and
+	// job_failed carry it in their own instance_id field; node alerts and
+	// job_info name no instance).
 	InstanceId    string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

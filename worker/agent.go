@@ -256,11 +256,11 @@ func (a *Agent) pumpEvents(ctx context.Context) {
 func (a *Agent) logEvent(ev Event) {
 	switch ev.Kind {
 	case EventStarted:
-		a.log.Info("job started", "job_id", ev.Key.JobID, "role", ev.Key.Role)
+		a.log.Info("job started", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance)
 	case EventStopped:
-		a.log.Info("job stopped", "job_id", ev.Key.JobID, "role", ev.Key.Role)
+		a.log.Info("job stopped", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance)
 	case EventFailed:
-		a.log.Warn("job failed", "job_id", ev.Key.JobID, "role", ev.Key.Role, "reason", ev.Reason)
+		a.log.Warn("job failed", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance, "reason", ev.Reason)
 	}
 }
 
@@ -277,7 +277,7 @@ func (a *Agent) opsContext() context.Context {
 // context.
 func (a *Agent) provision(job *workerpb.WorkerJob, log *slog.Logger) {
 	key := KeyOf(job)
-	log = log.With("job_id", key.JobID, "role", key.Role)
+	log = log.With("job_id", key.JobID, "role", key.Role, "instance_id", job.GetInstanceId())
 	if key.JobID == "" {
 		log.Warn("ignoring provision_job without a job id")
 		return
@@ -325,9 +325,11 @@ func (a *Agent) provision(job *workerpb.WorkerJob, log *slog.Logger) {
 // cancelled; the runtime goes on starting the job and reports the outcome
 // on its events), so that the Stop reaches the runtime during a long start
 // (an image pull) instead of after it; a runtime can then cut the start
-// short.
-func (a *Agent) stop(key JobKey, log *slog.Logger) {
-	log = log.With("job_id", key.JobID, "role", key.Role)
+// short. instance is the stop_job's instance id (empty: unknown): a
+// runtime that implements InstanceStopper echoes it in the job_stopped of
+// a stop that finds nothing running.
+func (a *Agent) stop(key JobKey, instance string, log *slog.Logger) {
+	log = log.With("job_id", key.JobID, "role", key.Role, "instance_id", instance)
 	a.mu.Lock()
 	for cancel := range a.mu.starting[key] {
 		(*cancel)()
@@ -335,7 +337,13 @@ func (a *Agent) stop(key JobKey, log *slog.Logger) {
 	a.mu.Unlock()
 	a.ops.Do(key, func() {
 		log.Info("stopping job", "grace", a.cfg.StopGrace)
-		if err := a.rt.Stop(a.opsContext(), key, a.cfg.StopGrace); err != nil {
+		var err error
+		if s, ok := a.rt.(InstanceStopper); ok {
+			err = s.StopInstance(a.opsContext(), key, instance, a.cfg.StopGrace)
+		} else {
+			err = a.rt.Stop(a.opsContext(), key, a.cfg.StopGrace)
+		}
+		if err != nil {
 			log.Warn("stopping job", "error", err)
 		}
 	})

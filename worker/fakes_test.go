@@ -395,6 +395,12 @@ func (r *deleterRuntime) Start(ctx context.Context, job *workerpb.WorkerJob) (wo
 }
 
 func (r *deleterRuntime) Stop(ctx context.Context, key worker.JobKey, grace time.Duration) error {
+	return r.StopInstance(ctx, key, "", grace)
+}
+
+// StopInstance overrides the embedded runtime's (worker.InstanceStopper),
+// which the agent calls instead of Stop.
+func (r *deleterRuntime) StopInstance(ctx context.Context, key worker.JobKey, instance string, grace time.Duration) error {
 	r.mu.Lock()
 	gate := r.stopGate
 	r.mu.Unlock()
@@ -403,7 +409,7 @@ func (r *deleterRuntime) Stop(ctx context.Context, key worker.JobKey, grace time
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	err := r.Runtime.Stop(ctx, key, grace)
+	err := r.Runtime.StopInstance(ctx, key, instance, grace)
 	r.record("stop " + key.String())
 	return err
 }

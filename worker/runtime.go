@@ -33,7 +33,9 @@ type Runtime interface {
 	// emits EventInfo progress (compose stages, service started).
 	//
 	// Start of a (job, role) that is already running changes nothing: it
-	// returns the current port mappings and emits EventStarted again.
+	// returns the current port mappings and emits EventStarted again, with
+	// the running instance's id (job.instance_id of a running job is not
+	// taken over).
 	// Errors: ErrInvalidJob (wrapped) when the definition cannot run,
 	// ErrRuntimeClosed after shutdown, ctx.Err() when ctx ends first (the
 	// job may still finish starting; its outcome is reported on Events).
@@ -42,20 +44,23 @@ type Runtime interface {
 	// Stop stops every service of the (job, role) in reverse dependency
 	// order: a polite signal first (SIGTERM), a forced kill after grace, per
 	// service. It returns when the job has stopped and been cleaned up, and
-	// emits EventStopped. Stop of a (job, role) that is not running returns
-	// nil and emits EventStopped. If ctx ends first, Stop returns ctx.Err()
-	// and the stop carries on.
+	// emits EventStopped (with the stopped instance's id). Stop of a (job,
+	// role) that is not running returns nil and emits EventStopped without
+	// an instance id (InstanceStopper names one). If ctx ends first, Stop
+	// returns ctx.Err() and the stop carries on.
 	Stop(ctx context.Context, key JobKey, grace time.Duration) error
 
 	// Update replaces the stored definition of a running (job, role)
 	// without restarting anything: List reports the new definition, and it
 	// is what the job is provisioned with after a Stop and Start. Services
 	// that are running, and restarts of them, keep the definition they were
-	// started with. Returns ErrJobNotRunning (wrapped) for an unknown key.
+	// started with, and the job keeps its instance id (job.instance_id is
+	// ignored). Returns ErrJobNotRunning (wrapped) for an unknown key.
 	Update(ctx context.Context, job *workerpb.WorkerJob) error
 
 	// List returns every job the runtime runs now, with its current
-	// definition and resolved ports. The returned values are copies the
+	// definition (instance_id: the id it was started with) and resolved
+	// ports. The returned values are copies the
 	// caller may keep and modify. It does not block on jobs that are busy
 	// starting or stopping; a job being stopped is still listed until it
 	// has stopped.
@@ -76,6 +81,24 @@ type Runtime interface {
 	// the runtime shuts down, and drops EventInfo when the channel is full.
 	// The channel is never closed.
 	Events() <-chan Event
+}
+
+// InstanceStopper is implemented by runtimes whose Stop can name the
+// instance it was meant for (NodeControllerMessage.stop_job's
+// instance_id), so that the EventStopped of a stop that finds nothing
+// running carries that id: the manager then tells it from the end of a
+// later instance of the same (job, role) (docs/design/worker-sessions.md
+// §4). The agent calls StopInstance instead of Stop when the runtime
+// implements it.
+//
+// A wrapper that embeds such a runtime and overrides Stop must override
+// StopInstance too, or the agent bypasses its Stop.
+type InstanceStopper interface {
+	// StopInstance is Runtime.Stop, except that the EventStopped of a
+	// (job, role) that is not running carries instance (empty: unknown, as
+	// Stop). A running instance is stopped whatever its id, and its
+	// EventStopped carries its own id.
+	StopInstance(ctx context.Context, key JobKey, instance string, grace time.Duration) error
 }
 
 // JobID identifies a job (common.JobId).
@@ -183,6 +206,11 @@ func (k EventKind) Lifecycle() bool {
 type Event struct {
 	Kind EventKind
 	Key  JobKey
+	// Instance is the WorkerJob.instance_id of the instance the event is
+	// about (lifecycle events; empty: unknown — a job provisioned without
+	// one, or recorded by a worker that predates instance ids). Message
+	// echoes it to the manager.
+	Instance string
 	// Ports is the job's resolved port mappings (EventStarted only).
 	Ports PortMappings
 	// Reason is why the job failed (EventFailed only).
@@ -192,18 +220,22 @@ type Event struct {
 	Info *commonpb.JobInfoMessage
 }
 
-// Message returns the event as the WorkerMessage the agent sends.
+// Message returns the event as the WorkerMessage the agent sends. The
+// instance id goes in job_started.instance_id, job_failed.instance_id and
+// job_stopped's ActiveJobKey.instance_id.
 func (e Event) Message() *workerpb.WorkerMessage {
 	switch e.Kind {
 	case EventStarted:
 		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStarted{
-			JobStarted: &workerpb.WorkerJobStarted{JobKey: e.Key.Proto(), ServicePortMappings: e.Ports},
+			JobStarted: &workerpb.WorkerJobStarted{JobKey: e.Key.Proto(), ServicePortMappings: e.Ports, InstanceId: e.Instance},
 		}}
 	case EventStopped:
-		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStopped{JobStopped: e.Key.Proto()}}
+		key := e.Key.Proto()
+		key.InstanceId = e.Instance
+		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStopped{JobStopped: key}}
 	case EventFailed:
 		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobFailed{
-			JobFailed: &workerpb.WorkerJobFailed{JobKey: e.Key.Proto(), Reason: e.Reason},
+			JobFailed: &workerpb.WorkerJobFailed{JobKey: e.Key.Proto(), Reason: e.Reason, InstanceId: e.Instance},
 		}}
 	default:
 		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobInfo{JobInfo: e.Info}}

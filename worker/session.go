@@ -300,7 +300,7 @@ func (a *Agent) dispatch(s *session, m *workerpb.NodeControllerMessage, log *slo
 	case *workerpb.NodeControllerMessage_ProvisionJob:
 		a.provision(msg.ProvisionJob, log)
 	case *workerpb.NodeControllerMessage_StopJob:
-		a.stop(KeyFromProto(msg.StopJob), log)
+		a.stop(KeyFromProto(msg.StopJob), msg.StopJob.GetInstanceId(), log)
 	case *workerpb.NodeControllerMessage_UpdateJob:
 		a.update(msg.UpdateJob, log)
 	case *workerpb.NodeControllerMessage_DeleteJob:

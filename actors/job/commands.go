@@ -68,13 +68,13 @@ func (g *grain) update(reqID string, job *managerpb.Job) *internalpb.Reply {
 }
 
 // describeInstances names a record's instances for error messages.
-func describeInstances(rec *internalpb.JobRecord, pending map[string]string) string {
+func describeInstances(rec *internalpb.JobRecord, pending map[string]pendingStart) string {
 	var parts []string
 	for _, in := range rec.GetInstances() {
 		parts = append(parts, fmt.Sprintf("role %q on node %q (%s)", in.GetRole(), in.GetNodeId(), statusName(in.GetStatus())))
 	}
-	for role, node := range pending {
-		parts = append(parts, fmt.Sprintf("role %q on node %q (starting)", role, node))
+	for role, p := range pending {
+		parts = append(parts, fmt.Sprintf("role %q on node %q (starting)", role, p.node))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -152,22 +152,27 @@ func sessionNodes(store *persistence.Store) ([]string, error) {
 }
 
 // start provisions (job, role) on a node: the node grain checks the node is
-// online and sends provision_job; only then is the instance recorded. A
-// refusal is returned at once; otherwise the reply is sent from the
-// continuation and start returns nil.
+// online and sends provision_job; only then is the instance recorded. The
+// attempt gets an instance id (newInstanceID), kept with the pending marker,
+// sent in the provision and recorded on the Instance. A refusal is returned
+// at once; otherwise the reply is sent from the continuation and start
+// returns nil.
 func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *internalpb.Reply {
 	if r := g.checkStartable(c.GetRole()); r != nil {
 		return r
 	}
 	role, node := c.GetRole(), c.GetNodeId()
-	g.pending[role] = node
+	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID)}
+	g.pending[role] = p
 	delete(g.endedWhilePending, role)
+	wj := WorkerJob(g.rec.GetJob().GetJob(), role)
+	wj.InstanceId = p.instance
 	cmd := &internalpb.NodeCommand{RequestId: reqID, NodeId: node, Cmd: &internalpb.NodeCommand_Provision{
-		Provision: &internalpb.Provision{Job: WorkerJob(g.rec.GetJob().GetJob(), role)}}}
+		Provision: &internalpb.Provision{Job: wj}}}
 	f := g.cfg.Router.RequestFuture(actors.KindNode, node, cmd, g.cfg.NodeTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		delete(g.pending, role)
-		ctx.Respond(g.started(ctx, reqID, role, node, res, err))
+		ctx.Respond(g.started(ctx, reqID, role, p, res, err))
 		delete(g.endedWhilePending, role)
 	})
 	return nil
@@ -198,14 +203,15 @@ func (g *grain) checkStartable(role string) *internalpb.Reply {
 		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already %s on node %q",
 			g.id, role, statusName(in.GetStatus()), in.GetNodeId())
 	}
-	if node, ok := g.pending[role]; ok {
-		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already being started on node %q", g.id, role, node)
+	if p, ok := g.pending[role]; ok {
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already being started on node %q", g.id, role, p.node)
 	}
 	return nil
 }
 
 // started records the instance once the node grain accepted the provision.
-func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, err error) *internalpb.Reply {
+func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, res any, err error) *internalpb.Reply {
+	node := p.node
 	reply, err := actors.FutureReply(res, err)
 	if err != nil {
 		return actors.Fail(errorpb.Code_UNAVAILABLE, "node %q did not answer the provision of job %q: %v", node, g.id, err)
@@ -215,11 +221,14 @@ func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, er
 	}
 	if g.rec == nil || g.rec.GetJob().GetJob().GetState() == managerpb.Job_POST {
 		// Completed while the node was provisioning: take it back.
-		g.sendStop(node, role)
+		g.sendStop(node, role, p.instance)
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q was completed while it was being started", g.id)
 	}
 	if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
-		return actors.OK() // the worker reported it started before this continuation ran
+		// The worker reported it started before this continuation ran
+		// (with the id of what it runs: this attempt's, or that of an
+		// instance it already ran, which it kept).
+		return actors.OK()
 	}
 	if g.endedWhilePending[role] == node {
 		// The worker reported it failed or stopped before this continuation
@@ -232,6 +241,7 @@ func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, er
 	in := &internalpb.Instance{
 		Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
 		NodeMetadata: nodeRec.GetMetadata(), RunningNodeMetadata: nodeRec.GetRunningMetadata(),
+		InstanceId: p.instance,
 	}
 	putInstance(next, in)
 	g.addHistory(next, hProvisioned(now, in))
@@ -243,17 +253,20 @@ func (g *grain) started(ctx actor.Context, reqID, role, node string, res any, er
 		if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
 			return actors.OK()
 		}
-		g.sendStop(node, role)
+		g.sendStop(node, role, p.instance)
 		return r
 	}
-	g.log.Info("job provisioned", "role", role, "node_id", node)
+	g.log.Info("job provisioned", "role", role, "node_id", node, "instance_id", p.instance)
 	return actors.OK()
 }
 
-// sendStop asks the node grain to stop (job, role) on its worker.
-func (g *grain) sendStop(node, role string) {
+// sendStop asks the node grain to stop (job, role) on its worker. instance
+// is the id of the instance meant (empty: unknown); the worker stops what
+// runs for (job, role) whatever it is, and echoes instance in its
+// job_stopped if nothing ran.
+func (g *grain) sendStop(node, role, instance string) {
 	g.cfg.Router.Send(actors.KindNode, node, &internalpb.NodeCommand{NodeId: node, Cmd: &internalpb.NodeCommand_StopInstance{
-		StopInstance: &internalpb.StopInstance{JobId: g.id, Role: role}}})
+		StopInstance: &internalpb.StopInstance{JobId: g.id, Role: role, InstanceId: instance}}})
 }
 
 func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *internalpb.Reply {
@@ -270,7 +283,7 @@ func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *in
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q runs on node %q, not on node %q", g.id, role, in.GetNodeId(), node)
 	}
 	if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
-		g.sendStop(node, role) // idempotent: ask again
+		g.sendStop(node, role, in.GetInstanceId()) // idempotent: ask again
 		return actors.OK()
 	}
 	next := g.next()
@@ -278,7 +291,7 @@ func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *in
 	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
 		return r
 	}
-	g.sendStop(node, role)
+	g.sendStop(node, role, in.GetInstanceId())
 	g.log.Info("job stopping", "role", role, "node_id", node)
 	return actors.OK()
 }
@@ -312,7 +325,7 @@ func (g *grain) complete(ctx actor.Context, reqID string) *internalpb.Reply {
 		return r
 	}
 	for _, in := range stops {
-		g.sendStop(in.GetNodeId(), in.GetRole())
+		g.sendStop(in.GetNodeId(), in.GetRole(), in.GetInstanceId())
 	}
 	g.log.Info("job completed", "stopping_instances", len(stops))
 	return actors.OK()

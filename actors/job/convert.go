@@ -63,7 +63,7 @@ func RunningJobs(rec *internalpb.JobRecord) []*managerpb.RunningJob {
 	out := make([]*managerpb.RunningJob, 0, len(rec.GetInstances()))
 	for _, in := range rec.GetInstances() {
 		out = append(out, &managerpb.RunningJob{
-			JobKey: &commonpb.ActiveJobKey{JobId: id, Role: in.GetRole()},
+			JobKey: &commonpb.ActiveJobKey{JobId: id, Role: in.GetRole(), InstanceId: in.GetInstanceId()},
 			NodeId: &commonpb.NodeId{NodeId: in.GetNodeId()},
 		})
 	}

@@ -98,8 +98,9 @@ type grain struct {
 	// keeps (its last commands and its delete): repeats are answered as
 	// such, and a re-creation carries them over.
 	deleted []string
-	// pending holds roles whose StartJob waits for the node grain: role → node.
-	pending map[string]string
+	// pending holds roles whose StartJob waits for the node grain: role →
+	// the node and the instance id of the attempt.
+	pending map[string]pendingStart
 	// appended is set by commit: the command being handled tried an
 	// append (handle must not decide it a second time, unless the journal
 	// refused it outright).
@@ -113,7 +114,7 @@ type grain struct {
 func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		g.pending = map[string]string{}
+		g.pending = map[string]pendingStart{}
 		g.endedWhilePending = map[string]string{}
 		g.load()
 		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)

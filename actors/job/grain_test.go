@@ -23,6 +23,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 )
 
 // fakeNodes answers node commands: Provision succeeds for nodes in online,
@@ -35,6 +36,10 @@ type fakeNodes struct {
 	orphans []string // node/job/role of OrphanFound
 	deletes []string // node/job
 	undated []string // DeleteJobData commands without a deadline
+	// provisioned holds the WorkerJob of every Provision received;
+	// stopIDs the instance id of every StopInstance, in order.
+	provisioned []*workerpb.WorkerJob
+	stopIDs     []string
 	// gate, when set, holds every Provision answer until it is closed;
 	// held counts the Provisions held so far.
 	gate atomic.Pointer[chan struct{}]
@@ -47,6 +52,11 @@ func (f *fakeNodes) kind() actors.Kind {
 			m, ok := ctx.Message().(*internalpb.NodeCommand)
 			if !ok {
 				return
+			}
+			if p := m.GetProvision(); p != nil {
+				f.mu.Lock()
+				f.provisioned = append(f.provisioned, p.GetJob())
+				f.mu.Unlock()
 			}
 			if g := f.gate.Load(); g != nil && m.GetProvision() != nil {
 				f.held.Add(1)
@@ -64,6 +74,7 @@ func (f *fakeNodes) kind() actors.Kind {
 					Metadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}}}}})
 			case *internalpb.NodeCommand_StopInstance:
 				f.stops = append(f.stops, id+"/"+c.StopInstance.GetJobId()+"/"+c.StopInstance.GetRole())
+				f.stopIDs = append(f.stopIDs, c.StopInstance.GetInstanceId())
 			case *internalpb.NodeCommand_OrphanFound:
 				f.orphans = append(f.orphans, id+"/"+c.OrphanFound.GetJobId()+"/"+c.OrphanFound.GetRole())
 			case *internalpb.NodeCommand_DeleteJobData:

@@ -78,18 +78,25 @@ func (g *grain) fromSupersededSession(r *internalpb.InstanceReport) bool {
 func (g *grain) unknownRunning(r *internalpb.InstanceReport) {
 	if g.seq > 0 {
 		g.log.Warn("worker runs a deleted job; stopping it", "role", r.GetRole(), "node_id", r.GetNodeId())
-		g.sendStop(r.GetNodeId(), r.GetRole())
+		g.sendStop(r.GetNodeId(), r.GetRole(), r.GetInstanceId())
 		return
 	}
 	g.cfg.Router.Send(actors.KindNode, r.GetNodeId(), &internalpb.NodeCommand{NodeId: r.GetNodeId(), Cmd: &internalpb.NodeCommand_OrphanFound{
-		OrphanFound: &internalpb.OrphanFound{JobId: g.id, Role: r.GetRole(), ServicePortMappings: r.GetServicePortMappings()}}})
+		OrphanFound: &internalpb.OrphanFound{JobId: g.id, Role: r.GetRole(), ServicePortMappings: r.GetServicePortMappings(),
+			InstanceId: r.GetInstanceId()}}})
 }
 
+// reportStarted records that the worker runs (job, role). The worker runs
+// one instance per (job, role), so what it reports running on the node an
+// instance is recorded on is that instance, whatever id the record has (a
+// provision of a running (job, role) keeps the running instance and its
+// id): the record takes the reported id (adoptID), so that the reports of
+// its end are recognised.
 func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *internalpb.Reply {
-	role, node := r.GetRole(), r.GetNodeId()
+	role, node, id := r.GetRole(), r.GetNodeId(), r.GetInstanceId()
 	j := g.rec.GetJob().GetJob()
 	if j.GetState() == managerpb.Job_POST {
-		g.sendStop(node, role)
+		g.sendStop(node, role, id)
 		return actors.OK()
 	}
 	now := g.now()
@@ -100,39 +107,49 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 		case in.GetNodeId() != node:
 			g.log.Warn("duplicate instance reported; stopping it on the reporting node",
 				"role", role, "node_id", node, "recorded_node_id", in.GetNodeId())
-			g.sendStop(node, role)
+			g.sendStop(node, role, id)
 			return actors.OK()
 		case in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING:
-			g.sendStop(node, role)
-			return actors.OK()
-		case in.GetStatus() == internalpb.InstanceStatus_INSTANCE_RUNNING:
-			if portsEqual(in.GetServicePortMappings(), r.GetServicePortMappings()) {
+			g.sendStop(node, role, id)
+			if adoptID(in.GetInstanceId(), id) == in.GetInstanceId() {
 				return actors.OK()
 			}
-			in.ServicePortMappings = r.GetServicePortMappings()
+			// Being stopped, but the worker runs another id than the one
+			// recorded (the provision found an instance running): record
+			// it, so that this stop's job_stopped ends the instance.
+			g.log.Info("instance being stopped runs under another instance id; recording it",
+				"role", role, "node_id", node, "recorded_instance_id", in.GetInstanceId(), "instance_id", id)
+			in.InstanceId = id
+		case in.GetStatus() == internalpb.InstanceStatus_INSTANCE_RUNNING:
+			if portsEqual(in.GetServicePortMappings(), r.GetServicePortMappings()) && adoptID(in.GetInstanceId(), id) == in.GetInstanceId() {
+				return actors.OK()
+			}
+			in.ServicePortMappings, in.InstanceId = r.GetServicePortMappings(), adoptID(in.GetInstanceId(), id)
 		default: // PROVISIONING → RUNNING
 			in.Status, in.Since, in.ServicePortMappings = internalpb.InstanceStatus_INSTANCE_RUNNING, now, r.GetServicePortMappings()
+			in.InstanceId = adoptID(in.GetInstanceId(), id)
 			g.addHistory(next, hRunning(now, in))
 		}
 	} else {
-		if pendingNode, ok := g.pending[role]; ok && pendingNode != node {
-			g.sendStop(node, role)
+		if p, ok := g.pending[role]; ok && p.node != node {
+			g.sendStop(node, role, id)
 			return actors.OK()
 		}
 		if _, starting := g.pending[role]; !starting && owedIndex(g.rec, role, node) >= 0 {
 			g.log.Warn("worker runs an instance whose acknowledged stop it never confirmed (its node was lost meanwhile); stopping it, not adopting it",
 				"role", role, "node_id", node)
-			g.sendStop(node, role)
+			g.sendStop(node, role, id)
 			return actors.OK()
 		}
 		in := &internalpb.Instance{
 			Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING, Since: now,
 			ServicePortMappings: r.GetServicePortMappings(),
 			NodeMetadata:        r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(),
+			InstanceId: id,
 		}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in), hRunning(now, in))
-		g.log.Info("adopted an instance the worker reports running", "role", role, "node_id", node)
+		g.log.Info("adopted an instance the worker reports running", "role", role, "node_id", node, "instance_id", id)
 	}
 	if next.Job.Job.State == managerpb.Job_PRE {
 		next.Job.Job.State = managerpb.Job_ACTIVE
@@ -140,23 +157,32 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 	if rep := g.commit(reqID, next, updatedEvent(next.GetJob())); rep != nil {
 		return rep
 	}
-	g.log.Info("job running", "role", role, "node_id", node)
+	g.log.Info("job running", "role", role, "node_id", node, "instance_id", id)
 	return actors.OK()
 }
 
 // reportGone records that (job, role) no longer runs on the reporting node.
+// A report naming another instance than the one recorded or being started
+// on that node (otherInstance) is late — the end of an earlier instance,
+// or the answer to a repeated stop of it — and changes nothing.
 func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason managerpb.JobHistoryJobStopping_Reason) *internalpb.Reply {
+	if current, other := g.otherInstance(r); other {
+		g.log.Debug("ignoring the end of another instance", "role", r.GetRole(), "node_id", r.GetNodeId(),
+			"kind", r.GetKind().String(), "instance_id", r.GetInstanceId(), "current_instance_id", current)
+		return actors.OK()
+	}
 	i := instanceIndex(g.rec, r.GetRole())
 	next := g.next()
+	p, pending := g.pending[r.GetRole()]
 	switch {
-	case i < 0 && g.pending[r.GetRole()] == r.GetNodeId() && r.GetKind() != internalpb.InstanceReport_MISSING:
+	case i < 0 && pending && p.node == r.GetNodeId() && r.GetKind() != internalpb.InstanceReport_MISSING:
 		// The worker failed (or finished) the job before the node grain's
 		// answer to the provision reached this grain: record the instance
 		// and its end now, and tell the continuation (started) not to
 		// record it as provisioning afterwards.
 		now := g.now()
 		in := &internalpb.Instance{Role: r.GetRole(), NodeId: r.GetNodeId(), Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
-			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata()}
+			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(), InstanceId: p.instance}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in))
 		defer func() {

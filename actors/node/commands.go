@@ -251,14 +251,17 @@ func (g *grain) provision(ctx actor.Context, c *internalpb.Provision, deadline *
 	return &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}}
 }
 
-// stopInstance sends stop_job to the worker. Without a session (the grain
+// stopInstance sends stop_job to the worker, naming the instance the job
+// grain has recorded (the worker echoes it in job_stopped if it runs
+// nothing for (job, role), so the answer cannot be taken for the end of a
+// later instance). Without a session (the grain
 // is contested, or between dials) it dials now: the new session's hello
 // reconcile and the stop re-send then deliver it, since the record says
 // STOPPING.
 func (g *grain) stopInstance(ctx actor.Context, c *internalpb.StopInstance) *internalpb.Reply {
 	if g.connected {
 		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_StopJob{StopJob: &commonpb.ActiveJobKey{
-			JobId: &commonpb.JobId{JobId: c.GetJobId()}, Role: c.GetRole()}}})
+			JobId: &commonpb.JobId{JobId: c.GetJobId()}, Role: c.GetRole(), InstanceId: c.GetInstanceId()}}})
 		return actors.OK()
 	}
 	if g.session == nil && g.wantsSession() {

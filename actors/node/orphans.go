@@ -78,7 +78,9 @@ func (g *grain) onOrphanFound(ctx actor.Context, c *internalpb.OrphanFound) *int
 	now := g.cfg.Clock()
 	stopAt := timestamppb.New(now.Add(g.cfg.OrphanGrace))
 	next := g.next()
-	next.Orphans = append(next.Orphans, &managerpb.Orphan{JobKey: jobKey(job, role), FirstSeen: timestamppb.New(now), StopAt: stopAt,
+	key := jobKey(job, role)
+	key.InstanceId = c.GetInstanceId()
+	next.Orphans = append(next.Orphans, &managerpb.Orphan{JobKey: key, FirstSeen: timestamppb.New(now), StopAt: stopAt,
 		ServicePortMappings: c.GetServicePortMappings()})
 	sortOrphans(next.Orphans)
 	ev := g.evAlert(managerpb.NodeAlert_ORPHAN_FOUND, jobKey(job, role), stopAt,
@@ -140,7 +142,8 @@ func (g *grain) onOrphansDue(ctx actor.Context) {
 		job, role := o.GetJobKey().GetJobId().GetJobId(), o.GetJobKey().GetRole()
 		switch {
 		case known[job]:
-			g.report(job, &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED, Role: role, ServicePortMappings: o.GetServicePortMappings()})
+			g.report(job, &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED, Role: role, ServicePortMappings: o.GetServicePortMappings(),
+				InstanceId: o.GetJobKey().GetInstanceId()})
 			events = append(events, g.evAlert(managerpb.NodeAlert_ORPHAN_ADOPTED, o.GetJobKey(), nil,
 				"job %q role %q on node %s is known again; adopted, not stopped", job, role, g.id))
 		case o.GetStopAt().AsTime().After(now):

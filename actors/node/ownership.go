@@ -201,8 +201,8 @@ func (g *grain) startStopResend(ctx actor.Context) {
 // the worker session (a manager frozen or cut off while another took the
 // session over) and be lost. Re-sending from the records, level-triggered,
 // makes every committed stop reach the worker within an interval; the
-// worker answers a stop of a job it does not run with job_stopped, which
-// ends the instance.
+// worker answers a stop of a job it does not run with job_stopped (with
+// the instance id of the stop), which ends the instance.
 func (g *grain) resendStops() {
 	if !g.healthy || g.superseded {
 		return
@@ -221,7 +221,7 @@ func (g *grain) resendStops() {
 			for _, in := range rec.GetInstances() {
 				if in.GetRole() == ref.Role && in.GetNodeId() == g.id && in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
 					g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_StopJob{StopJob: &commonpb.ActiveJobKey{
-						JobId: &commonpb.JobId{JobId: ref.JobID}, Role: ref.Role}}})
+						JobId: &commonpb.JobId{JobId: ref.JobID}, Role: ref.Role, InstanceId: in.GetInstanceId()}}})
 					n++
 				}
 			}

@@ -171,7 +171,7 @@ func (g *grain) onHealthy(ctx actor.Context) {
 	instances := make([]*managerpb.RunningJob, 0, len(g.helloRunning))
 	for _, rj := range g.helloRunning {
 		instances = append(instances, &managerpb.RunningJob{
-			JobKey: &commonpb.ActiveJobKey{JobId: rj.GetJob().GetJobId(), Role: rj.GetJob().GetRole()},
+			JobKey: &commonpb.ActiveJobKey{JobId: rj.GetJob().GetJobId(), Role: rj.GetJob().GetRole(), InstanceId: rj.GetJob().GetInstanceId()},
 			NodeId: g.nodeID(),
 		})
 	}
@@ -202,7 +202,8 @@ func (g *grain) reconcile(running []*workerpb.WorkerRunningJob) {
 	for _, rj := range running {
 		job, role := rj.GetJob().GetJobId().GetJobId(), rj.GetJob().GetRole()
 		reported[[2]string{job, role}] = true
-		g.report(job, &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED, Role: role, ServicePortMappings: rj.GetServicePortMappings()})
+		g.report(job, &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED, Role: role, ServicePortMappings: rj.GetServicePortMappings(),
+			InstanceId: rj.GetJob().GetInstanceId()})
 	}
 	for _, ref := range g.instancesOnNode() {
 		if !reported[[2]string{ref.JobID, ref.Role}] {
@@ -243,13 +244,15 @@ func (g *grain) onWorkerMessage(ctx actor.Context, m *workerMessage) {
 		}
 	case *workerpb.WorkerMessage_JobStarted:
 		g.report(x.JobStarted.GetJobKey().GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED,
-			Role: x.JobStarted.GetJobKey().GetRole(), ServicePortMappings: x.JobStarted.GetServicePortMappings()})
+			Role: x.JobStarted.GetJobKey().GetRole(), ServicePortMappings: x.JobStarted.GetServicePortMappings(),
+			InstanceId: x.JobStarted.GetInstanceId()})
 	case *workerpb.WorkerMessage_JobStopped:
-		g.report(x.JobStopped.GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STOPPED, Role: x.JobStopped.GetRole()})
+		g.report(x.JobStopped.GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STOPPED, Role: x.JobStopped.GetRole(),
+			InstanceId: x.JobStopped.GetInstanceId()})
 		g.orphanEnded(x.JobStopped.GetJobId().GetJobId(), x.JobStopped.GetRole(), "stopped")
 	case *workerpb.WorkerMessage_JobFailed:
 		g.report(x.JobFailed.GetJobKey().GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_FAILED,
-			Role: x.JobFailed.GetJobKey().GetRole(), Reason: x.JobFailed.GetReason()})
+			Role: x.JobFailed.GetJobKey().GetRole(), Reason: x.JobFailed.GetReason(), InstanceId: x.JobFailed.GetInstanceId()})
 		g.orphanEnded(x.JobFailed.GetJobKey().GetJobId().GetJobId(), x.JobFailed.GetJobKey().GetRole(), "failed: "+x.JobFailed.GetReason())
 	case *workerpb.WorkerMessage_JobInfo:
 		ev := &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_JobInfo{JobInfo: x.JobInfo}}

@@ -1416,9 +1416,22 @@ func (x *JobId) GetJobId() string {
 
 // A running instance of a job is identified by (job id, role).
 type ActiveJobKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         *JobId                 `protobuf:"bytes,1,opt,name=jobId,proto3" json:"jobId,omitempty"`
-	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *JobId                 `protobuf:"bytes,1,opt,name=jobId,proto3" json:"jobId,omitempty"`
+	Role  string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// Added. Which instance of (job, role) is meant: an opaque string the
+	// manager mints for each start attempt (WorkerJob.instance_id); empty
+	// means unknown (a 1.0.384 peer, or a use that names no instance).
+	// Set in WorkerMessage.job_stopped (the instance that stopped: the one
+	// the worker ran, or the one stop_job named if nothing ran), in
+	// NodeControllerMessage.stop_job (the instance the manager has recorded;
+	// the worker stops whatever runs for (job, role) all the same), in
+	// RunningJob.job_key of job records (JobById, ListJobs) and of a node's
+	// instances as its worker's hello listed them, and in Orphan.job_key
+	// (what the worker runs). Unset everywhere else (job_started and
+	// job_failed carry it in their own instance_id field; node alerts and
+	// job_info name no instance).
+	InstanceId    string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1476,13 @@ func (x *ActiveJobKey) GetJobId() *JobId {
 func (x *ActiveJobKey) GetRole() string {
 	if x != nil {
 		return x.Role
+	}
+	return ""
+}
+
+func (x *ActiveJobKey) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -2966,10 +2986,12 @@ const file_shared_common_proto_rawDesc = "" +
 	"\x06NodeId\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x1e\n" +
 	"\x05JobId\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"Q\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"r\n" +
 	"\fActiveJobKey\x12-\n" +
 	"\x05jobId\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role\" \n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\" \n" +
 	"\fContainerUrl\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\"V\n" +
 	"\x0fDockerContainer\x12C\n" +

@@ -207,8 +207,14 @@ type Instance struct {
 	// The node as it was when the instance was provisioned (for history).
 	NodeMetadata        *commonpb.NodeMetadata        `protobuf:"bytes,6,opt,name=node_metadata,json=nodeMetadata,proto3" json:"node_metadata,omitempty"`
 	RunningNodeMetadata *commonpb.RunningNodeMetadata `protobuf:"bytes,7,opt,name=running_node_metadata,json=runningNodeMetadata,proto3" json:"running_node_metadata,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The WorkerJob.instance_id of this instance: minted by the start that
+	// provisioned it, or the one the worker reported running (adoption).
+	// Empty: unknown (recorded before instance ids, or adopted from a worker
+	// that predates them); reports about it then follow the rules of
+	// (job, role, node) alone.
+	InstanceId    string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -288,6 +294,13 @@ func (x *Instance) GetRunningNodeMetadata() *commonpb.RunningNodeMetadata {
 		return x.RunningNodeMetadata
 	}
 	return nil
+}
+
+func (x *Instance) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 // State of one job grain.
@@ -2181,7 +2194,13 @@ type InstanceReport struct {
 	// session). A report from a session older than the one the node record
 	// names was superseded: the job grain ignores it (the newer session's
 	// hello says what runs).
-	SessionEpoch  uint64 `protobuf:"varint,8,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	SessionEpoch uint64 `protobuf:"varint,8,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	// The instance the worker reports about (WorkerJob.instance_id echoed in
+	// job_started / job_failed / job_stopped / hello running_jobs). Empty:
+	// unknown (an old worker; MISSING reports). The job grain ignores a
+	// STOPPED or FAILED report whose id differs from the instance it has
+	// recorded or is starting: it is about an earlier instance.
+	InstanceId    string `protobuf:"bytes,9,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2270,6 +2289,13 @@ func (x *InstanceReport) GetSessionEpoch() uint64 {
 		return x.SessionEpoch
 	}
 	return 0
+}
+
+func (x *InstanceReport) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 // The node is stopping/stopped: every instance of the job on it is stopped.
@@ -2636,8 +2662,11 @@ type OrphanFound struct {
 	JobId               string                                    `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Role                string                                    `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	ServicePortMappings map[string]*commonpb.ResolvedPortMappings `protobuf:"bytes,3,rep,name=service_port_mappings,json=servicePortMappings,proto3" json:"service_port_mappings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The instance the worker runs (empty: unknown); kept in the orphan's
+	// job_key and reported again if the orphan is adopted.
+	InstanceId    string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OrphanFound) Reset() {
@@ -2689,6 +2718,13 @@ func (x *OrphanFound) GetServicePortMappings() map[string]*commonpb.ResolvedPort
 		return x.ServicePortMappings
 	}
 	return nil
+}
+
+func (x *OrphanFound) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 // An operator stops an orphan now (Manager.StopOrphan).
@@ -3139,10 +3175,13 @@ func (x *Provision) GetJob() *workerpb.WorkerJob {
 	return nil
 }
 
+// Stop (job, role) on the node's worker. instance_id names the instance
+// the job grain has recorded (sent in stop_job; empty: unknown).
 type StopInstance struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	InstanceId    string                 `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3187,6 +3226,13 @@ func (x *StopInstance) GetJobId() string {
 func (x *StopInstance) GetRole() string {
 	if x != nil {
 		return x.Role
+	}
+	return ""
+}
+
+func (x *StopInstance) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -3868,7 +3914,7 @@ var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\x9e\x04\n" +
+	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\xbf\x04\n" +
 	"\bInstance\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x129\n" +
@@ -3876,7 +3922,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x15service_port_mappings\x18\x04 \x03(\v24.norsk.internal.v1.Instance.ServicePortMappingsEntryR\x13servicePortMappings\x120\n" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12C\n" +
 	"\rnode_metadata\x18\x06 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12Y\n" +
-	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x1an\n" +
+	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12\x1f\n" +
+	"\vinstance_id\x18\b \x01(\tR\n" +
+	"instanceId\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xa9\x02\n" +
@@ -4036,7 +4084,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\r\n" +
 	"\vCompleteJob\"\b\n" +
 	"\x06GetJob\"\r\n" +
-	"\vActivateJob\"\xf1\x04\n" +
+	"\vActivateJob\"\x92\x05\n" +
 	"\x0eInstanceReport\x12:\n" +
 	"\x04kind\x18\x01 \x01(\x0e2&.norsk.internal.v1.InstanceReport.KindR\x04kind\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x17\n" +
@@ -4045,7 +4093,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12C\n" +
 	"\rnode_metadata\x18\x06 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12Y\n" +
 	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12#\n" +
-	"\rsession_epoch\x18\b \x01(\x04R\fsessionEpoch\x1an\n" +
+	"\rsession_epoch\x18\b \x01(\x04R\fsessionEpoch\x12\x1f\n" +
+	"\vinstance_id\x18\t \x01(\tR\n" +
+	"instanceId\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"9\n" +
@@ -4082,11 +4132,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\forphan_found\x18\x16 \x01(\v2\x1e.norsk.internal.v1.OrphanFoundH\x00R\vorphanFound\x12@\n" +
 	"\vstop_orphan\x18\x17 \x01(\v2\x1d.norsk.internal.v1.StopOrphanH\x00R\n" +
 	"stopOrphanB\x05\n" +
-	"\x03cmd\"\x95\x02\n" +
+	"\x03cmd\"\xb6\x02\n" +
 	"\vOrphanFound\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12k\n" +
-	"\x15service_port_mappings\x18\x03 \x03(\v27.norsk.internal.v1.OrphanFound.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
+	"\x15service_port_mappings\x18\x03 \x03(\v27.norsk.internal.v1.OrphanFound.ServicePortMappingsEntryR\x13servicePortMappings\x12\x1f\n" +
+	"\vinstance_id\x18\x04 \x01(\tR\n" +
+	"instanceId\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"7\n" +
@@ -4123,10 +4175,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
 	"\tProvision\x12-\n" +
-	"\x03job\x18\x01 \x01(\v2\x1b.norsk.api.worker.WorkerJobR\x03job\"9\n" +
+	"\x03job\x18\x01 \x01(\v2\x1b.norsk.api.worker.WorkerJobR\x03job\"Z\n" +
 	"\fStopInstance\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role\"\t\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\"\t\n" +
 	"\aGetNode\"\x06\n" +
 	"\x04Wake\";\n" +
 	"\x12UpdatePhysicalNode\x12%\n" +

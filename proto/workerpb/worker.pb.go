@@ -200,8 +200,17 @@ type WorkerJob struct {
 	TemplateLaunchDefaultsJson *string                      `protobuf:"bytes,14,opt,name=template_launch_defaults_json,json=templateLaunchDefaultsJson,proto3,oneof" json:"template_launch_defaults_json,omitempty"`
 	ProductTemplate            *commonpb.ProductTemplateRef `protobuf:"bytes,15,opt,name=product_template,json=productTemplate,proto3,oneof" json:"product_template,omitempty"`
 	ProductTemplateParameters  map[string]string            `protobuf:"bytes,16,rep,name=product_template_parameters,json=productTemplateParameters,proto3" json:"product_template_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// Added. The instance this provision starts: minted by the manager for
+	// each start attempt (the same for a retried StartJob), opaque to the
+	// worker, kept with the job's record on the worker (so it survives a
+	// worker restart) and echoed in job_started, job_failed, job_stopped and
+	// hello's running_jobs. A provision of a (job, role) that already runs
+	// changes nothing: the running instance keeps its id, and the
+	// job_started it answers with carries that id. Empty: unknown (a manager
+	// that predates instance ids).
+	InstanceId    string `protobuf:"bytes,17,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerJob) Reset() {
@@ -337,6 +346,13 @@ func (x *WorkerJob) GetProductTemplateParameters() map[string]string {
 		return x.ProductTemplateParameters
 	}
 	return nil
+}
+
+func (x *WorkerJob) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type UpdateJobConfig struct {
@@ -592,8 +608,11 @@ type WorkerJobStarted struct {
 	state               protoimpl.MessageState                    `protogen:"open.v1"`
 	JobKey              *commonpb.ActiveJobKey                    `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
 	ServicePortMappings map[string]*commonpb.ResolvedPortMappings `protobuf:"bytes,2,rep,name=service_port_mappings,json=servicePortMappings,proto3" json:"service_port_mappings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Added. The WorkerJob.instance_id of the instance that runs (empty:
+	// unknown, a worker that predates instance ids).
+	InstanceId    string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerJobStarted) Reset() {
@@ -640,10 +659,20 @@ func (x *WorkerJobStarted) GetServicePortMappings() map[string]*commonpb.Resolve
 	return nil
 }
 
+func (x *WorkerJobStarted) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
 type WorkerJobFailed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobKey        *commonpb.ActiveJobKey `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobKey *commonpb.ActiveJobKey `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Added. The WorkerJob.instance_id of the instance that failed (empty:
+	// unknown).
+	InstanceId    string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +717,13 @@ func (x *WorkerJobFailed) GetJobKey() *commonpb.ActiveJobKey {
 func (x *WorkerJobFailed) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *WorkerJobFailed) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -1052,7 +1088,7 @@ const file_worker_proto_rawDesc = "" +
 	"\vnetworkIOPS\x18\x05 \x01(\x02R\vnetworkIOPS\"\x9c\x01\n" +
 	"\x06Health\x12?\n" +
 	"\rmeasured_load\x18\x01 \x01(\v2\x1a.norsk.api.worker.CapacityR\fmeasuredLoad\x12Q\n" +
-	"\x12runtime_conditions\x18\x02 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xd6\b\n" +
+	"\x12runtime_conditions\x18\x02 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xf7\b\n" +
 	"\tWorkerJob\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -1070,7 +1106,9 @@ const file_worker_proto_rawDesc = "" +
 	"\x12launch_config_json\x18\r \x01(\tH\x00R\x10launchConfigJson\x88\x01\x01\x12F\n" +
 	"\x1dtemplate_launch_defaults_json\x18\x0e \x01(\tH\x01R\x1atemplateLaunchDefaultsJson\x88\x01\x01\x12T\n" +
 	"\x10product_template\x18\x0f \x01(\v2$.norsk.api.common.ProductTemplateRefH\x02R\x0fproductTemplate\x88\x01\x01\x12z\n" +
-	"\x1bproduct_template_parameters\x18\x10 \x03(\v2:.norsk.api.worker.WorkerJob.ProductTemplateParametersEntryR\x19productTemplateParameters\x1a7\n" +
+	"\x1bproduct_template_parameters\x18\x10 \x03(\v2:.norsk.api.worker.WorkerJob.ProductTemplateParametersEntryR\x19productTemplateParameters\x12\x1f\n" +
+	"\vinstance_id\x18\x11 \x01(\tR\n" +
+	"instanceId\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aL\n" +
@@ -1100,16 +1138,20 @@ const file_worker_proto_rawDesc = "" +
 	"\rshared_secret\x18\x03 \x01(\tR\fsharedSecret\x12E\n" +
 	"\frunning_jobs\x18\x04 \x03(\v2\".norsk.api.worker.WorkerRunningJobR\vrunningJobs\x12A\n" +
 	"\x05token\x18\x05 \x01(\v2+.norsk.api.worker.WorkerAuthenticationTokenR\x05token\x12Q\n" +
-	"\x12runtime_conditions\x18\x06 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xac\x02\n" +
+	"\x12runtime_conditions\x18\x06 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xcd\x02\n" +
 	"\x10WorkerJobStarted\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12o\n" +
-	"\x15service_port_mappings\x18\x02 \x03(\v2;.norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
+	"\x15service_port_mappings\x18\x02 \x03(\v2;.norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntryR\x13servicePortMappings\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"b\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\x83\x01\n" +
 	"\x0fWorkerJobFailed\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\"M\n" +
 	"\x13WorkerHelloResponse\x12\x18\n" +
 	"\alicense\x18\x01 \x01(\tR\alicense\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\tR\tsignature\"\x92\x03\n" +

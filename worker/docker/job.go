@@ -241,6 +241,11 @@ func (j *job) def() *workerpb.WorkerJob {
 	return j.mu.def
 }
 
+// instance returns the job's instance id (WorkerJob.instance_id of the
+// provision that started it, kept in its record; empty: unknown), which
+// its lifecycle events carry.
+func (j *job) instance() string { return j.def().GetInstanceId() }
+
 // --- the loop ---------------------------------------------------------------
 
 // runFresh is the goroutine of a job created by Start.
@@ -270,7 +275,7 @@ func (j *job) loop() {
 			req.reply <- j.onUpdate(req.def)
 		case reply := <-j.againCh:
 			ports := j.ports()
-			j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Ports: ports})
+			j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Instance: j.instance(), Ports: ports})
 			reply <- ports
 		case <-j.r.ctx.Done():
 			ended = true // containers keep running; the record is current
@@ -325,7 +330,7 @@ func (j *job) startAll() error {
 		j.log.Error("saving job record", "error", err)
 	}
 	j.log.Info("job started", "services", len(j.svcs))
-	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Ports: j.ports()})
+	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Instance: j.instance(), Ports: j.ports()})
 	return nil
 }
 
@@ -820,8 +825,11 @@ func (j *job) onRestartDue() bool {
 	return false
 }
 
+// onUpdate stores def as the job's definition; the job keeps the
+// instance id it was started with (Runtime.Update).
 func (j *job) onUpdate(def *workerpb.WorkerJob) error {
 	j.mu.Lock()
+	def.InstanceId = j.mu.def.GetInstanceId()
 	j.mu.def = def
 	j.mu.Unlock()
 	return j.persist()
@@ -988,7 +996,7 @@ func (j *job) finish(kind worker.EventKind, reason string) {
 	close(j.quitCh)
 	j.cancel()
 	j.r.removeJob(j)
-	j.r.emitLifecycle(worker.Event{Kind: kind, Key: j.key, Reason: reason})
+	j.r.emitLifecycle(worker.Event{Kind: kind, Key: j.key, Instance: j.instance(), Reason: reason})
 	close(j.doneCh)
 }
 

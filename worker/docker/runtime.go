@@ -57,6 +57,7 @@ var (
 	_ worker.Runtime           = (*Runtime)(nil)
 	_ worker.JobDataDeleter    = (*Runtime)(nil)
 	_ worker.ConditionReporter = (*Runtime)(nil)
+	_ worker.InstanceStopper   = (*Runtime)(nil)
 )
 
 // New validates cfg, locks StateDir (a second Runtime over it gets a
@@ -204,7 +205,7 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := r.checkEngineFor(ctx, key); err != nil {
+		if err := r.checkEngineFor(ctx, key, def.GetInstanceId()); err != nil {
 			return nil, err
 		}
 		j, created, err := r.lookupOrCreate(key, def)
@@ -213,7 +214,7 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 			return nil, err
 		case err != nil:
 			r.log.Warn("job cannot start", "job_id", key.JobID, "role", key.Role, "error", err)
-			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Reason: err.Error()})
+			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Instance: def.GetInstanceId(), Reason: err.Error()})
 			return nil, err
 		case created:
 			return j.awaitStart(ctx)
@@ -228,8 +229,9 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 
 // checkEngineFor pings the engine before a job for key is created; nil if
 // key's job exists (or the runtime is closed: Start says so next). A
-// failed ping is reported as the job's failure.
-func (r *Runtime) checkEngineFor(ctx context.Context, key worker.JobKey) error {
+// failed ping is reported as the job's failure (of instance, the
+// provision's instance id).
+func (r *Runtime) checkEngineFor(ctx context.Context, key worker.JobKey, instance string) error {
 	r.mu.Lock()
 	skip := r.mu.closed || r.mu.jobs[key] != nil
 	r.mu.Unlock()
@@ -244,7 +246,7 @@ func (r *Runtime) checkEngineFor(ctx context.Context, key worker.JobKey) error {
 		return ctx.Err()
 	}
 	r.log.Warn("job cannot start", "job_id", key.JobID, "role", key.Role, "error", err)
-	r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Reason: err.Error()})
+	r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Instance: instance, Reason: err.Error()})
 	return err
 }
 
@@ -288,8 +290,13 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 	return j, true, nil
 }
 
-// Stop implements worker.Runtime.
+// Stop implements worker.Runtime: StopInstance without an instance id.
 func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Duration) error {
+	return r.StopInstance(ctx, key, "", grace)
+}
+
+// StopInstance implements worker.InstanceStopper.
+func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance string, grace time.Duration) error {
 	r.mu.Lock()
 	if r.mu.closed {
 		r.mu.Unlock()
@@ -302,7 +309,7 @@ func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Durati
 			return err
 		}
 		r.emitInfo(emit.Compose(key, stageDown, "not running"))
-		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key})
+		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key, Instance: instance})
 		return nil
 	}
 	select {

@@ -267,7 +267,7 @@ func (j *job) startAll() error {
 		j.log.Error("saving job record", "error", err)
 	}
 	j.log.Info("job started", "services", len(j.svcs))
-	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Ports: j.ports()})
+	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Instance: j.instance(), Ports: j.ports()})
 	return nil
 }
 
@@ -476,8 +476,11 @@ func (j *job) pollTails(now time.Time) <-chan time.Time {
 	return nil
 }
 
+// onUpdate stores def as the job's definition; the job keeps the
+// instance id it was started with (Runtime.Update).
 func (j *job) onUpdate(def *workerpb.WorkerJob) error {
 	j.mu.Lock()
+	def.InstanceId = j.mu.def.GetInstanceId()
 	j.mu.def = def
 	j.mu.Unlock()
 	return j.persist()
@@ -485,7 +488,7 @@ func (j *job) onUpdate(def *workerpb.WorkerJob) error {
 
 func (j *job) onStartAgain(reply chan<- worker.PortMappings) {
 	ports := j.ports()
-	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Ports: ports})
+	j.r.emitLifecycle(worker.Event{Kind: worker.EventStarted, Key: j.key, Instance: j.instance(), Ports: ports})
 	reply <- ports
 }
 
@@ -501,6 +504,11 @@ func (j *job) def() *workerpb.WorkerJob {
 	defer j.mu.Unlock()
 	return j.mu.def
 }
+
+// instance returns the job's instance id (WorkerJob.instance_id of the
+// provision that started it, kept in its record; empty: unknown), which
+// its lifecycle events carry.
+func (j *job) instance() string { return j.def().GetInstanceId() }
 
 // persist writes the job's record.
 func (j *job) persist() error {

@@ -157,7 +157,7 @@ func (j *job) finish(kind worker.EventKind, reason string) {
 	j.r.removeJob(j)
 	j.compose(stageDown, "removed the job's directory")
 	j.log.Info("job finished", "event", kind.String(), "reason", reason)
-	j.r.emitLifecycle(worker.Event{Kind: kind, Key: j.key, Reason: reason})
+	j.r.emitLifecycle(worker.Event{Kind: kind, Key: j.key, Instance: j.instance(), Reason: reason})
 	close(j.doneCh)
 }
 

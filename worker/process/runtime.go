@@ -41,7 +41,10 @@ type Runtime struct {
 	}
 }
 
-var _ worker.Runtime = (*Runtime)(nil)
+var (
+	_ worker.Runtime         = (*Runtime)(nil)
+	_ worker.InstanceStopper = (*Runtime)(nil)
+)
 
 // New validates cfg and returns a Runtime. It locks StateDir
 // (worker.LockStateDir) until Shutdown, so that two runtimes never adopt
@@ -128,7 +131,7 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 			return nil, err
 		case err != nil:
 			r.log.Warn("job cannot start", "job_id", key.JobID, "role", key.Role, "error", err)
-			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Reason: err.Error()})
+			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Instance: def.GetInstanceId(), Reason: err.Error()})
 			return nil, err
 		case created:
 			return j.awaitStart(ctx)
@@ -176,8 +179,13 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 	return j, true, nil
 }
 
-// Stop implements worker.Runtime.
+// Stop implements worker.Runtime: StopInstance without an instance id.
 func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Duration) error {
+	return r.StopInstance(ctx, key, "", grace)
+}
+
+// StopInstance implements worker.InstanceStopper.
+func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance string, grace time.Duration) error {
 	r.mu.Lock()
 	if r.closedLocked() {
 		r.mu.Unlock()
@@ -190,7 +198,7 @@ func (r *Runtime) Stop(ctx context.Context, key worker.JobKey, grace time.Durati
 			return err
 		}
 		r.emitInfo(emit.Compose(key, stageDown, "not running"))
-		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key})
+		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key, Instance: instance})
 		return nil
 	}
 	select {

@@ -3,6 +3,7 @@ package persistence
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -236,11 +237,17 @@ func (e *NoSpaceError) Error() string {
 		who = "manager " + e.Manager + " (the Raft leader): "
 	}
 	return fmt.Sprintf("%sthe data dir's filesystem has %s free, below the reserve of %s: free space or move the data dir (%s) "+
-		"to a larger filesystem; writes resume by themselves once there is space, nothing was written", who, mib(e.Free), mib(e.MinFree), e.Dir)
+		"to a larger filesystem; writes resume by themselves once there is space, nothing was written", who, mibFloor(e.Free), mib(e.MinFree), e.Dir)
 }
 
 // Unwrap makes errors.Is(err, ErrNoSpace) true.
 func (e *NoSpaceError) Unwrap() error { return ErrNoSpace }
+
+// mibFloor is mib with two decimals, rounded down: a free space just under
+// the reserve never reads as equal to it.
+func mibFloor(b uint64) string {
+	return fmt.Sprintf("%.2f MiB", math.Floor(float64(b)/(1<<20)*100)/100)
+}
 
 // mib formats bytes as MiB with one decimal ("3.5 MiB").
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

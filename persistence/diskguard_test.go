@@ -180,10 +180,13 @@ func TestDiskGuard_ProbeErrorAdmits(t *testing.T) {
 }
 
 func TestNoSpaceError_Message(t *testing.T) {
-	err := &NoSpaceError{Dir: "/var/lib/norsk-manager", Free: 3 << 20, MinFree: 256 << 20}
-	want := "the data dir's filesystem has 3.0 MiB free, below the reserve of 256.0 MiB: free space or move the data dir (/var/lib/norsk-manager)"
+	err := &NoSpaceError{Dir: "/var/lib/norsk-manager", Free: 3<<20 + 4095, MinFree: 256 << 20}
+	want := "the data dir's filesystem has 3.00 MiB free, below the reserve of 256.0 MiB: free space or move the data dir (/var/lib/norsk-manager)"
 	if !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("message %q, want it to start %q", err.Error(), want)
+	}
+	if just := (&NoSpaceError{Free: 72<<20 - 1, MinFree: 72 << 20}).Error(); !strings.Contains(just, "has 71.99 MiB free, below the reserve of 72.0 MiB") {
+		t.Fatalf("a free space just under the reserve reads %q", just)
 	}
 }
 
@@ -191,7 +194,7 @@ func TestLocalLog_Append_NoSpace(t *testing.T) {
 	fs := &fakeSpace{free: 1 << 30}
 	cfg := DefaultConfig(t.TempDir())
 	cfg.SyncWrites, cfg.GCInterval = false, 0
-	cfg.MinFreeDisk = 64 << 20
+	cfg.MinFreeDisk = 128 << 20
 	cfg.SpaceProbe = fs.probe
 	s, l := TestStoreWithConfig(t, cfg)
 	ctx := context.Background()
@@ -205,8 +208,8 @@ func TestLocalLog_Append_NoSpace(t *testing.T) {
 	fs.set(10 << 20)
 	s.DiskGuard().Sample() // what the store's sampler does every second
 	err := put("b", 0)
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "below the reserve of 64.0 MiB") {
-		t.Fatalf("append with 10 MiB free of a 64 MiB reserve: %v, want ErrNoSpace naming the reserve", err)
+	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "below the reserve of 128.0 MiB") {
+		t.Fatalf("append with 10 MiB free of a 128 MiB reserve: %v, want ErrNoSpace naming the reserve", err)
 	}
 	if _, _, err := s.Load(JobKey("b")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the refused append was written: Load = %v", err)
@@ -220,5 +223,29 @@ func TestLocalLog_Append_NoSpace(t *testing.T) {
 	fs.set(1 << 30)
 	if err := put("b", 0); err != nil {
 		t.Fatalf("append after space came back: %v", err)
+	}
+}
+
+func TestConfig_Validate_MinFreeDisk(t *testing.T) {
+	tests := []struct {
+		minFree uint64
+		ok      bool
+	}{
+		{0, true},
+		{68 << 20, true},
+		{DefaultMinFreeDisk(64 << 20), true},
+		{68<<20 - 1, false},
+		{4 << 20, false},
+	}
+	for _, tt := range tests {
+		cfg := DefaultConfig("/d")
+		cfg.MinFreeDisk = tt.minFree
+		err := cfg.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("MinFreeDisk %d: Validate = %v, want ok %v", tt.minFree, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "MinFreeDisk") {
+			t.Errorf("the error %q does not name MinFreeDisk", err)
+		}
 	}
 }

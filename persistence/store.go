@@ -139,9 +139,20 @@ func (c Config) Validate() error {
 	case int64(c.MaxBatchBytes)*100 > c.MemTableSize*12:
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at most 12%% of MemTableSize (%d): badger refuses transactions over 15%%",
 			c.MaxBatchBytes, c.MemTableSize)
+	case c.MinFreeDisk != 0 && c.MinFreeDisk < c.MinSafeFreeDisk():
+		return fmt.Errorf("persistence config: MinFreeDisk (%s) must be 0 (off) or at least %s, the memtable (%s) plus one batch (%s): "+
+			"badger flushes a full memtable into a table of up to its size through an mmap'd file, and a flush that finds the disk full crashes the manager",
+			mib(c.MinFreeDisk), mib(c.MinSafeFreeDisk()), mib(uint64(c.MemTableSize)), mib(uint64(c.MaxBatchBytes)))
 	}
 	return nil
 }
+
+// MinSafeFreeDisk is the smallest MinFreeDisk that keeps badger from
+// faulting on a full disk in the write path: what is left when the guard
+// still admits a write must hold that batch and the table a full memtable
+// is then flushed into (at most MemTableSize, also at the first open after
+// a crash, which flushes the replayed write-ahead log).
+func (c Config) MinSafeFreeDisk() uint64 { return uint64(c.MemTableSize) + uint64(c.MaxBatchBytes) }
 
 // Store is the manager's badger store with its FSM. Open it, wrap it in a
 // log (NewLocalLog) to write, and read with View and the read helpers.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ func TestBytesFlag_Set(t *testing.T) {
 		{"500MB", 500_000_000, true},
 		{"4096", 4096, true},
 		{"0", 0, true},
+		{"68MiB", 68 << 20, true},
 		{"lots", 0, false},
 		{"-1MiB", 0, false},
 	}
@@ -44,12 +46,22 @@ func TestMinFreeDiskFlag(t *testing.T) {
 	if got := cmd.Flags().Lookup("min-free-disk").DefValue; got != "256 MiB" {
 		t.Errorf("--min-free-disk default %q, want 256 MiB", got)
 	}
-	cmd.SetArgs([]string{"--data-dir", filepath.Join(t.TempDir(), "d"), "--min-free-disk", "lots"})
-	cmd.SetOut(&bytes.Buffer{})
-	cmd.SetErr(&bytes.Buffer{})
-	err := cmd.ExecuteContext(context.Background())
-	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--min-free-disk") {
-		t.Fatalf("--min-free-disk lots: %v, want a usage error naming the flag", err)
+	for _, tt := range []struct{ value, want string }{
+		{"lots", "is not a size"},
+		{"4MiB", "must be 0 (off) or at least 68 MiB"},
+	} {
+		dir := filepath.Join(t.TempDir(), "d")
+		cmd := newCommand()
+		cmd.SetArgs([]string{"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--min-free-disk", tt.value})
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.ExecuteContext(context.Background())
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--min-free-disk") || !strings.Contains(err.Error(), tt.want) {
+			t.Fatalf("--min-free-disk %s: %v, want a usage error naming the flag and %q", tt.value, err, tt.want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("--min-free-disk %s: the data dir was created (stat: %v)", tt.value, err)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/actors/node"
@@ -262,6 +263,10 @@ func run(ctx context.Context, o *options) error {
 	cfg.Store.EventRetention = o.eventRetention
 	cfg.Store.SyncWrites = !o.noSync
 	cfg.Store.MinFreeDisk = uint64(o.minFreeDisk)
+	if m := cfg.Store.MinSafeFreeDisk(); o.minFreeDisk != 0 && uint64(o.minFreeDisk) < m {
+		return usagef("--min-free-disk %s: must be 0 (off) or at least %s (the store's 64 MiB memtable and one 4 MiB batch): "+
+			"the store flushes a full memtable into a table of up to its size, and a full disk at that moment crashes the manager", o.minFreeDisk.String(), humanize.IBytes(m))
+	}
 	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.EnableDebug = o.enableDebug

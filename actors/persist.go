@@ -37,8 +37,8 @@ func RememberRequest(recent []string, id string) []string {
 // record (nil: delete the entity) with its events through the journal,
 // expecting seq. The returned reply is nil on success and otherwise the
 // answer for the caller: ABORTED when another writer got there first,
-// RESOURCE_EXHAUSTED when the change is over the store's size limits (not
-// applied), UNAVAILABLE when the outcome is unknown (a timeout, a closed
+// RESOURCE_EXHAUSTED when the change is over the store's size limits or
+// the data dir's filesystem is under its free-space reserve (not applied), UNAVAILABLE when the outcome is unknown (a timeout, a closed
 // store). After any failure, and for a Duplicate result, the grain must
 // reload its record before the next command.
 func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Seq, reqID string,
@@ -59,6 +59,12 @@ func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Se
 		return res, Fail(errorpb.Code_ABORTED, "%s was modified concurrently; retry", key)
 	case errors.Is(err, persistence.ErrTooLarge):
 		return res, Fail(errorpb.Code_RESOURCE_EXHAUSTED, "%s: the change is too large to store: %v", key, err)
+	case errors.Is(err, persistence.ErrNoSpace):
+		var ns *persistence.NoSpaceError
+		if errors.As(err, &ns) {
+			return res, Fail(errorpb.Code_RESOURCE_EXHAUSTED, "%v", ns)
+		}
+		return res, Fail(errorpb.Code_RESOURCE_EXHAUSTED, "%s: %v", key, err)
 	case err != nil:
 		return res, Fail(errorpb.Code_UNAVAILABLE, "%s: could not persist the change: %v", key, err)
 	}

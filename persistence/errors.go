@@ -32,6 +32,12 @@ var (
 	// accepts in one append (Config.MaxBatchBytes); nothing is written.
 	ErrTooLarge = errors.New("persistence: change too large")
 
+	// ErrNoSpace is wrapped by *NoSpaceError: a write refused because the
+	// data dir's filesystem has less free space than the reserve
+	// (Config.MinFreeDisk, DiskGuard). Nothing was written; writes resume
+	// by themselves once space is freed. Answered RESOURCE_EXHAUSTED.
+	ErrNoSpace = errors.New("persistence: data dir low on space")
+
 	// ErrEventsTrimmed is returned by ReadEvents when the requested index is
 	// older than the oldest retained event.
 	ErrEventsTrimmed = errors.New("persistence: events no longer retained")

@@ -52,7 +52,10 @@ func NewLocalLog(store *Store) *LocalLog {
 	return l
 }
 
-// Append implements Journal.
+// Append implements Journal. Besides the Journal's errors it refuses, with
+// nothing written, a change over Config.MaxBatchBytes (ErrTooLarge) and any
+// change while the data dir's filesystem is under its free-space reserve
+// (a *NoSpaceError, ErrNoSpace; Config.MinFreeDisk).
 func (l *LocalLog) Append(ctx context.Context, key EntityKey, expectedSeq Seq, change Change) (AppendResult, error) {
 	cmd := &internalpb.AppendCommand{
 		EntityKey:   string(key),
@@ -71,6 +74,9 @@ func (l *LocalLog) Append(ctx context.Context, key EntityKey, expectedSeq Seq, c
 	case <-l.stopCh:
 		return AppendResult{}, ErrClosed
 	default:
+	}
+	if err := l.store.space.Admit(p.size); err != nil {
+		return AppendResult{}, fmt.Errorf("append to %s: %w", key, err)
 	}
 	select {
 	case l.appendCh <- p:

@@ -83,6 +83,16 @@ type Config struct {
 	// GCInterval is how often value-log garbage collection runs. Default 5m;
 	// 0 disables it.
 	GCInterval time.Duration
+	// MinFreeDisk is the free-space reserve of the data dir's filesystem,
+	// in bytes: while less is free, writes are refused with a
+	// *NoSpaceError (ErrNoSpace) and nothing is written, before badger
+	// could fault on a full disk (DiskGuard). Default
+	// DefaultMinFreeDisk(MemTableSize), 256 MiB; 0 disables the guard.
+	// Ignored when InMemory.
+	MinFreeDisk uint64
+	// SpaceProbe measures the data dir's free space; nil is StatfsFree
+	// (tests inject their own).
+	SpaceProbe SpaceProbe
 	// Mode is the manager mode the data dir is opened in. A new data dir
 	// records it in its marker; a data dir recorded (or inferred, for a
 	// marker without a mode) as the other mode is refused with ErrWrongMode,
@@ -108,6 +118,7 @@ func DefaultConfig(dir string) Config {
 		MemTableSize:   64 << 20,
 		BlockCacheSize: 32 << 20,
 		GCInterval:     5 * time.Minute,
+		MinFreeDisk:    DefaultMinFreeDisk(64 << 20),
 	}
 }
 
@@ -128,9 +139,20 @@ func (c Config) Validate() error {
 	case int64(c.MaxBatchBytes)*100 > c.MemTableSize*12:
 		return fmt.Errorf("persistence config: MaxBatchBytes (%d) must be at most 12%% of MemTableSize (%d): badger refuses transactions over 15%%",
 			c.MaxBatchBytes, c.MemTableSize)
+	case c.MinFreeDisk != 0 && c.MinFreeDisk < c.MinSafeFreeDisk():
+		return fmt.Errorf("persistence config: MinFreeDisk (%s) must be 0 (off) or at least %s, the memtable (%s) plus one batch (%s): "+
+			"badger flushes a full memtable into a table of up to its size through an mmap'd file, and a flush that finds the disk full crashes the manager",
+			mib(c.MinFreeDisk), mib(c.MinSafeFreeDisk()), mib(uint64(c.MemTableSize)), mib(uint64(c.MaxBatchBytes)))
 	}
 	return nil
 }
+
+// MinSafeFreeDisk is the smallest MinFreeDisk that keeps badger from
+// faulting on a full disk in the write path: what is left when the guard
+// still admits a write must hold that batch and the table a full memtable
+// is then flushed into (at most MemTableSize, also at the first open after
+// a crash, which flushes the replayed write-ahead log).
+func (c Config) MinSafeFreeDisk() uint64 { return uint64(c.MemTableSize) + uint64(c.MaxBatchBytes) }
 
 // Store is the manager's badger store with its FSM. Open it, wrap it in a
 // log (NewLocalLog) to write, and read with View and the read helpers.
@@ -140,6 +162,9 @@ type Store struct {
 	lock   *dirLock // nil when InMemory; released by Close after db
 	fsm    *FSM
 	logger *slog.Logger
+	// space refuses writes while the data dir is low on space (nil when
+	// InMemory: admits everything).
+	space *DiskGuard
 
 	stopCh chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -216,6 +241,14 @@ func Open(cfg Config) (*Store, error) {
 		return fail(err)
 	}
 	s := &Store{cfg: cfg, db: db, lock: lock, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
+	if !cfg.InMemory {
+		s.space = NewDiskGuard(DiskGuardConfig{Dir: cfg.Dir, MinFree: cfg.MinFreeDisk, Probe: cfg.SpaceProbe, Logger: logger})
+	}
+	if s.space.Enabled() {
+		s.space.Sample()
+		s.wg.Add(1)
+		go s.spaceLoop()
+	}
 	if cfg.GCInterval > 0 && !cfg.InMemory {
 		s.wg.Add(1)
 		go s.gcLoop()
@@ -437,6 +470,11 @@ func (s *Store) gcLoop() {
 		case <-s.stopCh:
 			return
 		case <-t.C:
+			if s.space.Low() {
+				// Collecting rewrites live values before it frees a
+				// file: it needs the space it would free.
+				continue
+			}
 			for s.db.RunValueLogGC(0.5) == nil {
 				// Each successful run rewrote a value-log file; try again
 				// until nothing is worth collecting.
@@ -444,6 +482,28 @@ func (s *Store) gcLoop() {
 		}
 	}
 }
+
+// spaceLoop samples the data dir's free space every second, so the
+// metrics and the low-space logs follow the filesystem without writes (a
+// cluster follower, whose writes come from the leader, is told this way).
+func (s *Store) spaceLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.space.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-t.C:
+			s.space.Sample()
+		}
+	}
+}
+
+// DiskGuard returns the store's free-space guard (nil for an in-memory
+// store; a nil guard admits everything). A cluster member's replicator
+// admits leader writes through it; the agent exports its metrics.
+func (s *Store) DiskGuard() *DiskGuard { return s.space }
 
 // WaitForEvents blocks until the event log's head is above after, and
 // returns the head; it returns ctx.Err() if ctx ends first.

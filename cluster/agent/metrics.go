@@ -57,6 +57,7 @@ func (a *Agent) registerAgentGauges() {
 	m.gauge("norsk_manager_applied_index", "Log index of the last batch applied to this manager's store.", func() float64 {
 		return float64(a.store.FSM().AppliedIndex())
 	})
+	a.registerSpaceGauges()
 	if a.cl != nil {
 		r := a.cl.rep
 		m.gauge("norsk_manager_raft_leader", "1 if this manager is the Raft leader.", func() float64 {
@@ -95,6 +96,29 @@ func (a *Agent) registerAgentGauges() {
 			return -1
 		})
 	}
+}
+
+// registerSpaceGauges exports the store's free-space guard
+// (persistence.DiskGuard): the data dir's free bytes (sampled every
+// second), the reserve, whether writes are refused for space right now and
+// how many were. With --min-free-disk 0 the guard is off and all read 0.
+func (a *Agent) registerSpaceGauges() {
+	m, g := a.metrics, a.store.DiskGuard()
+	m.gauge("norsk_manager_data_dir_free_bytes", "Free bytes of the data dir's filesystem (sampled every second; 0 with --min-free-disk 0).",
+		func() float64 { return float64(g.Free()) })
+	m.gauge("norsk_manager_data_dir_min_free_bytes", "The data dir's free-space reserve (--min-free-disk): writes are refused below it.",
+		func() float64 { return float64(g.MinFree()) })
+	m.gauge("norsk_manager_writes_refused_for_space", "1 while this manager refuses writes because its data dir is under the free-space reserve.",
+		func() float64 {
+			if g.Low() {
+				return 1
+			}
+			return 0
+		})
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "norsk_manager_writes_refused_for_space_total",
+		Help: "Writes this manager refused (RESOURCE_EXHAUSTED) because its data dir was under the free-space reserve.",
+	}, func() float64 { return float64(g.Refused()) }))
 }
 
 // serveMetrics serves /metrics (and /debug/pprof/ with EnableDebug) on lis

@@ -42,7 +42,7 @@ func toStatus(err error) error {
 		return status.Error(codes.Unavailable, "the manager did not complete the request in time; it is safe to retry: "+err.Error())
 	case errors.Is(err, persistence.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, persistence.ErrTooLarge):
+	case errors.Is(err, persistence.ErrTooLarge), errors.Is(err, persistence.ErrNoSpace):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, persistence.ErrClosed):
 		return status.Error(codes.Unavailable, "the manager is shutting down")

@@ -33,6 +33,7 @@ func TestToStatus(t *testing.T) {
 		{"closed", persistence.ErrClosed, codes.Unavailable},
 		{"restoring", fmt.Errorf("begin backup: %w", persistence.ErrRestoring), codes.Unavailable},
 		{"too large", fmt.Errorf("append: %w", persistence.ErrTooLarge), codes.ResourceExhausted},
+		{"no space", fmt.Errorf("append: %w", &persistence.NoSpaceError{Dir: "/d", Free: 1, MinFree: 2}), codes.ResourceExhausted},
 		{"corrupt", fmt.Errorf("decode: %w", persistence.ErrCorrupt), codes.DataLoss},
 		{"conflict", &persistence.ConflictError{Key: "job/x"}, codes.Internal},
 		{"anything else", errors.New("boom"), codes.Internal},

@@ -29,8 +29,11 @@ type raftJournal Replicator
 var _ persistence.Journal = (*raftJournal)(nil)
 
 // Append implements persistence.Journal: committed by a quorum and applied
-// on this manager before it returns. After an error other than a conflict
-// or ErrTooLarge the outcome is unknown (as with any consensus write).
+// on this manager before it returns. The leader refuses it, with nothing
+// appended, while its data dir is under the free-space reserve (a
+// *persistence.NoSpaceError naming the leader). After an error other than
+// a conflict, ErrTooLarge or ErrNoSpace the outcome is unknown (as with any
+// consensus write).
 func (j *raftJournal) Append(ctx context.Context, key persistence.EntityKey, expectedSeq persistence.Seq, change persistence.Change) (persistence.AppendResult, error) {
 	r := (*Replicator)(j)
 	cmd := &internalpb.AppendCommand{
@@ -76,6 +79,11 @@ func (r *Replicator) applyLocal(cmd *internalpb.AppendCommand) (persistence.Appe
 	if err != nil {
 		return persistence.AppendResult{}, 0, err
 	}
+	// Refused before Raft sees it, so nothing is appended anywhere: the
+	// leader's data dir is under its reserve.
+	if err := r.admitSpace(len(data)); err != nil {
+		return persistence.AppendResult{}, 0, err
+	}
 	f := r.raft.Apply(data, r.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
@@ -108,6 +116,9 @@ func (r *Replicator) forward(ctx context.Context, leader string, cmd *internalpb
 	if err != nil {
 		if status.Code(err) == codes.FailedPrecondition {
 			return persistence.AppendResult{}, &notLeaderError{msg: status.Convert(err).Message()}
+		}
+		if ns := noSpaceFromStatus(err); ns != nil {
+			return persistence.AppendResult{}, ns // refused before Raft: nothing was appended
 		}
 		return persistence.AppendResult{}, fmt.Errorf("replication: append via leader %s: outcome unknown: %w", leader, err)
 	}

@@ -42,8 +42,13 @@ func (s *Service) Append(ctx context.Context, cmd *internalpb.AppendCommand) (*i
 	res, idx, err := s.R.applyLocal(cmd)
 	reply := &internalpb.AppendReply{Seq: uint64(res.Seq), LastEvent: uint64(res.LastEvent), Duplicate: res.Duplicate, RaftIndex: idx}
 	var ce *persistence.ConflictError
+	var ns *persistence.NoSpaceError
 	switch {
 	case err == nil:
+	case errors.As(err, &ns):
+		// Refused before Raft: nothing was appended (ErrorInfo
+		// DATA_DIR_LOW_SPACE, rebuilt by the forwarder).
+		return nil, noSpaceStatus(ns)
 	case errors.As(err, &ce):
 		reply.Code, reply.Message = errorpb.Code_ABORTED, err.Error()
 		reply.ExpectedSeq, reply.ActualSeq = uint64(ce.Expected), uint64(ce.Actual)

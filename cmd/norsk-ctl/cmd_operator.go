@@ -56,7 +56,10 @@ before the command started; give one --manager-url to choose the member
 The file is written next to FILE under a temporary name, synced, checked
 (size and SHA-256 against the manager's, and the file's own checksum) and
 only then renamed to FILE: FILE never holds a partial snapshot. An existing
-FILE is refused unless --force. Progress (bytes and keys) is shown while
+FILE is refused unless --force; a directory always is. FILE "-" streams the
+snapshot to standard output (checked against the manager's size and SHA-256
+as it goes; after a failure what was written is a prefix to discard, and the
+exit code says so) and prints the summary on standard error. Progress (bytes and keys) is shown while
 standard error is a terminal. The --timeout applies to each message, not to
 the whole transfer.`,
 		Args: ctlArgs("FILE"),
@@ -116,7 +119,12 @@ func inspectSnapshotFile(path string) (snapshotFileInfo, error) {
 }
 
 func snapshotSave(ctx context.Context, e *ctlEnv, m *client.NorskManager, path string, force bool) (err error) {
-	if _, err := os.Stat(path); err == nil && !force {
+	if path == "-" {
+		return snapshotSaveStdout(ctx, e, m)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return ctlUsagef("%s is a directory: give the path of the snapshot file to write, like %s", path, filepath.Join(path, "norsk-manager.snapshot"))
+	} else if err == nil && !force {
 		return ctlUsagef("%s exists; give --force to replace it", path)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -168,6 +176,43 @@ func snapshotSave(ctx context.Context, e *ctlEnv, m *client.NorskManager, path s
 	}
 	got.File, got.Manager = path, info.Addr
 	return e.printSnapshotInfo("saved snapshot to "+path, got)
+}
+
+// snapshotSaveStdout streams the snapshot to standard output (FILE "-",
+// as etcdctl users expect: "norsk-ctl operator snapshot save - | ssh … "),
+// the summary and progress to standard error. The client checks the
+// stream's size and SHA-256 against the manager's as it goes; on any error
+// the output holds a prefix that must be discarded, and the exit code is
+// not 0.
+func snapshotSaveStdout(ctx context.Context, e *ctlEnv, m *client.NorskManager) error {
+	// The stream is verified as a file would be (its own format and
+	// checksum, backupfile.Verify) while it is written out.
+	pr, pw := io.Pipe()
+	type verified struct {
+		meta backupfile.Meta
+		err  error
+	}
+	verifiedCh := make(chan verified, 1)
+	go func() {
+		meta, _, err := backupfile.Verify(pr)
+		_, _ = io.Copy(io.Discard, pr) // never block the writer
+		verifiedCh <- verified{meta, err}
+	}()
+	prog := newProgress(e.errOut, e.now)
+	info, err := m.SnapshotSave(ctx, io.MultiWriter(e.out, pw), prog.update)
+	prog.done()
+	pw.CloseWithError(err) // nil: EOF
+	v := <-verifiedCh
+	if err != nil {
+		return ctlAbout(err, "snapshot save")
+	}
+	if v.err != nil {
+		return fmt.Errorf("the snapshot written to standard output: %w", v.err)
+	}
+	got := snapshotFileInfo{File: "-", Meta: v.meta, Size: info.Size, SHA256: hex.EncodeToString(info.SHA256), Manager: info.Addr}
+	summary := *e
+	summary.out = e.errOut
+	return summary.printSnapshotInfo("wrote snapshot to standard output", got)
 }
 
 // printSnapshotInfo prints info under title, or as JSON.

@@ -163,6 +163,55 @@ func TestSnapshotSave_NeverLeavesABadFile(t *testing.T) {
 	}
 }
 
+// TestSnapshotSave_RefusesADirectory: FILE naming an existing directory is
+// a usage error, with or without --force, and nothing is written into it.
+func TestSnapshotSave_RefusesADirectory(t *testing.T) {
+	fake, addr := newTestFake(t)
+	file, m := testSnapshotFile(t)
+	fake.SetSnapshot(snapshotHeader(m, len(file)), file, nil)
+	dir := t.TempDir()
+	for _, args := range [][]string{{dir}, {"--force", dir}} {
+		r := runCtl(t, testCtx(), "", append([]string{"--manager-url", addr, "operator", "snapshot", "save"}, args...)...)
+		if want := dir + " is a directory: give the path of the snapshot file"; r.code != ctlExitUsage || !strings.Contains(r.stderr, want) {
+			t.Fatalf("save %v: exit %d, stderr %q; want exit %d mentioning %q", args, r.code, r.stderr, ctlExitUsage, want)
+		}
+		if names := dirNames(t, dir); len(names) != 0 {
+			t.Fatalf("save %v wrote into the directory: %v", args, names)
+		}
+	}
+}
+
+// TestSnapshotSave_Stdout: FILE "-" streams exactly the manager's file to
+// standard output, the summary to standard error, and writes no file named
+// "-"; a stream that fails its checks exits non-zero.
+func TestSnapshotSave_Stdout(t *testing.T) {
+	fake, addr := newTestFake(t)
+	file, m := testSnapshotFile(t)
+	fake.SetSnapshot(snapshotHeader(m, len(file)), file, nil)
+	t.Chdir(t.TempDir())
+	r := runCtl(t, testCtx(), "", "--manager-url", addr, "operator", "snapshot", "save", "-")
+	if r.code != 0 {
+		t.Fatalf("save -: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r.stdout != string(file) {
+		t.Fatalf("standard output holds %d bytes, want the manager's %d", len(r.stdout), len(file))
+	}
+	for _, want := range []string{"wrote snapshot to standard output", "applied index    1234", "store id         store-1"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("standard error lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if names := dirNames(t, "."); len(names) != 0 {
+		t.Errorf("save - wrote files: %v", names)
+	}
+
+	fake.SetSnapshot(snapshotHeader(m, 3000), bytes.Repeat([]byte("x"), 3000), nil)
+	r = runCtl(t, testCtx(), "", "--manager-url", addr, "operator", "snapshot", "save", "-")
+	if r.code == 0 || !strings.Contains(r.stderr, "not a norsk-manager backup file") {
+		t.Fatalf("save - of a stream that is not a backup: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 func TestSnapshotInspect_RefusesBadFiles(t *testing.T) {
 	file, _ := testSnapshotFile(t)
 	dir := t.TempDir()

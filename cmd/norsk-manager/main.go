@@ -20,11 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/cluster/agent"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -63,6 +65,7 @@ type options struct {
 	mockURLs       string
 	eventRetention uint64
 	noSync         bool
+	minFreeDisk    bytesFlag
 	orphanGrace    time.Duration
 	moveGrace      time.Duration
 
@@ -146,6 +149,9 @@ workers keep running them and a restarted manager adopts them.
 	f.DurationVar(&o.orphanGrace, "orphan-grace", node.DefaultOrphanGrace, "how long a job a worker runs that the store does not know (an orphan: a store restored from an old backup) keeps running before it is stopped; 0 stops it at once")
 	f.DurationVar(&o.moveGrace, "worker-move-grace", node.DefaultMoveGrace, "how long a node's worker session must have been down before a worker at another address presenting the node's identity is accepted as the host having moved (while the session is up it is refused: a copied --state-dir)")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
+	o.minFreeDisk = bytesFlag(persistence.DefaultConfig("").MinFreeDisk)
+	f.Var(&o.minFreeDisk, "min-free-disk", "free space the data dir's filesystem must keep: below it writes are refused (RESOURCE_EXHAUSTED, reads keep working) "+
+		"until space is freed, before a full disk could crash the store; the default is four of the store's 64 MiB memtables (README, \"A full disk\"); 0 disables")
 	o.providers.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
 	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
@@ -260,6 +266,11 @@ func run(ctx context.Context, o *options) error {
 	cfg.MockWorkerURLs = splitList(o.mockURLs)
 	cfg.Store.EventRetention = o.eventRetention
 	cfg.Store.SyncWrites = !o.noSync
+	cfg.Store.MinFreeDisk = uint64(o.minFreeDisk)
+	if m := cfg.Store.MinSafeFreeDisk(); o.minFreeDisk != 0 && uint64(o.minFreeDisk) < m {
+		return usagef("--min-free-disk %s: must be 0 (off) or at least %s (the store's 64 MiB memtable and one 4 MiB batch): "+
+			"the store flushes a full memtable into a table of up to its size, and a full disk at that moment crashes the manager", o.minFreeDisk.String(), humanize.IBytes(m))
+	}
 	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.EnableDebug = o.enableDebug

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -107,6 +108,9 @@ func runRecover(out io.Writer, o *recoverOptions, changed func(string) bool) err
 			return err
 		}
 	}
+	if _, err := os.Stat(o.dataDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("recover: data dir %s does not exist: give the --data-dir of the stopped surviving manager; nothing was changed", o.dataDir)
+	}
 	if _, err := os.Stat(filepath.Join(o.dataDir, "raft")); err != nil {
 		return fmt.Errorf("recover: data dir %s has no Raft state (%v): it is not a cluster member's data dir", o.dataDir, err)
 	}
@@ -128,6 +132,10 @@ func runRecover(out io.Writer, o *recoverOptions, changed func(string) bool) err
 	conf, err := replication.ReadConfiguration(filepath.Join(o.dataDir, "raft"), name, store, logs, log)
 	if err != nil {
 		return fmt.Errorf("recover: %w; nothing was changed", err)
+	}
+	if !isServer(conf.Servers, name) {
+		return fmt.Errorf("recover: %s is not a server in the Raft configuration (servers: %s): give the --name this manager ran with; nothing was changed",
+			name, describeServers(conf.Servers))
 	}
 	if !o.force {
 		if s, ok := answeringServer(conf.Servers, name); ok {
@@ -172,6 +180,26 @@ func answeringServer(servers []raft.Server, self string) (raft.Server, bool) {
 		}
 	}
 	return raft.Server{}, false
+}
+
+// isServer reports whether name is the id of one of servers.
+func isServer(servers []raft.Server, name string) bool {
+	for _, s := range servers {
+		if string(s.ID) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// describeServers lists servers as "m1 at 10.0.0.1:7948, m2 at …" (or
+// "none").
+func describeServers(servers []raft.Server) string {
+	var parts []string
+	for _, s := range servers {
+		parts = append(parts, fmt.Sprintf("%s at %s", s.ID, s.Address))
+	}
+	return orNone(strings.Join(parts, ", "))
 }
 
 func orNone(s string) string {

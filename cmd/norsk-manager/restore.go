@@ -147,6 +147,9 @@ func runRestore(out io.Writer, o *restoreOptions, changed func(string) bool) err
 	if err != nil {
 		return err
 	}
+	if fi, err := os.Stat(o.from); err == nil && fi.IsDir() {
+		return usagef("--from %s is a directory, not a snapshot file: give the file \"norsk-ctl operator snapshot save FILE\" wrote; nothing was changed", o.from)
+	}
 	cfg := persistence.RestoreDirConfig{From: o.from, Dir: o.dataDir, Mode: persistence.ModeSingle, Logger: log}
 	if target != nil {
 		cfg.Mode = persistence.ModeCluster

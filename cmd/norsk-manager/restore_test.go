@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,6 +157,7 @@ func TestRestore_Refuses(t *testing.T) {
 		{"cluster flag alone", []string{"--from", good, "--data-dir", "NEW", "--name", "r1"}, true, []string{"--name is a cluster flag"}},
 		{"raft-addr on every interface", []string{"--from", good, "--data-dir", "NEW", "--bootstrap-expect", "1", "--name", "r1"}, true, []string{"give --advertise"}},
 		{"missing file", []string{"--from", filepath.Join(t.TempDir(), "nope"), "--data-dir", "NEW"}, false, []string{"no such file"}},
+		{"a directory", []string{"--from", nonEmpty, "--data-dir", "NEW"}, true, []string{nonEmpty + " is a directory, not a snapshot file"}},
 		{"truncated file", []string{"--from", write("t.nmb", b[:len(b)-40]), "--data-dir", "NEW"}, false, []string{"t.nmb", "truncated", "nothing was written"}},
 		{"bad checksum", []string{"--from", write("c.nmb", flipped), "--data-dir", "NEW"}, false, []string{"c.nmb", "nothing was written"}},
 		{"wrong format version", []string{"--from", write("v.nmb", future), "--data-dir", "NEW"}, false, []string{"v.nmb", "backup format version 9, this build reads 1"}},
@@ -193,8 +195,9 @@ func TestRestore_Refuses(t *testing.T) {
 	}
 }
 
-// TestRecover_Refuses: recover refuses a single manager's data dir, a dir
-// without Raft state and one in use, changing nothing.
+// TestRecover_Refuses: recover refuses a single manager's data dir, a
+// missing dir, a dir without Raft state, one in use and a --name that is
+// not a server of the configuration, changing nothing.
 func TestRecover_Refuses(t *testing.T) {
 	single := filepath.Join(t.TempDir(), "single")
 	if _, err := runCmd(t, "restore", "--from", makeBackup(t, 1), "--data-dir", single); err != nil {
@@ -205,6 +208,18 @@ func TestRecover_Refuses(t *testing.T) {
 	}
 	cluster := filepath.Join(t.TempDir(), "cluster")
 	if _, err := runCmd(t, "restore", "--from", makeBackup(t, 1), "--data-dir", cluster, "--bootstrap-expect", "1", "--name", "r1", "--raft-addr", "127.0.0.1:17948"); err != nil {
+		t.Fatal(err)
+	}
+	// A cluster whose only server, r1, answers at its Raft address: a
+	// --name outside the configuration is refused as such, not as "r1
+	// answers".
+	r1, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	other := filepath.Join(t.TempDir(), "other")
+	if _, err := runCmd(t, "restore", "--from", makeBackup(t, 1), "--data-dir", other, "--bootstrap-expect", "1", "--name", "r1", "--raft-addr", r1.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
 	cfg := persistence.DefaultConfig(cluster)
@@ -221,6 +236,8 @@ func TestRecover_Refuses(t *testing.T) {
 	}{
 		{"no data dir flag", []string{"--name", "r1"}, "--data-dir is required"},
 		{"no raft state", []string{"--data-dir", t.TempDir(), "--name", "r1"}, "has no Raft state"},
+		{"missing data dir", []string{"--data-dir", filepath.Join(t.TempDir(), "nope"), "--name", "r1"}, "nope does not exist"},
+		{"not a server", []string{"--data-dir", other, "--name", "m9"}, "m9 is not a server in the Raft configuration (servers: r1 at " + r1.Addr().String() + ")"},
 		{"single manager", []string{"--data-dir", single, "--name", "r1"}, "holds a single manager's state"},
 		{"in use", []string{"--data-dir", cluster, "--name", "r1"}, "is a manager still running on this data dir?"},
 	}

@@ -48,6 +48,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/norsk-oss/norsk-manager/persistence"
 )
 
 // BuildWriter builds crashwriter into dir and returns its path. It runs
@@ -129,6 +131,12 @@ type Result struct {
 	// kills, and EmptyLogKills the number of kills that left one: how often
 	// the crash windows were hit.
 	EmptyLogs, EmptyLogKills int
+	// TornLogKills is the number of kills that left a write-ahead or value
+	// log whose last entry was only partly written (persistence.TornLogs:
+	// the kill landed while badger copied an entry in). The start after
+	// each such kill opened the store and found every acknowledged write,
+	// like any other (a torn entry was never acknowledged).
+	TornLogKills int
 	// SlowestOpen is the longest time from a start to its "verified" line.
 	SlowestOpen time.Duration
 }
@@ -242,8 +250,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.EmptyLogs += len(empty)
 			res.EmptyLogKills++
 		}
-		cfg.Logf("iteration %d: %s kill%s, %d acknowledged so far; empty logs left: %v",
-			i, kind, out.note, acked.count(cfg.Store), empty)
+		torn, err := persistence.TornLogs(logDir)
+		if err != nil {
+			return res, fmt.Errorf("iteration %d: look for torn log entries: %w", i, err)
+		}
+		if len(torn) > 0 {
+			res.TornLogKills++
+		}
+		cfg.Logf("iteration %d: %s kill%s, %d acknowledged so far; empty logs left: %v; logs with a torn last entry: %v",
+			i, kind, out.note, acked.count(cfg.Store), empty, torn)
 	}
 	if err := acked.write(ackedPath); err != nil {
 		return res, err

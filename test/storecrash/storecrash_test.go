@@ -64,8 +64,8 @@ func TestStoreCrash_SIGKILL(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("%d kills %v (injected at %v), %d restarts all opened the first time, %d acknowledged writes all present; "+
-					"%d kills left %d empty logs (crash windows hit); slowest open %s; took %s",
-					sum(res.Kills), res.Kills, res.Injected, res.Restarts, res.Acked, res.EmptyLogKills, res.EmptyLogs,
+					"%d kills left %d empty logs (crash windows hit), %d left a torn log entry (all reopened); slowest open %s; took %s",
+					sum(res.Kills), res.Kills, res.Injected, res.Restarts, res.Acked, res.EmptyLogKills, res.EmptyLogs, res.TornLogKills,
 					res.SlowestOpen.Round(time.Millisecond), time.Since(start).Round(time.Second))
 				if kinds[0] == KindInject && res.EmptyLogKills == 0 {
 					t.Errorf("no injected kill left an empty log: the injection no longer reaches the crash windows (badger's file names or calls changed?)")

@@ -35,6 +35,7 @@ func TestClusterFlagErrors(t *testing.T) {
 		{"gossip key wrong length", []string{"--bootstrap-expect", "3", "--gossip-key", "c2hvcnQ="}, "--gossip-key"},
 		{"dead-server-timeout too short", []string{"--bootstrap-expect", "3", "--dead-server-timeout", "1ms"}, "--dead-server-timeout 1ms: must be at least 1s"},
 		{"bootstrap-expect too large", []string{"--bootstrap-expect", "100000"}, "--bootstrap-expect 100000: must be 1 to 9"},
+		{"name with a slash", []string{"--bootstrap-expect", "3", "--name", "bad name/x"}, `--name "bad name/x": a manager's name is`},
 		{"raft addr bad port", []string{"--bootstrap-expect", "3", "--raft-addr", "127.0.0.1:70000"}, "--raft-addr"},
 	}
 	for _, tt := range tests {

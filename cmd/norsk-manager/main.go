@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -386,6 +387,9 @@ func (o *options) clusterConfig(log *slog.Logger) (agent.ClusterConfig, error) {
 		}
 		name = h
 	}
+	if err := checkManagerName(name); err != nil {
+		return agent.ClusterConfig{}, err
+	}
 	var key []byte
 	if o.gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(o.gossipKey)
@@ -431,6 +435,22 @@ func hostOf(s string) string {
 		return h
 	}
 	return strings.Trim(s, "[]")
+}
+
+// managerNameRe is the form of a manager's --name: it is the Raft server
+// id, the memberlist node name and part of actor ids and metric labels,
+// so it has the characters of ids (docs/design/jobs.md#ids) and of host
+// names, which are its default.
+var managerNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// checkManagerName validates a manager's --name (given or defaulted from
+// the host name): 1 to 64 bytes of managerNameRe. The error is a usage
+// error naming the flag.
+func checkManagerName(name string) error {
+	if !managerNameRe.MatchString(name) {
+		return usagef("--name %q: a manager's name is 1 to 64 letters, digits, '.', '_' and '-', starting with a letter or digit", name)
+	}
+	return nil
 }
 
 // checkAdvertise accepts an IP address or a host name, without a port:

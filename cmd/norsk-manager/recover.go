@@ -51,8 +51,9 @@ never received. Entries in its log that were never committed are applied too
 stream_reset: the event log restarts far beyond every earlier index.
 
 Never start the lost managers again on their old data dirs: they still hold
-the old configuration and could elect a leader of their own. Wipe them and
-join them as new managers.
+the old configuration, two of them elect a leader of it, and that leader
+takes this manager back as its follower, rolling back what it wrote alone.
+Wipe their data dirs first and join them as new managers.
 
 recover refuses a data dir in use by a running manager, a single manager's
 data dir, a --name that is not a server of the cluster's configuration, and,
@@ -136,6 +137,12 @@ func runRecover(out io.Writer, o *recoverOptions, changed func(string) bool) err
 	if !isServer(conf.Servers, name) {
 		return fmt.Errorf("recover: %s is not a server in the Raft configuration (servers: %s): give the --name this manager ran with; nothing was changed",
 			name, describeServers(conf.Servers))
+	}
+	if len(conf.Servers) == 1 && (addr == "" || string(conf.Servers[0].Address) == addr) {
+		// Recovering it again would only restart the event log once more
+		// (another stream_reset for every client) and change nothing else.
+		fmt.Fprintf(out, "%s: %s (Raft address %s) is already a cluster of one; nothing was changed\n", o.dataDir, name, conf.Servers[0].Address)
+		return nil
 	}
 	if !o.force {
 		if s, ok := answeringServer(conf.Servers, name); ok {

@@ -111,6 +111,9 @@ func (o *restoreOptions) check(changed func(string) bool) (*seedTarget, error) {
 		}
 		name = h
 	}
+	if err := checkManagerName(name); err != nil {
+		return nil, err
+	}
 	addr, err := advertisedRaftAddr(o.raftAddr, o.advertise)
 	if err != nil {
 		return nil, err

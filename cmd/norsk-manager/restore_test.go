@@ -154,6 +154,7 @@ func TestRestore_Refuses(t *testing.T) {
 		{"no --from", []string{"--data-dir", "NEW"}, true, []string{"--from is required"}},
 		{"no --data-dir", []string{"--from", good}, true, []string{"--data-dir is required"}},
 		{"bootstrap-expect 3", []string{"--from", good, "--data-dir", "NEW", "--bootstrap-expect", "3"}, true, []string{"--bootstrap-expect 3", "--join"}},
+		{"bad name", []string{"--from", good, "--data-dir", "NEW", "--bootstrap-expect", "1", "--name", "bad name/x", "--raft-addr", "127.0.0.1:17948"}, true, []string{"a manager's name is"}},
 		{"cluster flag alone", []string{"--from", good, "--data-dir", "NEW", "--name", "r1"}, true, []string{"--name is a cluster flag"}},
 		{"raft-addr on every interface", []string{"--from", good, "--data-dir", "NEW", "--bootstrap-expect", "1", "--name", "r1"}, true, []string{"give --advertise"}},
 		{"missing file", []string{"--from", filepath.Join(t.TempDir(), "nope"), "--data-dir", "NEW"}, false, []string{"no such file"}},
@@ -192,6 +193,19 @@ func TestRestore_Refuses(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(nonEmpty); len(entries) != 1 {
 		t.Errorf("the non-empty dir was changed: %v", entries)
+	}
+}
+
+// TestRecover_AlreadyOne: recover of a cluster of one changes nothing (a
+// second recover would only restart the event log once more).
+func TestRecover_AlreadyOne(t *testing.T) {
+	lone := filepath.Join(t.TempDir(), "lone")
+	if _, err := runCmd(t, "restore", "--from", makeBackup(t, 1), "--data-dir", lone, "--bootstrap-expect", "1", "--name", "r1", "--raft-addr", "127.0.0.1:17948"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "recover", "--data-dir", lone, "--name", "r1")
+	if err != nil || !strings.Contains(out, "is already a cluster of one; nothing was changed") {
+		t.Fatalf("recover = %v, output %q: want 'already a cluster of one'", err, out)
 	}
 }
 

@@ -1,0 +1,151 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// View is the nodes and what is placed on them, indexed for decisions. Build
+// one with NewView from the replicated records; Select a placement; Add the
+// decision's instances so the next Select in the same pass sees them.
+//
+// A View is not safe for concurrent use. It copies the node and placement
+// slices it is given (not the maps inside nodes, which it only reads).
+type View struct {
+	// nodes are sorted by id: every scan, and so every tie, is in id order.
+	nodes []Node
+	index map[NodeID]int
+	// usage[i] is what is placed on nodes[i].
+	usage []usage
+	// placed holds every instance by (job, role), on any node.
+	placed map[instanceKey]Placed
+	// jobNodes lists, per job, the nodes its instances are on (any role).
+	jobNodes map[JobID][]NodeID
+}
+
+type instanceKey struct {
+	job  JobID
+	role Role
+}
+
+// usage is what the placed instances hold on one node.
+type usage struct {
+	capacity float64
+	gpu      float64
+	// cores[i] is true while core id i is pinned; len is the node's Cores.
+	cores     []bool
+	coresUsed int
+}
+
+// NewView indexes nodes and placed instances. It returns ErrInvalidView
+// (wrapped, naming the id) if two nodes share an id. Instances on nodes that
+// are not in the view count for separate_from and co_locate_with but hold no
+// room anywhere; two instances of one (job, role) both hold their room.
+func NewView(nodes []Node, placed []Placed) (*View, error) {
+	v := &View{
+		nodes:    append([]Node(nil), nodes...),
+		index:    make(map[NodeID]int, len(nodes)),
+		placed:   make(map[instanceKey]Placed, len(placed)),
+		jobNodes: make(map[JobID][]NodeID, len(placed)),
+	}
+	sort.Slice(v.nodes, func(i, j int) bool { return v.nodes[i].ID < v.nodes[j].ID })
+	v.usage = make([]usage, len(v.nodes))
+	for i := range v.nodes {
+		n := &v.nodes[i]
+		if _, dup := v.index[n.ID]; dup {
+			return nil, fmt.Errorf("%w: node id %q appears twice", ErrInvalidView, n.ID)
+		}
+		v.index[n.ID] = i
+		if n.Cores > 0 && n.Cores <= maxCores {
+			v.usage[i].cores = make([]bool, n.Cores)
+		}
+	}
+	v.Add(placed...)
+	return v, nil
+}
+
+// maxCores bounds the core ids a view tracks per node; a node record with
+// more is filtered as invalid rather than allocating without limit.
+const maxCores = 4096
+
+// Add records instances as placed (a decision carried out, or one about to
+// be). An instance of a (job, role) the view already holds is added too: it
+// holds room, and Select refuses to place that role again.
+func (v *View) Add(placed ...Placed) {
+	for _, p := range placed {
+		p.Cores = append([]int(nil), p.Cores...)
+		v.placed[instanceKey{p.Job, p.Role}] = p
+		v.jobNodes[p.Job] = append(v.jobNodes[p.Job], p.Node)
+		i, ok := v.index[p.Node]
+		if !ok {
+			continue
+		}
+		u := &v.usage[i]
+		u.capacity += finiteOrZero(p.Capacity)
+		u.gpu += finiteOrZero(p.GPUCapacity)
+		for _, c := range p.Cores {
+			if c >= 0 && c < len(u.cores) && !u.cores[c] {
+				u.cores[c] = true
+				u.coresUsed++
+			}
+		}
+	}
+}
+
+// Remove forgets the instance of (job, role), if the view holds one, and
+// gives its room back. It reports whether there was one.
+func (v *View) Remove(job JobID, role Role) bool {
+	p, ok := v.placed[instanceKey{job, role}]
+	if !ok {
+		return false
+	}
+	delete(v.placed, instanceKey{job, role})
+	v.jobNodes[job] = removeOne(v.jobNodes[job], p.Node)
+	if len(v.jobNodes[job]) == 0 {
+		delete(v.jobNodes, job)
+	}
+	if i, ok := v.index[p.Node]; ok {
+		u := &v.usage[i]
+		u.capacity -= finiteOrZero(p.Capacity)
+		u.gpu -= finiteOrZero(p.GPUCapacity)
+		for _, c := range p.Cores {
+			if c >= 0 && c < len(u.cores) && u.cores[c] {
+				u.cores[c] = false
+				u.coresUsed--
+			}
+		}
+	}
+	return true
+}
+
+// Len is the number of nodes in the view.
+func (v *View) Len() int { return len(v.nodes) }
+
+// Free reports a node's free capacity, free GPU capacity (reference units,
+// never below 0) and free core count, and false if the view has no such
+// node. It is what `node list` calls free, for explanations and tests.
+func (v *View) Free(id NodeID) (capacity, gpu float64, cores int, ok bool) {
+	i, ok := v.index[id]
+	if !ok {
+		return 0, 0, 0, false
+	}
+	n, u := &v.nodes[i], &v.usage[i]
+	return math.Max(0, n.Capacity-u.capacity), math.Max(0, n.GPUCapacity-u.gpu), len(u.cores) - u.coresUsed, true
+}
+
+func removeOne(ids []NodeID, id NodeID) []NodeID {
+	for i, x := range ids {
+		if x == id {
+			return append(ids[:i:i], ids[i+1:]...)
+		}
+	}
+	return ids
+}
+
+func finiteOrZero(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+		return 0
+	}
+	return x
+}

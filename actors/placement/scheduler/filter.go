@@ -108,7 +108,7 @@ func needOf(a *Ask) need {
 // before bin packing). A filter whose field the ask leaves unset is left
 // out.
 func chain(v *View, a *Ask, n need) []filter {
-	fs := []filter{schedulableFilter{}, &tierFilter{pool: a.Pool, tiers: a.Tiers}}
+	fs := []filter{schedulableFilter{}, newTierFilter(a.Pool, a.Tiers)}
 	fs = append(fs, constraintFilters(a.Constraints)...)
 	if len(n.capabilities) > 0 {
 		fs = append(fs, capabilitiesFilter{caps: n.capabilities})

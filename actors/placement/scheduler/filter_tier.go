@@ -9,6 +9,22 @@ import "fmt"
 type tierFilter struct {
 	pool  string
 	tiers []Tier
+	// selectors[i] is tiers[i].Selector as pairs, built once per decision:
+	// looking each pair up in the node's tags is cheaper than ranging over
+	// a map per node.
+	selectors [][]tag
+}
+
+type tag struct{ key, value string }
+
+func newTierFilter(pool string, tiers []Tier) *tierFilter {
+	f := &tierFilter{pool: pool, tiers: tiers, selectors: make([][]tag, len(tiers))}
+	for i, t := range tiers {
+		for k, v := range t.Selector {
+			f.selectors[i] = append(f.selectors[i], tag{k, v})
+		}
+	}
+	return f
 }
 
 func (*tierFilter) name() string { return FilterTier }
@@ -26,8 +42,8 @@ func (f *tierFilter) check(c *candidate) (bool, string) {
 		c.tier = 0
 		return true, ""
 	}
-	for i := range f.tiers {
-		if hasTags(c.node.Tags, f.tiers[i].Selector) {
+	for i, sel := range f.selectors {
+		if hasTags(c.node.Tags, sel) {
 			c.tier = i
 			return true, ""
 		}
@@ -35,11 +51,10 @@ func (f *tierFilter) check(c *candidate) (bool, string) {
 	return false, ""
 }
 
-// hasTags reports whether tags carries every key of selector with the same
-// value.
-func hasTags(tags, selector map[string]string) bool {
-	for k, want := range selector {
-		if got, ok := tags[k]; !ok || got != want {
+// hasTags reports whether tags carries every pair of selector.
+func hasTags(tags map[string]string, selector []tag) bool {
+	for _, t := range selector {
+		if got, ok := tags[t.key]; !ok || got != t.value {
 			return false
 		}
 	}

@@ -18,19 +18,46 @@ const (
 // zone cannot be shown to be another zone. The engine also uses it to
 // re-check a degraded placement when capacity appears.
 func Shared(n *Node, peer *Peer, aa AntiAffinity) []Domain {
+	return domainsOf(sharedMask(n, peer, aa))
+}
+
+// The weights of the shared domains in a rank: giving up the node costs
+// more than the zone, the zone more than the cloud.
+const (
+	weightNode  = 4
+	weightZone  = 2
+	weightCloud = 1
+)
+
+// sharedMask is Shared as a sum of weights, without allocating: it runs once
+// per feasible node.
+func sharedMask(n *Node, peer *Peer, aa AntiAffinity) int {
 	if peer == nil {
-		return nil
+		return 0
 	}
-	var out []Domain
+	w := 0
 	if aa.Node && n.ID == peer.Node {
-		out = append(out, DomainNode)
+		w += weightNode
 	}
 	if aa.Zone && !(n.Zone != "" && peer.Zone != "" && n.Zone != peer.Zone) {
-		out = append(out, DomainZone)
+		w += weightZone
 	}
 	unknown := managerpb.Cloud_CLOUD_UNSPECIFIED
 	if aa.Cloud && !(n.Cloud != unknown && peer.Cloud != unknown && n.Cloud != peer.Cloud) {
-		out = append(out, DomainCloud)
+		w += weightCloud
+	}
+	return w
+}
+
+func domainsOf(mask int) []Domain {
+	var out []Domain
+	for _, d := range []struct {
+		w int
+		d Domain
+	}{{weightNode, DomainNode}, {weightZone, DomainZone}, {weightCloud, DomainCloud}} {
+		if mask&d.w != 0 {
+			out = append(out, d.d)
+		}
 	}
 	return out
 }
@@ -70,21 +97,6 @@ func (r rank) less(o rank) bool {
 	return r.id < o.id
 }
 
-func sharedWeight(ds []Domain) int {
-	w := 0
-	for _, d := range ds {
-		switch d {
-		case DomainNode:
-			w += 4
-		case DomainZone:
-			w += 2
-		case DomainCloud:
-			w++
-		}
-	}
-	return w
-}
-
 // utilization is the fraction of the node allocated once n is placed on it:
 // capacity, averaged with GPU capacity when the job needs a GPU. A node with
 // no capacity of a kind counts 0 for it.
@@ -102,8 +114,7 @@ func utilization(node *Node, u *usage, n need) float64 {
 	return util
 }
 
-func (v *View) rankOf(c *candidate, a *Ask, n need) (rank, []Domain) {
-	shared := Shared(c.node, a.Peer, a.AntiAffinity)
+func rankOf(c *candidate, a *Ask, n need) rank {
 	pref := 1
 	switch {
 	case a.PreferNode != "" && c.node.ID == a.PreferNode:
@@ -112,10 +123,10 @@ func (v *View) rankOf(c *candidate, a *Ask, n need) (rank, []Domain) {
 		pref = 2
 	}
 	return rank{
-		shared: sharedWeight(shared),
+		shared: sharedMask(c.node, a.Peer, a.AntiAffinity),
 		pref:   pref,
 		tier:   c.tier,
 		util:   utilization(c.node, c.usage, n),
 		id:     c.node.ID,
-	}, shared
+	}
 }

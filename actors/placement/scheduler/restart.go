@@ -52,7 +52,8 @@ type RestartVerdict struct {
 	// Failures is the number of failures within the window.
 	Failures int
 	// Exceeded is true when Failures reached the ceiling: write the
-	// terminal state (FailureReason), restart nothing.
+	// terminal state (FailureReason), restart nothing (the other fields
+	// are then zero).
 	Exceeded bool
 	// Backoff is the whole wait after the last failure in the window, and
 	// Wait what is left of it at now (0: restart now).
@@ -69,8 +70,8 @@ type RestartVerdict struct {
 // times after now count, as a clock between managers may be behind) at now.
 // A failure counts while now - t < Window. With k failures counted the
 // backoff is InitialBackoff·2^(k-1), at most MaxBackoff: 1 s, 2 s, 4 s, 8 s
-// by default, then the ceiling. With no failures it restarts nothing
-// (Backoff 0, SameNode false). It assumes a valid policy (Validate).
+// by default, then the ceiling. With no failures there is nothing to
+// restart (the zero verdict). It assumes a valid policy (Validate).
 func (p RestartPolicy) Next(failures []time.Time, now time.Time) RestartVerdict {
 	var v RestartVerdict
 	var last time.Time
@@ -86,7 +87,10 @@ func (p RestartPolicy) Next(failures []time.Time, now time.Time) RestartVerdict 
 	if v.Failures == 0 {
 		return v
 	}
-	v.Exceeded = v.Failures >= p.Ceiling
+	if v.Failures >= p.Ceiling {
+		v.Exceeded = true
+		return v
+	}
 	v.Backoff = p.backoff(v.Failures)
 	if wait := last.Add(v.Backoff).Sub(now); wait > 0 {
 		v.Wait = wait

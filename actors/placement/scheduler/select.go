@@ -75,24 +75,24 @@ func (v *View) Select(a Ask) (Decision, error) {
 	fs := chain(v, &a, n)
 	tallies := make([]tally, len(fs))
 	best, bestIdx, feasible := rank{}, -1, 0
-	var bestShared []Domain
-	var bestTier int
+	// One candidate, reused: passed to the filters through an interface it
+	// would escape to the heap once per node.
+	c := &candidate{}
 	for i := range v.nodes {
-		c := candidate{node: &v.nodes[i], usage: &v.usage[i]}
-		if !runChain(fs, tallies, &c) {
+		*c = candidate{node: &v.nodes[i], usage: &v.usage[i]}
+		if !runChain(fs, tallies, c) {
 			continue
 		}
 		feasible++
-		r, shared := v.rankOf(&c, &a, n)
-		if bestIdx < 0 || r.less(best) {
-			best, bestIdx, bestShared, bestTier = r, i, shared, c.tier
+		if r := rankOf(c, &a, n); bestIdx < 0 || r.less(best) {
+			best, bestIdx = r, i
 		}
 	}
 	m := metricsOf(fs, tallies, len(v.nodes), feasible)
 	if bestIdx < 0 {
 		return Decision{}, &Failure{Job: a.Job, Role: a.Role, Metrics: m}
 	}
-	return v.decide(&a, bestIdx, bestTier, bestShared, m), nil
+	return v.decide(&a, bestIdx, best.tier, domainsOf(best.shared), m), nil
 }
 
 // runChain reports whether c passes every filter, counting it against the

@@ -24,4 +24,9 @@ var (
 	// (ARCHITECTURE §7 invariant 9). Remove the old instance from the view
 	// first (View.Remove) if it is known to be gone.
 	ErrAlreadyPlaced = errors.New("scheduler: job role already placed")
+
+	// ErrInvalidPolicy is returned (wrapped, naming the field) by
+	// RestartPolicy.Validate: a ceiling below 1, a window or initial
+	// backoff not above 0, a max backoff below the initial one.
+	ErrInvalidPolicy = errors.New("scheduler: invalid restart policy")
 )

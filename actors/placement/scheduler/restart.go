@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -29,20 +28,18 @@ func DefaultRestartPolicy() RestartPolicy {
 	return RestartPolicy{Ceiling: 5, Window: 10 * time.Minute, InitialBackoff: time.Second, MaxBackoff: time.Minute}
 }
 
-// errInvalidPolicy is wrapped by RestartPolicy.Validate.
-var errInvalidPolicy = errors.New("scheduler: invalid restart policy")
-
-// Validate names the first field out of range.
+// Validate returns ErrInvalidPolicy, wrapped and naming the first field out
+// of range, or nil.
 func (p RestartPolicy) Validate() error {
 	switch {
 	case p.Ceiling < 1:
-		return fmt.Errorf("%w: ceiling is %d, want at least 1", errInvalidPolicy, p.Ceiling)
+		return fmt.Errorf("%w: ceiling is %d, want at least 1", ErrInvalidPolicy, p.Ceiling)
 	case p.Window <= 0:
-		return fmt.Errorf("%w: window is %s, want more than 0", errInvalidPolicy, p.Window)
+		return fmt.Errorf("%w: window is %s, want more than 0", ErrInvalidPolicy, p.Window)
 	case p.InitialBackoff <= 0:
-		return fmt.Errorf("%w: initial backoff is %s, want more than 0", errInvalidPolicy, p.InitialBackoff)
+		return fmt.Errorf("%w: initial backoff is %s, want more than 0", ErrInvalidPolicy, p.InitialBackoff)
 	case p.MaxBackoff < p.InitialBackoff:
-		return fmt.Errorf("%w: max backoff %s is less than initial backoff %s", errInvalidPolicy, p.MaxBackoff, p.InitialBackoff)
+		return fmt.Errorf("%w: max backoff %s is less than initial backoff %s", ErrInvalidPolicy, p.MaxBackoff, p.InitialBackoff)
 	}
 	return nil
 }

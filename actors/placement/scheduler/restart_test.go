@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestRestartPolicy_Validate(t *testing.T) {
 			p := ok
 			tc.edit(&p)
 			err := p.Validate()
-			if tc.field == "" && err != nil || tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)) {
+			if tc.field == "" && err != nil || tc.field != "" && (!errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), tc.field)) {
 				t.Fatalf("Validate = %v; want an error naming %q", err, tc.field)
 			}
 		})

@@ -323,3 +323,35 @@ func TestConvert(t *testing.T) {
 		t.Fatalf("ConstraintsFromJob = %+v", k)
 	}
 }
+
+func TestDecision_String(t *testing.T) {
+	nodes := []Node{node("a", withZone("z1"), withTags("t", "cheap")), node("b", withCapacity(1), withTags("t", "cheap"))}
+	v, _ := NewView(nodes, nil)
+	a := ask("b.1.enc", 2)
+	a.Role, a.Pool = RoleBackup, "live"
+	a.Tiers = []Tier{{Name: "cheap", Selector: map[string]string{"t": "cheap"}}}
+	a.Requirements.Cores = 2
+	a.Peer, a.AntiAffinity = &Peer{Node: "p", Zone: "z1"}, AntiAffinity{Node: true, Zone: true}
+	d, err := v.Select(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "job b.1.enc role backup on node a (tier cheap; 1 of 2 nodes fit; cores 0,1; degraded: zone)"
+	if got := d.String(); got != want {
+		t.Fatalf("String = %q\nwant     %q", got, want)
+	}
+	if got, want := d.Metrics.String(), "2 nodes evaluated: capacity exhausted on 1 node (needs 2 units)"; got != want {
+		t.Fatalf("Metrics = %q; want %q", got, want)
+	}
+	v.Add(d.Placed...)
+	v.Remove("b.1.enc", RoleBackup)
+	a.Requirements.Capacity = 0.5
+	d, _ = v.Select(a)
+	if got, want := d.Metrics.String(), "2 of 2 nodes fit"; got != want {
+		t.Fatalf("Metrics = %q; want %q", got, want)
+	}
+	other, _ := NewView([]Node{node("c")}, nil)
+	if _, err := other.Select(a); err == nil || err.Error() != "job b.1.enc role backup fits no node: 1 node evaluated: constraint tier filtered 1 node (wants a tier of pool live)" {
+		t.Fatalf("error = %v", err)
+	}
+}

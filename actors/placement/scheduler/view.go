@@ -71,7 +71,9 @@ const maxCores = 4096
 
 // Add records instances as placed (a decision carried out, or one about to
 // be). An instance of a (job, role) the view already holds is added too: it
-// holds room, and Select refuses to place that role again.
+// holds room, and Select refuses to place that role again; Remove then
+// forgets only the latest of the two (the earlier one's room stays held in
+// this view — records showing a role twice are a fault the engine reports).
 func (v *View) Add(placed ...Placed) {
 	for _, p := range placed {
 		p.Cores = append([]int(nil), p.Cores...)

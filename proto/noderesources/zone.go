@@ -9,8 +9,9 @@ const ZoneTag = "zone"
 // Zone resolves a node's failure domain, the first that is set of:
 //   - an OCI node's availability domain (ociAD, from its create request:
 //     the cloud says where the instance is, whatever the worker claims);
-//   - the zone its worker reports (--zone; an AWS node's boot script gives
-//     the instance's availability zone);
+//   - the zone its worker reports (--zone: an AWS node's availability
+//     zone, given by its launch template's or image's worker setup; the
+//     manager's default boot script does not pass it yet);
 //   - the node's ZoneTag tag.
 //
 // "" means unknown: the placement engine (next step) must not take two

@@ -6,10 +6,14 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // Config configures an Agent. Start from DefaultConfig (production) or
@@ -63,6 +67,16 @@ type Config struct {
 
 	// Tags are reported in hello's node_metadata.tags. Optional.
 	Tags map[string]string
+
+	// Resources is what the worker offers for placement (capacity in
+	// reference units, GPU capacity and model, capabilities, zone), sent in
+	// ClusterMemberRegister and in every hello; the manager keeps the last
+	// one it received (docs/design/nodes-capacity.md). DefaultConfig sets
+	// the capacity to noderesources.DefaultCapacity of this host's CPUs.
+	// Nil sends none, as a worker that predates it: the manager then
+	// counts the node's capacity as unknown (0 units). Must not be
+	// modified once the agent runs.
+	Resources *commonpb.NodeResources
 
 	// Version is the worker software version sent at registration. Default:
 	// the main module's version from the build info, "(devel)" for a build
@@ -139,6 +153,7 @@ func DefaultConfig() Config {
 		OfflineInfoBytes:      256 << 10,
 		OfflineInfoTotalBytes: 16 << 20,
 		SessionQueue:          1024,
+		Resources:             &commonpb.NodeResources{Capacity: noderesources.DefaultCapacity(runtime.NumCPU())},
 	}
 }
 
@@ -184,6 +199,9 @@ func (c *Config) Validate() error {
 		if _, err := ManagerTarget(u); err != nil {
 			return fmt.Errorf("worker: ManagerURLs[%d]: %w", i, err)
 		}
+	}
+	if err := noderesources.Validate(c.Resources); err != nil {
+		return fmt.Errorf("worker: Resources.%w", err)
 	}
 	return c.validateDurations()
 }

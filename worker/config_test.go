@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 )
 
@@ -49,6 +50,12 @@ func TestConfig_Validate(t *testing.T) {
 		{"negative stop grace", func(c *worker.Config) { c.StopGrace = -time.Second }, "StopGrace"},
 		{"max backoff below backoff", func(c *worker.Config) { c.MaxRetryBackoff = time.Millisecond }, "MaxRetryBackoff"},
 		{"no pending events", func(c *worker.Config) { c.PendingEventLimit = 0 }, "PendingEventLimit"},
+		{"no resources (reports none)", func(c *worker.Config) { c.Resources = nil }, ""},
+		{"zero capacity", func(c *worker.Config) { c.Resources = &commonpb.NodeResources{} }, "Resources.capacity"},
+		{"bad zone", func(c *worker.Config) { c.Resources = &commonpb.NodeResources{Capacity: 1, Zone: "a b"} }, "Resources.zone"},
+	}
+	if got := worker.DefaultConfig().Resources.GetCapacity(); got <= 0 {
+		t.Fatalf("DefaultConfig capacity = %v, want the cores rule (> 0)", got)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

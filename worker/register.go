@@ -165,6 +165,7 @@ func (a *Agent) registrationRequest(ctx context.Context) *managerpb.ClusterMembe
 		Port:          uint32(port),
 		Hardware:      hardwareInfo(ctx),
 		WorkerVersion: a.cfg.Version,
+		Resources:     a.cfg.Resources,
 	}
 	if id, ok := a.Identity(); ok {
 		req.NodeCredential = id.Credential

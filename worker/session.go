@@ -175,6 +175,7 @@ func (a *Agent) buildHello(ctx context.Context, nodeID NodeID, id *Identity, man
 		},
 		MeasuredLoad:      load,
 		RuntimeConditions: runtimeConditions(a.rt),
+		Resources:         a.cfg.Resources,
 	}
 	for _, rj := range a.rt.List() {
 		hello.RunningJobs = append(hello.RunningJobs, rj.Proto())

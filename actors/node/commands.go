@@ -95,6 +95,11 @@ func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.Me
 	}
 	next.Address, next.Port = c.GetAddress(), c.GetPort()
 	next.Hardware, next.WorkerVersion = c.GetHardware(), c.GetWorkerVersion()
+	if c.GetResources() != nil {
+		// Validated by the gateway; an older worker sends none and keeps
+		// what is stored.
+		next.Resources = c.GetResources()
+	}
 	if next.GetCloud() == nil {
 		// A cloud node keeps what its provider reported (instance id, IPs
 		// and DNS names); a slot's worker is described by its registration.

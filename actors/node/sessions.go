@@ -126,6 +126,7 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 	next.SessionEpoch = m.epoch
 	next.LastConnected = g.now()
 	next.Contested = ""
+	g.takeResources(next, m.hello.GetResources())
 	if r := g.commit("", next); r != nil {
 		if g.rec.GetSessionEpoch() > m.epoch {
 			// The commit reloaded the record: another activation recorded

@@ -1,6 +1,8 @@
 package format
 
 import (
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,4 +90,31 @@ func RuntimeCondition(now time.Time, c *commonpb.RuntimeCondition) string {
 		s += ": " + c.GetReason()
 	}
 	return s
+}
+
+// Units renders a number of reference units with at most two decimals and
+// no trailing zeros ("3.5", "8", "0.25"; sums such as 0.1+0.2 print as
+// "0.3").
+func Units(v float64) string {
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+}
+
+// Capacity renders a node's capacity as "<allocated>/<total>" in reference
+// units ("3.5/8"): the CAPACITY of a node (node list). A node whose worker
+// never reported its capacity (an older worker, or no worker yet) shows
+// "<allocated>/?".
+func Capacity(n *managerpb.NodeInfo) string {
+	total := "?"
+	if n.GetResources() != nil {
+		total = Units(n.GetResources().GetCapacity())
+	}
+	return Units(n.GetAllocatedCapacity()) + "/" + total
+}
+
+// Zone renders a node's zone, or "-" if it is unknown.
+func Zone(zone string) string {
+	if zone == "" {
+		return "-"
+	}
+	return zone
 }

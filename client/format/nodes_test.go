@@ -84,3 +84,38 @@ func TestInstances(t *testing.T) {
 		})
 	}
 }
+
+func TestUnits(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 8: "8", 3.5: "3.5", 0.25: "0.25", 0.1 + 0.2: "0.3", 1.0 / 3: "0.33", -0.5: "-0.5"} {
+		if got := format.Units(v); got != want {
+			t.Errorf("Units(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	cases := []struct {
+		name string
+		n    *managerpb.NodeInfo
+		want string
+	}{
+		{"allocated of total", &managerpb.NodeInfo{Resources: &commonpb.NodeResources{Capacity: 8}, AllocatedCapacity: 3.5}, "3.5/8"},
+		{"nothing allocated", &managerpb.NodeInfo{Resources: &commonpb.NodeResources{Capacity: 4}}, "0/4"},
+		{"overcommitted", &managerpb.NodeInfo{Resources: &commonpb.NodeResources{Capacity: 2}, AllocatedCapacity: 3}, "3/2"},
+		{"never reported", &managerpb.NodeInfo{AllocatedCapacity: 1.5}, "1.5/?"},
+		{"nil", nil, "0/?"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := format.Capacity(tc.n); got != tc.want {
+				t.Errorf("Capacity = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestZone(t *testing.T) {
+	if format.Zone("") != "-" || format.Zone("eu-west-2a") != "eu-west-2a" {
+		t.Fatal("Zone renders wrongly")
+	}
+}

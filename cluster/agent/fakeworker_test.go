@@ -37,6 +37,8 @@ type fakeWorker struct {
 	epochs     []uint64
 	// silent stops health pings (the session then times out).
 	silent atomic.Bool
+	// resources is sent in hello (nil: none, as an older worker).
+	resources *commonpb.NodeResources
 }
 
 func newFakeWorker(t *testing.T) *fakeWorker {
@@ -53,6 +55,20 @@ func newFakeWorker(t *testing.T) *fakeWorker {
 	return w
 }
 
+// setResources sets what the next hellos report (nil: none).
+func (w *fakeWorker) setResources(r *commonpb.NodeResources) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.resources = r
+}
+
+// sessionCount is the number of streams the manager opened.
+func (w *fakeWorker) sessionCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sessions
+}
+
 func (w *fakeWorker) setCredential(node, cred string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -64,7 +80,7 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 	nonce := first(md.Get(workerauth.MetadataNonce))
 	w.mu.Lock()
 	w.sessions++
-	hello := &workerpb.WorkerHello{NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: w.nodeID}}}
+	hello := &workerpb.WorkerHello{NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: w.nodeID}}, Resources: w.resources}
 	if w.credential != "" {
 		hello.Token = &workerpb.WorkerAuthenticationToken{InstanceId: w.nodeID, Cookie: workerauth.WorkerProof(w.credential, w.nodeID, nonce),
 			Signature: &commonpb.OptionalString{Value: "worker-nonce"}}

@@ -13,10 +13,12 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/job"
+	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
@@ -44,11 +46,17 @@ func nodeInstances(r *persistence.Reader, node string) ([]*managerpb.RunningJob,
 // ListNodes returns every node the manager knows (cluster slots not yet
 // registered by a worker included, in state REGISTERED), in node-id order,
 // with what the live registry knows of its worker session (connected, last
-// seen, load, and the runtime conditions of a connected worker).
+// seen, load, and the runtime conditions of a connected worker), and its
+// placement view: the resources its worker reported, zone, cloud, and the
+// capacity allocated to and free of the job instances recorded on it.
 func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
 	resp := &managerpb.ListNodesResponse{}
 	lives := s.liveView(ctx)
 	err := s.view(ctx, func(r *persistence.Reader) error {
+		allocs, err := r.NodeAllocations()
+		if err != nil {
+			return err
+		}
 		return r.Nodes(func(n *internalpb.NodeRecord) error {
 			inst, err := nodeInstances(r, n.GetNodeId())
 			if err != nil {
@@ -68,6 +76,7 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 				Orphans:         n.GetOrphans(),
 				Contested:       n.GetContested(),
 			}
+			setCapacity(info, n, allocs[n.GetNodeId()])
 			if !live.LastSeen.IsZero() {
 				info.LastSeen = timestamppb.New(live.LastSeen)
 			} else {
@@ -81,6 +90,19 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 		})
 	})
 	return resp, toStatus(err)
+}
+
+// setCapacity fills info's placement fields from the node record n (what
+// its worker reported; unknown counts as 0 units) and alloc, what the job
+// records place on it (persistence.Reader.NodeAllocations).
+func setCapacity(info *managerpb.NodeInfo, n *internalpb.NodeRecord, alloc persistence.Allocation) {
+	res := n.GetResources()
+	info.Resources = res
+	info.Zone = node.Zone(n)
+	info.Cloud = noderesources.Cloud(n.GetProvider())
+	info.AllocatedCapacity, info.AllocatedGpuCapacity = alloc.Capacity, alloc.GPUCapacity
+	info.FreeCapacity = res.GetCapacity() - alloc.Capacity
+	info.FreeGpuCapacity = res.GetGpuCapacity() - alloc.GPUCapacity
 }
 
 // ListClusterNodes returns every cluster slot, bound or not, with its token.
@@ -158,6 +180,9 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	if err := checkDialBack(in.GetAddress(), in.GetPort()); err != nil {
 		return nil, err
 	}
+	if err := checkResources(in.GetResources()); err != nil {
+		return nil, err
+	}
 	var id string
 	err := s.view(ctx, func(r *persistence.Reader) error {
 		if in.GetToken() != "" {
@@ -197,11 +222,26 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	}
 	r, err := s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_MemberRegister{MemberRegister: &internalpb.MemberRegister{
 		Token: in.GetToken(), Address: in.GetAddress(), Port: in.GetPort(), Hardware: in.GetHardware(),
-		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion()}}})
+		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion(), Resources: in.GetResources()}}})
 	if err != nil {
 		return nil, err
 	}
 	return r.GetClusterMemberRegister(), nil
+}
+
+// checkResources validates what a worker reports it offers
+// (noderesources.Validate): InvalidArgument naming the field, as
+// "resources.capacity: …" or "resources.capabilities[nvenc]: …".
+func checkResources(r *commonpb.NodeResources) error {
+	err := noderesources.Validate(r)
+	if fe, ok := errors.AsType[*noderesources.FieldError](err); ok {
+		field := "resources." + fe.Field
+		if fe.Key != "" {
+			field += "[" + fe.Key + "]"
+		}
+		return invalid(field, "%s", fe.Reason)
+	}
+	return err
 }
 
 // CreateMockNode takes the next URL of the mock pool and makes it node_id

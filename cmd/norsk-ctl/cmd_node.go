@@ -68,6 +68,8 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 			ctlYesNo(n.GetConnected()),
 			format.NodeAddress(n.GetRunningMetadata()),
 			format.Instances(n.GetInstances()),
+			format.Capacity(n),
+			format.Zone(n.GetZone()),
 			format.Age(now, n.GetLastSeen()),
 			fmt.Sprintf("%.0f%%", n.GetCpuPercentage()),
 			fmt.Sprintf("%.0fMiB", n.GetMemoryUsedMib()),
@@ -76,7 +78,7 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 			nodeAlerts(n),
 		})
 	}
-	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "LAST SEEN", "CPU", "MEM", "RUNTIME", "TAGS", "ALERTS"}, rows)
+	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "CAPACITY", "ZONE", "LAST SEEN", "CPU", "MEM", "RUNTIME", "TAGS", "ALERTS"}, rows)
 }
 
 // ctlYesNo renders a bool.

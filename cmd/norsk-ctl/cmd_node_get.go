@@ -73,6 +73,7 @@ func writeNodeDetails(w io.Writer, now time.Time, n *managerpb.NodeInfo) error {
 	field("Last seen", format.Age(now, n.GetLastSeen()))
 	field("Load", fmt.Sprintf("%.0f%% CPU, %.0f MiB memory", n.GetCpuPercentage(), n.GetMemoryUsedMib()))
 	field("Tags", format.Tags(n.GetMetadata().GetTags()))
+	writeNodeCapacity(field, n)
 	b.WriteString("Runtime:\n")
 	if len(n.GetRuntimeConditions()) == 0 {
 		b.WriteString("  (nothing reported)\n")
@@ -94,6 +95,30 @@ func writeNodeDetails(w io.Writer, now time.Time, n *managerpb.NodeInfo) error {
 		return err
 	}
 	return writeOrphans(w, now, []*managerpb.NodeInfo{n})
+}
+
+// writeNodeCapacity renders what a node offers for placement and what its
+// job instances take of it, one field per line.
+func writeNodeCapacity(field func(name, value string), n *managerpb.NodeInfo) {
+	res := n.GetResources()
+	if res == nil {
+		field("Capacity", fmt.Sprintf("unknown (the worker reported none), %s units allocated", format.Units(n.GetAllocatedCapacity())))
+	} else {
+		field("Capacity", fmt.Sprintf("%s units, %s allocated, %s free", format.Units(res.GetCapacity()),
+			format.Units(n.GetAllocatedCapacity()), format.Units(n.GetFreeCapacity())))
+	}
+	gpu := "none"
+	if res.GetGpuCapacity() > 0 || n.GetAllocatedGpuCapacity() > 0 {
+		gpu = fmt.Sprintf("%s units, %s allocated, %s free", format.Units(res.GetGpuCapacity()),
+			format.Units(n.GetAllocatedGpuCapacity()), format.Units(n.GetFreeGpuCapacity()))
+	}
+	if m := res.GetGpuModel(); m != "" {
+		gpu += " (" + m + ")"
+	}
+	field("GPU", gpu)
+	field("Capability", format.Tags(res.GetCapabilities()))
+	field("Zone", format.Zone(n.GetZone()))
+	field("Cloud", format.Enum(n.GetCloud().String(), "CLOUD_"))
 }
 
 // writeOrphans renders the orphans of nodes as a table.

@@ -54,7 +54,7 @@ Run the worker on the slot's host with:
 		t.Errorf("slot list after registration printed:\n%s", got)
 	}
 	got = mustRun(t, addr, "node", "list")
-	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+site=lab`).MatchString(got) {
+	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0/\?\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+site=lab`).MatchString(got) {
 		t.Errorf("node list printed:\n%s", got)
 	}
 
@@ -115,6 +115,7 @@ func TestWriteNodeTable(t *testing.T) {
 			}},
 			CpuPercentage: 42.4, MemoryUsedMib: 512,
 			RuntimeConditions: []*commonpb.RuntimeCondition{{Runtime: "docker", Ok: false, Reason: "docker engine at unix:///x unreachable: refused"}},
+			Resources:         &commonpb.NodeResources{Capacity: 8}, AllocatedCapacity: 3.5, Zone: "eu-west-2a",
 		},
 		{
 			Metadata:   &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: "mock-1"}},
@@ -134,9 +135,9 @@ func TestWriteNodeTable(t *testing.T) {
 		t.Fatalf("got:\n%s", b.String())
 	}
 	for i, re := range []string{
-		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+LAST SEEN\s+CPU\s+MEM\s+RUNTIME\s+TAGS\s+ALERTS$`,
-		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+1m ago\s+42%\s+512MiB\s+docker down\s+a=1,b=2\s+-$`,
-		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+never\s+0%\s+0MiB\s+-\s+-\s+1 orphan\(s\), contested$`,
+		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+CAPACITY\s+ZONE\s+LAST SEEN\s+CPU\s+MEM\s+RUNTIME\s+TAGS\s+ALERTS$`,
+		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+3\.5/8\s+eu-west-2a\s+1m ago\s+42%\s+512MiB\s+docker down\s+a=1,b=2\s+-$`,
+		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+0/\?\s+-\s+never\s+0%\s+0MiB\s+-\s+-\s+1 orphan\(s\), contested$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(lines[i]) {
 			t.Errorf("line %d = %q, want match of %s", i, lines[i], re)
@@ -193,6 +194,23 @@ func TestWriteNodeDetails(t *testing.T) {
 		"Node:       n1\n", "State:      started\n", "Connected:  yes\n", "Address:    10.0.0.5\n",
 		"Runtime:\n  docker: down since 10s ago: docker engine at tcp://127.0.0.1:1 unreachable: connection refused\n",
 		"Jobs:       -\n",
+		"Capacity:   unknown (the worker reported none), 0 units allocated\n", "GPU:        none\n", "Capability: -\n",
+		"Zone:       -\n", "Cloud:      unspecified\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	n.Resources = &commonpb.NodeResources{Capacity: 4, GpuCapacity: 2, GpuModel: "nvidia-l4", Capabilities: map[string]string{"nvenc": "true", "av1": "hw"}}
+	n.AllocatedCapacity, n.FreeCapacity, n.AllocatedGpuCapacity, n.FreeGpuCapacity = 1.5, 2.5, 0.5, 1.5
+	n.Zone, n.Cloud = "z1", managerpb.Cloud_CLOUD_CLUSTER
+	b.Reset()
+	if err := writeNodeDetails(&b, now, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Capacity:   4 units, 1.5 allocated, 2.5 free\n", "GPU:        2 units, 0.5 allocated, 1.5 free (nvidia-l4)\n",
+		"Capability: av1=hw,nvenc=true\n", "Zone:       z1\n", "Cloud:      cluster\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())

@@ -67,6 +67,7 @@ type workerOptions struct {
 	dockerNetwork  string
 	mediaImages    []string
 	logLevel       string
+	resources      resourceFlags
 }
 
 // addWorkerFlags adds the flags of --mode=worker to cmd (the root command).
@@ -101,6 +102,7 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 	f.StringArrayVar(&o.mediaImages, "media-image", nil,
 		"worker mode, --runtime=docker: VERSION=IMAGE, the Norsk Media image for a norsk_media_version (RECOMMENDED, LATEST, PREVIOUS_RECOMMENDED, LTS); repeatable or comma-separated. Without any, jobs run only their own services")
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
+	addResourceFlags(cmd, &o.resources)
 }
 
 // runWorker runs the worker agent until ctx is cancelled (SIGINT/SIGTERM),
@@ -144,7 +146,8 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
 	logger.Info("starting worker", "version", cfg.Version, "state_dir", cfg.StateDir, "runtime", o.runtime,
-		"managers", cfg.ManagerURLs, "mock_pool", len(cfg.ManagerURLs) == 0)
+		"managers", cfg.ManagerURLs, "mock_pool", len(cfg.ManagerURLs) == 0,
+		"capacity", cfg.Resources.GetCapacity(), "gpu_capacity", cfg.Resources.GetGpuCapacity(), "zone", cfg.Resources.GetZone())
 	if err := agent.Run(ctx); err != nil {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
@@ -268,6 +271,9 @@ func (o *workerOptions) config() (worker.Config, error) {
 		return cfg, fmt.Errorf("--health-interval %s must be positive", o.healthInterval)
 	case o.stopGrace < 0:
 		return cfg, fmt.Errorf("--stop-grace %s must not be negative", o.stopGrace)
+	}
+	if cfg.Resources, err = o.resources.resources(hostCores()); err != nil {
+		return cfg, err
 	}
 	cfg.Token, cfg.ManagerURLs = o.token, urls
 	cfg.Listen, cfg.Advertise, cfg.StateDir = o.listen, o.advertise, stateDir

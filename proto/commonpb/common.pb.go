@@ -2909,6 +2909,100 @@ func (x *RuntimeCondition) GetSince() *timestamppb.Timestamp {
 	return nil
 }
 
+// Added. What a worker offers for placement, set by its flags
+// (norsk-ctl --mode=worker --capacity, --gpu-capacity, --gpu-model,
+// --capability, --zone; docs/design/nodes-capacity.md). Sent in
+// ClusterMemberRegisterRequest and in every WorkerHello; the manager keeps
+// the last one received with the node, replacing the one before (a worker
+// restarted with new flags updates it). Absent (a worker that predates
+// it): capacity unknown, which the placement engine (next step) treats as
+// 0 units: only jobs that require no capacity may be placed on the node.
+type NodeResources struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Capacity in reference units (1 unit = one real-time H.264 1080p30
+	// medium-preset encode); > 0.
+	Capacity float64 `protobuf:"fixed64,1,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// GPU capacity in the same reference units; 0 = no GPU to place on.
+	GpuCapacity float64 `protobuf:"fixed64,2,opt,name=gpu_capacity,json=gpuCapacity,proto3" json:"gpu_capacity,omitempty"`
+	// GPU model (matched against JobRequirements.required_gpu_model); empty
+	// = none named.
+	GpuModel string `protobuf:"bytes,3,opt,name=gpu_model,json=gpuModel,proto3" json:"gpu_model,omitempty"`
+	// Capabilities (matched against JobRequirements.required_capabilities:
+	// the name present with the same value).
+	Capabilities map[string]string `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Failure domain the worker says it is in (the operator's --zone); empty
+	// = not given. The manager resolves the node's zone from it and the
+	// provider (NodeInfo.zone).
+	Zone          string `protobuf:"bytes,5,opt,name=zone,proto3" json:"zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeResources) Reset() {
+	*x = NodeResources{}
+	mi := &file_shared_common_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeResources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeResources) ProtoMessage() {}
+
+func (x *NodeResources) ProtoReflect() protoreflect.Message {
+	mi := &file_shared_common_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeResources.ProtoReflect.Descriptor instead.
+func (*NodeResources) Descriptor() ([]byte, []int) {
+	return file_shared_common_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *NodeResources) GetCapacity() float64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *NodeResources) GetGpuCapacity() float64 {
+	if x != nil {
+		return x.GpuCapacity
+	}
+	return 0
+}
+
+func (x *NodeResources) GetGpuModel() string {
+	if x != nil {
+		return x.GpuModel
+	}
+	return ""
+}
+
+func (x *NodeResources) GetCapabilities() map[string]string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *NodeResources) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
 var File_shared_common_proto protoreflect.FileDescriptor
 
 const file_shared_common_proto_rawDesc = "" +
@@ -3105,7 +3199,16 @@ const file_shared_common_proto_rawDesc = "" +
 	"\aruntime\x18\x01 \x01(\tR\aruntime\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since*(\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x97\x02\n" +
+	"\rNodeResources\x12\x1a\n" +
+	"\bcapacity\x18\x01 \x01(\x01R\bcapacity\x12!\n" +
+	"\fgpu_capacity\x18\x02 \x01(\x01R\vgpuCapacity\x12\x1b\n" +
+	"\tgpu_model\x18\x03 \x01(\tR\bgpuModel\x12U\n" +
+	"\fcapabilities\x18\x04 \x03(\v21.norsk.api.common.NodeResources.CapabilitiesEntryR\fcapabilities\x12\x12\n" +
+	"\x04zone\x18\x05 \x01(\tR\x04zone\x1a?\n" +
+	"\x11CapabilitiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*(\n" +
 	"\fArchitecture\x12\n" +
 	"\n" +
 	"\x06X86_64\x10\x00\x12\f\n" +
@@ -3128,7 +3231,7 @@ func file_shared_common_proto_rawDescGZIP() []byte {
 }
 
 var file_shared_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_shared_common_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_shared_common_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_shared_common_proto_goTypes = []any{
 	(Architecture)(0),                   // 0: norsk.api.common.Architecture
 	(ProtocolFamily)(0),                 // 1: norsk.api.common.ProtocolFamily
@@ -3177,20 +3280,22 @@ var file_shared_common_proto_goTypes = []any{
 	(*WriteFile)(nil),                   // 44: norsk.api.common.WriteFile
 	(*ProductTemplateRef)(nil),          // 45: norsk.api.common.ProductTemplateRef
 	(*RuntimeCondition)(nil),            // 46: norsk.api.common.RuntimeCondition
-	nil,                                 // 47: norsk.api.common.NodeMetadata.TagsEntry
-	(*emptypb.Empty)(nil),               // 48: google.protobuf.Empty
-	(*timestamppb.Timestamp)(nil),       // 49: google.protobuf.Timestamp
+	(*NodeResources)(nil),               // 47: norsk.api.common.NodeResources
+	nil,                                 // 48: norsk.api.common.NodeMetadata.TagsEntry
+	nil,                                 // 49: norsk.api.common.NodeResources.CapabilitiesEntry
+	(*emptypb.Empty)(nil),               // 50: google.protobuf.Empty
+	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
 }
 var file_shared_common_proto_depIdxs = []int32{
-	48, // 0: norsk.api.common.UInt32OrInfinity.infinity:type_name -> google.protobuf.Empty
+	50, // 0: norsk.api.common.UInt32OrInfinity.infinity:type_name -> google.protobuf.Empty
 	12, // 1: norsk.api.common.CurrentLoad.schedulerUtilization:type_name -> norsk.api.common.SchedulerUtilization
 	0,  // 2: norsk.api.common.AwsMetadata.architecture:type_name -> norsk.api.common.Architecture
 	14, // 3: norsk.api.common.ProviderMetadata.aws:type_name -> norsk.api.common.AwsMetadata
 	15, // 4: norsk.api.common.ProviderMetadata.oci:type_name -> norsk.api.common.OciMetadata
 	14, // 5: norsk.api.common.ProviderMetadata.test:type_name -> norsk.api.common.AwsMetadata
 	22, // 6: norsk.api.common.NodeMetadata.node_id:type_name -> norsk.api.common.NodeId
-	47, // 7: norsk.api.common.NodeMetadata.tags:type_name -> norsk.api.common.NodeMetadata.TagsEntry
-	49, // 8: norsk.api.common.NodeMetadata.created_at:type_name -> google.protobuf.Timestamp
+	48, // 7: norsk.api.common.NodeMetadata.tags:type_name -> norsk.api.common.NodeMetadata.TagsEntry
+	51, // 8: norsk.api.common.NodeMetadata.created_at:type_name -> google.protobuf.Timestamp
 	16, // 9: norsk.api.common.NodeMetadata.provider_metadata:type_name -> norsk.api.common.ProviderMetadata
 	18, // 10: norsk.api.common.RunningNodeProviderMetadata.aws:type_name -> norsk.api.common.RunningAwsMetadata
 	19, // 11: norsk.api.common.RunningNodeProviderMetadata.oci:type_name -> norsk.api.common.RunningOciMetadata
@@ -3214,18 +3319,19 @@ var file_shared_common_proto_depIdxs = []int32{
 	36, // 29: norsk.api.common.Service.parameters:type_name -> norsk.api.common.ServiceParameters
 	4,  // 30: norsk.api.common.JobInfoComposeMessage.stage:type_name -> norsk.api.common.JobInfoComposeMessage.Stage
 	24, // 31: norsk.api.common.JobInfoMessage.job_key:type_name -> norsk.api.common.ActiveJobKey
-	49, // 32: norsk.api.common.JobInfoMessage.timestamp:type_name -> google.protobuf.Timestamp
+	51, // 32: norsk.api.common.JobInfoMessage.timestamp:type_name -> google.protobuf.Timestamp
 	38, // 33: norsk.api.common.JobInfoMessage.service_started:type_name -> norsk.api.common.JobInfoServiceStarted
 	39, // 34: norsk.api.common.JobInfoMessage.service_restarting:type_name -> norsk.api.common.JobInfoServiceRestarting
 	40, // 35: norsk.api.common.JobInfoMessage.container_event:type_name -> norsk.api.common.JobInfoContainerEvent
 	41, // 36: norsk.api.common.JobInfoMessage.compose_message:type_name -> norsk.api.common.JobInfoComposeMessage
 	5,  // 37: norsk.api.common.WriteFile.mode:type_name -> norsk.api.common.OptionalInt
-	49, // 38: norsk.api.common.RuntimeCondition.since:type_name -> google.protobuf.Timestamp
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	51, // 38: norsk.api.common.RuntimeCondition.since:type_name -> google.protobuf.Timestamp
+	49, // 39: norsk.api.common.NodeResources.capabilities:type_name -> norsk.api.common.NodeResources.CapabilitiesEntry
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_shared_common_proto_init() }
@@ -3267,7 +3373,7 @@ func file_shared_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shared_common_proto_rawDesc), len(file_shared_common_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

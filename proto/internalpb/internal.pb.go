@@ -527,6 +527,9 @@ type NodeRecord struct {
 	Hardware      *managerpb.ClusterHardware `protobuf:"bytes,24,opt,name=hardware,proto3" json:"hardware,omitempty"`
 	RegisteredAt  *timestamppb.Timestamp     `protobuf:"bytes,25,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	WorkerVersion string                     `protobuf:"bytes,26,opt,name=worker_version,json=workerVersion,proto3" json:"worker_version,omitempty"`
+	// What the worker last reported it offers for placement (registration or
+	// hello; the newer replaces the older). Unset: never reported.
+	Resources *commonpb.NodeResources `protobuf:"bytes,27,opt,name=resources,proto3" json:"resources,omitempty"`
 	// Mock provider: the pool URL this node was given.
 	MockUrl string `protobuf:"bytes,30,opt,name=mock_url,json=mockUrl,proto3" json:"mock_url,omitempty"`
 	// Cloud providers (AWS, OCI): the instance behind the node. The
@@ -697,6 +700,13 @@ func (x *NodeRecord) GetWorkerVersion() string {
 		return x.WorkerVersion
 	}
 	return ""
+}
+
+func (x *NodeRecord) GetResources() *commonpb.NodeResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 func (x *NodeRecord) GetMockUrl() string {
@@ -2931,6 +2941,7 @@ type MemberRegister struct {
 	Hardware      *managerpb.ClusterHardware `protobuf:"bytes,4,opt,name=hardware,proto3" json:"hardware,omitempty"`
 	Credential    string                     `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
 	WorkerVersion string                     `protobuf:"bytes,6,opt,name=worker_version,json=workerVersion,proto3" json:"worker_version,omitempty"`
+	Resources     *commonpb.NodeResources    `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3005,6 +3016,13 @@ func (x *MemberRegister) GetWorkerVersion() string {
 		return x.WorkerVersion
 	}
 	return ""
+}
+
+func (x *MemberRegister) GetResources() *commonpb.NodeResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 type DeregisterSlot struct {
@@ -3940,7 +3958,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"4\n" +
 	"\tTombstone\x12'\n" +
-	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xa8\b\n" +
+	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xe7\b\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -3965,7 +3983,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"credential\x12>\n" +
 	"\bhardware\x18\x18 \x01(\v2\".norsk.api.manager.ClusterHardwareR\bhardware\x12?\n" +
 	"\rregistered_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12%\n" +
-	"\x0eworker_version\x18\x1a \x01(\tR\rworkerVersion\x12\x19\n" +
+	"\x0eworker_version\x18\x1a \x01(\tR\rworkerVersion\x12=\n" +
+	"\tresources\x18\x1b \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12\x19\n" +
 	"\bmock_url\x18\x1e \x01(\tR\amockUrl\x122\n" +
 	"\x05cloud\x18\x1f \x01(\v2\x1c.norsk.internal.v1.CloudNodeR\x05cloud\x12'\n" +
 	"\x0frecent_requests\x18( \x03(\tR\x0erecentRequests\x123\n" +
@@ -4156,7 +4175,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x05token\x18\x03 \x01(\tR\x05token\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +
 	"\x0eMemberRegister\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -4165,7 +4184,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"credential\x18\x05 \x01(\tR\n" +
 	"credential\x12%\n" +
-	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\"\x10\n" +
+	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\x12=\n" +
+	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\"\x10\n" +
 	"\x0eDeregisterSlot\"\x0f\n" +
 	"\rTerminateNode\"\x9c\x01\n" +
 	"\x0eCreateMockNode\x12\x10\n" +
@@ -4239,86 +4259,87 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_internal_internal_proto_goTypes = []any{
-	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
-	(CloudNode_Phase)(0),                          // 1: norsk.internal.v1.CloudNode.Phase
-	(InstanceReport_Kind)(0),                      // 2: norsk.internal.v1.InstanceReport.Kind
-	(*Instance)(nil),                              // 3: norsk.internal.v1.Instance
-	(*JobRecord)(nil),                             // 4: norsk.internal.v1.JobRecord
-	(*StopOwed)(nil),                              // 5: norsk.internal.v1.StopOwed
-	(*Tombstone)(nil),                             // 6: norsk.internal.v1.Tombstone
-	(*NodeRecord)(nil),                            // 7: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                             // 8: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                  // 9: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                        // 10: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                          // 11: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                        // 12: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                         // 13: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                           // 14: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                           // 15: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                 // 16: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                            // 17: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                             // 18: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                             // 19: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                             // 20: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                              // 21: norsk.internal.v1.StartJob
-	(*StopJob)(nil),                               // 22: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                           // 23: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                // 24: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                           // 25: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                        // 26: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                              // 27: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                           // 28: norsk.internal.v1.NodeCommand
-	(*OrphanFound)(nil),                           // 29: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                            // 30: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                       // 31: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                          // 32: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                        // 33: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                        // 34: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                         // 35: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                        // 36: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                             // 37: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                          // 38: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                               // 39: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                  // 40: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                    // 41: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                         // 42: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                           // 43: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                            // 44: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                         // 45: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                          // 46: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                          // 47: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                          // 48: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                   // 49: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                             // 50: norsk.internal.v1.GetBundle
-	nil,                                           // 51: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                           // 52: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                           // 53: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                           // 54: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                           // 55: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                 // 56: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                 // 57: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),          // 58: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),              // 59: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),             // 60: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                   // 61: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                  // 62: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),            // 63: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),             // 64: norsk.api.manager.ClusterHardware
-	(*managerpb.Orphan)(nil),                      // 65: norsk.api.manager.Orphan
-	(*managerpb.CreateAwsNodeRequest)(nil),        // 66: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),        // 67: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),              // 68: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                      // 69: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),            // 70: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                             // 71: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                     // 72: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil), // 73: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 74: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 75: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 76: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 77: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 78: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 79: norsk.api.common.ResolvedPortMappings
+	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
+	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
+	(InstanceReport_Kind)(0),                        // 2: norsk.internal.v1.InstanceReport.Kind
+	(*Instance)(nil),                                // 3: norsk.internal.v1.Instance
+	(*JobRecord)(nil),                               // 4: norsk.internal.v1.JobRecord
+	(*StopOwed)(nil),                                // 5: norsk.internal.v1.StopOwed
+	(*Tombstone)(nil),                               // 6: norsk.internal.v1.Tombstone
+	(*NodeRecord)(nil),                              // 7: norsk.internal.v1.NodeRecord
+	(*CloudNode)(nil),                               // 8: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                    // 9: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                          // 10: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                            // 11: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                          // 12: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                           // 13: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                             // 14: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                             // 15: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                   // 16: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                              // 17: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                               // 18: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 19: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 20: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 21: norsk.internal.v1.StartJob
+	(*StopJob)(nil),                                 // 22: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                             // 23: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 24: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 25: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 26: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 27: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 28: norsk.internal.v1.NodeCommand
+	(*OrphanFound)(nil),                             // 29: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 30: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 31: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 32: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 33: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 34: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 35: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 36: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 37: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 38: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 39: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 40: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 41: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 42: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 43: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 44: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 45: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 46: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 47: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 48: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 49: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 50: norsk.internal.v1.GetBundle
+	nil,                                             // 51: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 52: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 53: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 54: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 55: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 56: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 57: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 58: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),                // 59: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 60: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 61: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 62: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 63: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 64: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 65: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 66: norsk.api.manager.Orphan
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 67: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 68: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 69: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 70: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 71: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 72: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 73: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 74: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 75: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 76: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 77: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 78: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 79: norsk.api.worker.WorkerJob
+	(*commonpb.ResolvedPortMappings)(nil),           // 80: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
@@ -4339,90 +4360,92 @@ var file_internal_internal_proto_depIdxs = []int32{
 	56, // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
 	64, // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
 	56, // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	8,  // 18: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	65, // 19: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	66, // 20: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	67, // 21: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,  // 22: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	56, // 23: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	56, // 24: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	56, // 25: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	63, // 26: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	68, // 27: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	69, // 28: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	12, // 29: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	12, // 30: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	70, // 31: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	56, // 32: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	13, // 33: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	70, // 34: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	56, // 35: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	71, // 36: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	72, // 37: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	4,  // 38: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	7,  // 39: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	73, // 40: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	74, // 41: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	11, // 42: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	75, // 43: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	56, // 44: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	18, // 45: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	19, // 46: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	20, // 47: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	21, // 48: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	22, // 49: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	23, // 50: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	24, // 51: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	25, // 52: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	26, // 53: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	27, // 54: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	76, // 55: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	76, // 56: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	2,  // 57: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	52, // 58: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	57, // 59: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 60: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	77, // 61: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	56, // 62: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	32, // 63: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	33, // 64: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	34, // 65: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	35, // 66: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	36, // 67: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	37, // 68: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	38, // 69: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	39, // 70: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	40, // 71: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	41, // 72: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	42, // 73: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	31, // 74: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	29, // 75: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	30, // 76: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	53, // 77: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	66, // 78: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	67, // 79: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	54, // 80: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	64, // 81: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	55, // 82: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	78, // 83: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	44, // 84: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	56, // 85: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	46, // 86: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	47, // 87: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	48, // 88: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	49, // 89: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	50, // 90: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	40, // 91: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	69, // 92: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	69, // 93: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	79, // 94: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	79, // 95: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	79, // 96: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	97, // [97:97] is the sub-list for method output_type
-	97, // [97:97] is the sub-list for method input_type
-	97, // [97:97] is the sub-list for extension type_name
-	97, // [97:97] is the sub-list for extension extendee
-	0,  // [0:97] is the sub-list for field type_name
+	65, // 18: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	8,  // 19: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	66, // 20: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	67, // 21: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	68, // 22: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,  // 23: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	56, // 24: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	56, // 25: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	56, // 26: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	63, // 27: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	69, // 28: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	70, // 29: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	12, // 30: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	12, // 31: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	71, // 32: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	56, // 33: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	13, // 34: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	71, // 35: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	56, // 36: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	72, // 37: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	73, // 38: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	4,  // 39: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	7,  // 40: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	74, // 41: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	75, // 42: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	11, // 43: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	76, // 44: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	56, // 45: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	18, // 46: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	19, // 47: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	20, // 48: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	21, // 49: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	22, // 50: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	23, // 51: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	24, // 52: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	25, // 53: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	26, // 54: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	27, // 55: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	77, // 56: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	77, // 57: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	2,  // 58: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	52, // 59: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	57, // 60: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	58, // 61: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	78, // 62: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	56, // 63: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	32, // 64: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	33, // 65: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	34, // 66: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	35, // 67: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	36, // 68: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	37, // 69: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	38, // 70: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	39, // 71: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	40, // 72: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	41, // 73: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	42, // 74: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	31, // 75: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	29, // 76: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	30, // 77: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	53, // 78: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	67, // 79: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	68, // 80: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	54, // 81: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	64, // 82: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	65, // 83: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	55, // 84: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	79, // 85: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	44, // 86: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	56, // 87: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	46, // 88: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	47, // 89: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	48, // 90: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	49, // 91: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	50, // 92: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	40, // 93: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	70, // 94: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	70, // 95: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	80, // 96: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	80, // 97: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	80, // 98: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	99, // [99:99] is the sub-list for method output_type
+	99, // [99:99] is the sub-list for method input_type
+	99, // [99:99] is the sub-list for extension type_name
+	99, // [99:99] is the sub-list for extension extendee
+	0,  // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }

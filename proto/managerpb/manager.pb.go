@@ -4750,9 +4750,35 @@ type NodeInfo struct {
 	Orphans []*Orphan `protobuf:"bytes,20,rep,name=orphans,proto3" json:"orphans,omitempty"`
 	// Added (ours). Set while the worker's session is held by a manager this
 	// cluster does not know: what was seen, for an operator.
-	Contested     string `protobuf:"bytes,21,opt,name=contested,proto3" json:"contested,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Contested string `protobuf:"bytes,21,opt,name=contested,proto3" json:"contested,omitempty"`
+	// Added (ours; docs/design/nodes-capacity.md). Used by the placement
+	// engine (next step); nothing places jobs by them yet.
+	//
+	// What the node's worker last reported it offers (its --capacity,
+	// --gpu-capacity, --gpu-model, --capability and --zone flags). Absent:
+	// never reported (a worker that predates it, or a slot no worker has
+	// registered on): capacity unknown, counted as 0 units.
+	Resources *commonpb.NodeResources `protobuf:"bytes,22,opt,name=resources,proto3" json:"resources,omitempty"`
+	// The node's failure domain: an OCI node's availability domain, else the
+	// worker's --zone, else the node's "zone" tag; empty = unknown.
+	Zone string `protobuf:"bytes,23,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The node's cloud, from its provider (AWS, OCI, CLUSTER for a cluster
+	// slot, MOCK), as a job's cloud field names it.
+	Cloud Cloud `protobuf:"varint,24,opt,name=cloud,proto3,enum=norsk.api.manager.Cloud" json:"cloud,omitempty"`
+	// Reference units allocated on the node: the sum of
+	// auto_placement.requirements.required_capacity of every job instance
+	// the job records place on it (provisioning, running or stopping).
+	AllocatedCapacity float64 `protobuf:"fixed64,25,opt,name=allocated_capacity,json=allocatedCapacity,proto3" json:"allocated_capacity,omitempty"`
+	// resources.capacity - allocated_capacity (negative when the node is
+	// overcommitted, e.g. after its worker restarted with a lower
+	// --capacity).
+	FreeCapacity float64 `protobuf:"fixed64,26,opt,name=free_capacity,json=freeCapacity,proto3" json:"free_capacity,omitempty"`
+	// As allocated_capacity and free_capacity, for
+	// required_gpu_capacity against resources.gpu_capacity.
+	AllocatedGpuCapacity float64 `protobuf:"fixed64,27,opt,name=allocated_gpu_capacity,json=allocatedGpuCapacity,proto3" json:"allocated_gpu_capacity,omitempty"`
+	FreeGpuCapacity      float64 `protobuf:"fixed64,28,opt,name=free_gpu_capacity,json=freeGpuCapacity,proto3" json:"free_gpu_capacity,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -4874,6 +4900,55 @@ func (x *NodeInfo) GetContested() string {
 		return x.Contested
 	}
 	return ""
+}
+
+func (x *NodeInfo) GetResources() *commonpb.NodeResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetCloud() Cloud {
+	if x != nil {
+		return x.Cloud
+	}
+	return Cloud_CLOUD_UNSPECIFIED
+}
+
+func (x *NodeInfo) GetAllocatedCapacity() float64 {
+	if x != nil {
+		return x.AllocatedCapacity
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetFreeCapacity() float64 {
+	if x != nil {
+		return x.FreeCapacity
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetAllocatedGpuCapacity() float64 {
+	if x != nil {
+		return x.AllocatedGpuCapacity
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetFreeGpuCapacity() float64 {
+	if x != nil {
+		return x.FreeGpuCapacity
+	}
+	return 0
 }
 
 // Added (ours). A job instance a worker runs that the manager's store does
@@ -5638,6 +5713,9 @@ type ClusterMemberRegisterRequest struct {
 	NodeCredential string `protobuf:"bytes,5,opt,name=node_credential,json=nodeCredential,proto3" json:"node_credential,omitempty"`
 	// Worker software version, for operators.
 	WorkerVersion string `protobuf:"bytes,6,opt,name=worker_version,json=workerVersion,proto3" json:"worker_version,omitempty"`
+	// Added. What the worker offers for placement (as WorkerHello.resources);
+	// stored with the node, replacing what it held. Absent: kept as it was.
+	Resources     *commonpb.NodeResources `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5712,6 +5790,13 @@ func (x *ClusterMemberRegisterRequest) GetWorkerVersion() string {
 		return x.WorkerVersion
 	}
 	return ""
+}
+
+func (x *ClusterMemberRegisterRequest) GetResources() *commonpb.NodeResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 type ClusterMemberRegisterResponse struct {
@@ -7720,7 +7805,7 @@ const file_manager_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\x12'\n" +
 	"\x0fmanager_version\x18\x02 \x01(\tR\x0emanagerVersion\x12\x1d\n" +
 	"\n" +
-	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xf4\x05\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xad\b\n" +
 	"\bNodeInfo\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\bmetadata\x12P\n" +
 	"\x10running_metadata\x18\x02 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x0frunningMetadata\x12;\n" +
@@ -7736,7 +7821,14 @@ const file_manager_proto_rawDesc = "" +
 	" \x01(\x02R\rmemoryUsedMib\x12Q\n" +
 	"\x12runtime_conditions\x18\v \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\x123\n" +
 	"\aorphans\x18\x14 \x03(\v2\x19.norsk.api.manager.OrphanR\aorphans\x12\x1c\n" +
-	"\tcontested\x18\x15 \x01(\tR\tcontestedB\x0e\n" +
+	"\tcontested\x18\x15 \x01(\tR\tcontested\x12=\n" +
+	"\tresources\x18\x16 \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12\x12\n" +
+	"\x04zone\x18\x17 \x01(\tR\x04zone\x12.\n" +
+	"\x05cloud\x18\x18 \x01(\x0e2\x18.norsk.api.manager.CloudR\x05cloud\x12-\n" +
+	"\x12allocated_capacity\x18\x19 \x01(\x01R\x11allocatedCapacity\x12#\n" +
+	"\rfree_capacity\x18\x1a \x01(\x01R\ffreeCapacity\x124\n" +
+	"\x16allocated_gpu_capacity\x18\x1b \x01(\x01R\x14allocatedGpuCapacity\x12*\n" +
+	"\x11free_gpu_capacity\x18\x1c \x01(\x01R\x0ffreeGpuCapacityB\x0e\n" +
 	"\f_stop_reason\"\x89\x03\n" +
 	"\x06Orphan\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x129\n" +
@@ -7798,14 +7890,15 @@ const file_manager_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x19\n" +
 	"\x17ListClusterNodesRequest\"P\n" +
 	"\x18ListClusterNodesResponse\x124\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1e.norsk.api.manager.ClusterNodeR\x05nodes\"\xf2\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1e.norsk.api.manager.ClusterNodeR\x05nodes\"\xb1\x02\n" +
 	"\x1cClusterMemberRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12>\n" +
 	"\bhardware\x18\x04 \x01(\v2\".norsk.api.manager.ClusterHardwareR\bhardware\x12'\n" +
 	"\x0fnode_credential\x18\x05 \x01(\tR\x0enodeCredential\x12%\n" +
-	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\"\x98\x01\n" +
+	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\x12=\n" +
+	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\"\x98\x01\n" +
 	"\x1dClusterMemberRegisterResponse\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12'\n" +
 	"\x0fnode_credential\x18\x02 \x01(\tR\x0enodeCredential\x12\x1b\n" +
@@ -8141,9 +8234,10 @@ var file_manager_proto_goTypes = []any{
 	(*commonpb.JobInfoMessage)(nil),       // 129: norsk.api.common.JobInfoMessage
 	(*commonpb.Log)(nil),                  // 130: norsk.api.common.Log
 	(*commonpb.RuntimeCondition)(nil),     // 131: norsk.api.common.RuntimeCondition
-	(commonpb.Architecture)(0),            // 132: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 133: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 134: google.protobuf.Empty
+	(*commonpb.NodeResources)(nil),        // 132: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 133: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 134: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 135: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
 	115, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
@@ -8280,128 +8374,131 @@ var file_manager_proto_depIdxs = []int32{
 	10,  // 131: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
 	131, // 132: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
 	67,  // 133: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	127, // 134: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 135: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	117, // 136: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	111, // 137: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	128, // 138: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	127, // 139: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	128, // 140: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	117, // 141: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	66,  // 142: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	27,  // 143: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 144: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	69,  // 145: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	112, // 146: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	128, // 147: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	132, // 148: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	128, // 149: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	75,  // 150: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 151: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	117, // 152: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	113, // 153: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 154: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	76,  // 155: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	75,  // 156: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	128, // 157: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	128, // 158: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	114, // 159: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	117, // 160: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	82,  // 161: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	85,  // 162: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 163: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	89,  // 164: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	88,  // 165: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 166: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	17,  // 167: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	13,  // 168: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 169: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 170: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 171: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	85,  // 172: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 173: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 174: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 175: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	85,  // 176: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	116, // 177: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	86,  // 178: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 179: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	96,  // 180: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	101, // 181: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	102, // 182: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	103, // 183: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	117, // 184: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	133, // 185: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	117, // 186: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	117, // 187: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	133, // 188: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	134, // 189: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	13,  // 190: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	13,  // 191: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	116, // 192: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	63,  // 193: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	44,  // 194: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	45,  // 195: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	46,  // 196: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	128, // 197: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	47,  // 198: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	48,  // 199: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	116, // 200: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	53,  // 201: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	134, // 202: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	70,  // 203: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	68,  // 204: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	116, // 205: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	73,  // 206: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	77,  // 207: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	128, // 208: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	79,  // 209: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	81,  // 210: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	83,  // 211: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	86,  // 212: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 213: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	85,  // 214: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	91,  // 215: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	92,  // 216: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	85,  // 217: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 218: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	99,  // 219: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	64,  // 220: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	18,  // 221: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	18,  // 222: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	134, // 223: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	35,  // 224: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	134, // 225: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	134, // 226: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	134, // 227: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	134, // 228: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	134, // 229: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	134, // 230: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	134, // 231: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	62,  // 232: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	65,  // 233: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	71,  // 234: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	134, // 235: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	72,  // 236: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	74,  // 237: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 238: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	134, // 239: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	80,  // 240: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	134, // 241: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	84,  // 242: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	90,  // 243: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	134, // 244: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	134, // 245: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	134, // 246: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	134, // 247: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	96,  // 248: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	98,  // 249: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	100, // 250: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	220, // [220:251] is the sub-list for method output_type
-	189, // [189:220] is the sub-list for method input_type
-	189, // [189:189] is the sub-list for extension type_name
-	189, // [189:189] is the sub-list for extension extendee
-	0,   // [0:189] is the sub-list for field type_name
+	132, // 134: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	2,   // 135: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	127, // 136: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	117, // 137: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	117, // 138: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	111, // 139: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	128, // 140: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	127, // 141: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	128, // 142: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	117, // 143: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	66,  // 144: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	27,  // 145: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 146: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	69,  // 147: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	112, // 148: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	128, // 149: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	133, // 150: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	128, // 151: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	75,  // 152: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	117, // 153: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	117, // 154: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	113, // 155: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 156: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	76,  // 157: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	75,  // 158: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	132, // 159: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	128, // 160: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	128, // 161: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	114, // 162: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	117, // 163: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	82,  // 164: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	85,  // 165: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 166: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	89,  // 167: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	88,  // 168: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 169: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	17,  // 170: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	13,  // 171: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 172: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 173: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 174: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	85,  // 175: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 176: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 177: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 178: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	85,  // 179: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	116, // 180: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	86,  // 181: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 182: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	96,  // 183: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	101, // 184: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	102, // 185: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	103, // 186: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	117, // 187: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	134, // 188: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	117, // 189: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	117, // 190: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	134, // 191: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	135, // 192: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	13,  // 193: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	13,  // 194: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	116, // 195: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	63,  // 196: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	44,  // 197: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	45,  // 198: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	46,  // 199: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	128, // 200: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	47,  // 201: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	48,  // 202: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	116, // 203: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	53,  // 204: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	135, // 205: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	70,  // 206: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	68,  // 207: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	116, // 208: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	73,  // 209: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	77,  // 210: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	128, // 211: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	79,  // 212: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	81,  // 213: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	83,  // 214: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	86,  // 215: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 216: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	85,  // 217: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	91,  // 218: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	92,  // 219: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	85,  // 220: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 221: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	99,  // 222: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	64,  // 223: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	18,  // 224: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	18,  // 225: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	135, // 226: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	35,  // 227: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	135, // 228: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	135, // 229: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	135, // 230: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	135, // 231: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	135, // 232: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	135, // 233: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	135, // 234: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	62,  // 235: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	65,  // 236: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	71,  // 237: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	135, // 238: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	72,  // 239: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	74,  // 240: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 241: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	135, // 242: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	80,  // 243: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	135, // 244: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	84,  // 245: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	90,  // 246: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	135, // 247: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	135, // 248: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	135, // 249: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	135, // 250: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	96,  // 251: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	98,  // 252: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	100, // 253: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	223, // [223:254] is the sub-list for method output_type
+	192, // [192:223] is the sub-list for method input_type
+	192, // [192:192] is the sub-list for extension type_name
+	192, // [192:192] is the sub-list for extension extendee
+	0,   // [0:192] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }

@@ -528,8 +528,13 @@ type WorkerHello struct {
 	Token        *WorkerAuthenticationToken `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"`
 	// Added. As Health.runtime_conditions, when the session starts.
 	RuntimeConditions []*commonpb.RuntimeCondition `protobuf:"bytes,6,rep,name=runtime_conditions,json=runtimeConditions,proto3" json:"runtime_conditions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Added. What the worker offers for placement (its --capacity, --zone…
+	// flags), sent in every hello: the manager replaces the node's stored
+	// resources with it. Absent: a worker that predates it (the stored value
+	// is kept: one sent at registration, or none = capacity unknown).
+	Resources     *commonpb.NodeResources `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerHello) Reset() {
@@ -600,6 +605,13 @@ func (x *WorkerHello) GetToken() *WorkerAuthenticationToken {
 func (x *WorkerHello) GetRuntimeConditions() []*commonpb.RuntimeCondition {
 	if x != nil {
 		return x.RuntimeConditions
+	}
+	return nil
+}
+
+func (x *WorkerHello) GetResources() *commonpb.NodeResources {
+	if x != nil {
+		return x.Resources
 	}
 	return nil
 }
@@ -1131,14 +1143,15 @@ const file_worker_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\tR\x06cookie\x12>\n" +
-	"\tsignature\x18\x03 \x01(\v2 .norsk.api.common.OptionalStringR\tsignature\"\x95\x03\n" +
+	"\tsignature\x18\x03 \x01(\v2 .norsk.api.common.OptionalStringR\tsignature\"\xd4\x03\n" +
 	"\vWorkerHello\x12C\n" +
 	"\rnode_metadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12?\n" +
 	"\rmeasured_load\x18\x02 \x01(\v2\x1a.norsk.api.worker.CapacityR\fmeasuredLoad\x12#\n" +
 	"\rshared_secret\x18\x03 \x01(\tR\fsharedSecret\x12E\n" +
 	"\frunning_jobs\x18\x04 \x03(\v2\".norsk.api.worker.WorkerRunningJobR\vrunningJobs\x12A\n" +
 	"\x05token\x18\x05 \x01(\v2+.norsk.api.worker.WorkerAuthenticationTokenR\x05token\x12Q\n" +
-	"\x12runtime_conditions\x18\x06 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xcd\x02\n" +
+	"\x12runtime_conditions\x18\x06 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\x12=\n" +
+	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\"\xcd\x02\n" +
 	"\x10WorkerJobStarted\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12o\n" +
 	"\x15service_port_mappings\x18\x02 \x03(\v2;.norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntryR\x13servicePortMappings\x12\x1f\n" +
@@ -1219,9 +1232,10 @@ var file_worker_proto_goTypes = []any{
 	(*commonpb.ProductTemplateRef)(nil),   // 22: norsk.api.common.ProductTemplateRef
 	(*commonpb.OptionalString)(nil),       // 23: norsk.api.common.OptionalString
 	(*commonpb.NodeMetadata)(nil),         // 24: norsk.api.common.NodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 25: norsk.api.common.ActiveJobKey
-	(*commonpb.JobInfoMessage)(nil),       // 26: norsk.api.common.JobInfoMessage
-	(*commonpb.ResolvedPortMappings)(nil), // 27: norsk.api.common.ResolvedPortMappings
+	(*commonpb.NodeResources)(nil),        // 25: norsk.api.common.NodeResources
+	(*commonpb.ActiveJobKey)(nil),         // 26: norsk.api.common.ActiveJobKey
+	(*commonpb.JobInfoMessage)(nil),       // 27: norsk.api.common.JobInfoMessage
+	(*commonpb.ResolvedPortMappings)(nil), // 28: norsk.api.common.ResolvedPortMappings
 }
 var file_worker_proto_depIdxs = []int32{
 	0,  // 0: norsk.api.worker.Health.measured_load:type_name -> norsk.api.worker.Capacity
@@ -1243,29 +1257,30 @@ var file_worker_proto_depIdxs = []int32{
 	4,  // 16: norsk.api.worker.WorkerHello.running_jobs:type_name -> norsk.api.worker.WorkerRunningJob
 	5,  // 17: norsk.api.worker.WorkerHello.token:type_name -> norsk.api.worker.WorkerAuthenticationToken
 	16, // 18: norsk.api.worker.WorkerHello.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	25, // 19: norsk.api.worker.WorkerJobStarted.job_key:type_name -> norsk.api.common.ActiveJobKey
-	15, // 20: norsk.api.worker.WorkerJobStarted.service_port_mappings:type_name -> norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
-	25, // 21: norsk.api.worker.WorkerJobFailed.job_key:type_name -> norsk.api.common.ActiveJobKey
-	6,  // 22: norsk.api.worker.WorkerMessage.hello:type_name -> norsk.api.worker.WorkerHello
-	1,  // 23: norsk.api.worker.WorkerMessage.health:type_name -> norsk.api.worker.Health
-	7,  // 24: norsk.api.worker.WorkerMessage.job_started:type_name -> norsk.api.worker.WorkerJobStarted
-	25, // 25: norsk.api.worker.WorkerMessage.job_stopped:type_name -> norsk.api.common.ActiveJobKey
-	8,  // 26: norsk.api.worker.WorkerMessage.job_failed:type_name -> norsk.api.worker.WorkerJobFailed
-	26, // 27: norsk.api.worker.WorkerMessage.job_info:type_name -> norsk.api.common.JobInfoMessage
-	9,  // 28: norsk.api.worker.NodeControllerMessage.hello_response:type_name -> norsk.api.worker.WorkerHelloResponse
-	2,  // 29: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
-	25, // 30: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
-	2,  // 31: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
-	17, // 32: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
-	27, // 33: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	27, // 34: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	11, // 35: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
-	10, // 36: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
-	36, // [36:37] is the sub-list for method output_type
-	35, // [35:36] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	25, // 19: norsk.api.worker.WorkerHello.resources:type_name -> norsk.api.common.NodeResources
+	26, // 20: norsk.api.worker.WorkerJobStarted.job_key:type_name -> norsk.api.common.ActiveJobKey
+	15, // 21: norsk.api.worker.WorkerJobStarted.service_port_mappings:type_name -> norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
+	26, // 22: norsk.api.worker.WorkerJobFailed.job_key:type_name -> norsk.api.common.ActiveJobKey
+	6,  // 23: norsk.api.worker.WorkerMessage.hello:type_name -> norsk.api.worker.WorkerHello
+	1,  // 24: norsk.api.worker.WorkerMessage.health:type_name -> norsk.api.worker.Health
+	7,  // 25: norsk.api.worker.WorkerMessage.job_started:type_name -> norsk.api.worker.WorkerJobStarted
+	26, // 26: norsk.api.worker.WorkerMessage.job_stopped:type_name -> norsk.api.common.ActiveJobKey
+	8,  // 27: norsk.api.worker.WorkerMessage.job_failed:type_name -> norsk.api.worker.WorkerJobFailed
+	27, // 28: norsk.api.worker.WorkerMessage.job_info:type_name -> norsk.api.common.JobInfoMessage
+	9,  // 29: norsk.api.worker.NodeControllerMessage.hello_response:type_name -> norsk.api.worker.WorkerHelloResponse
+	2,  // 30: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
+	26, // 31: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
+	2,  // 32: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
+	17, // 33: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
+	28, // 34: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	28, // 35: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	11, // 36: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
+	10, // 37: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
+	37, // [37:38] is the sub-list for method output_type
+	36, // [36:37] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }

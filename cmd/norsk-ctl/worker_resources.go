@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
+)
+
+// resourceFlags holds the flags of --mode=worker that say what the worker
+// offers for placement (docs/design/nodes-capacity.md).
+type resourceFlags struct {
+	capacity     unitsFlag
+	gpuCapacity  unitsFlag
+	gpuModel     string
+	capabilities []string // NAME=VALUE
+	zone         string
+}
+
+// unitsFlag is a float flag that remembers whether it was given, so that
+// "not given" (derive the default) differs from an explicit 0 (refused).
+type unitsFlag struct {
+	v   float64
+	set bool
+}
+
+// String implements pflag.Value ("" while unset: no default is printed;
+// the usage text says how the default is derived).
+func (u *unitsFlag) String() string {
+	if !u.set {
+		return ""
+	}
+	return strconv.FormatFloat(u.v, 'g', -1, 64)
+}
+
+// Set implements pflag.Value.
+func (u *unitsFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return errors.New("want a number of reference units, like 4 or 3.5")
+	}
+	u.v, u.set = v, true
+	return nil
+}
+
+// Type implements pflag.Value.
+func (u *unitsFlag) Type() string { return "units" }
+
+// addResourceFlags adds the capacity, GPU, capability and zone flags to cmd.
+func addResourceFlags(cmd *cobra.Command, r *resourceFlags) {
+	f := cmd.Flags()
+	f.Var(&r.capacity, "capacity",
+		"worker mode: the node's capacity for placement in reference units (1 unit = one real-time H.264 1080p30 medium-preset encode; a number > 0, e.g. 3.5). "+
+			"Default: half the host's logical CPUs, at least 0.5 (a cautious estimate: benchmark the host and set it). Jobs use units by auto_placement.requirements.required_capacity")
+	f.Var(&r.gpuCapacity, "gpu-capacity",
+		"worker mode: the node's GPU capacity in the same reference units (default 0: no GPU work is placed on it)")
+	f.StringVar(&r.gpuModel, "gpu-model", "",
+		"worker mode: the node's GPU model, matched against a job's required_gpu_model (e.g. nvidia-l4)")
+	f.StringArrayVar(&r.capabilities, "capability", nil,
+		"worker mode: NAME=VALUE, a capability of the node, matched against a job's required_capabilities; repeatable")
+	f.StringVar(&r.zone, "zone", "",
+		"worker mode: the node's failure domain (a rack, a site; for a cloud node its availability zone or domain), "+
+			"so that a job's primary and backup can be kept apart. Default: none (a cluster slot's \"zone\" tag applies)")
+}
+
+// resourceFlagNames maps a noderesources.FieldError field to its flag.
+var resourceFlagNames = map[string]string{
+	"capacity": "--capacity", "gpu_capacity": "--gpu-capacity", "gpu_model": "--gpu-model",
+	"capabilities": "--capability", "zone": "--zone",
+}
+
+// resources turns the flags into the NodeResources the worker reports,
+// deriving the capacity from cores when --capacity is not given. Errors
+// name the flag at fault.
+func (r *resourceFlags) resources(cores int) (*commonpb.NodeResources, error) {
+	res := &commonpb.NodeResources{Capacity: r.capacity.v, GpuCapacity: r.gpuCapacity.v, GpuModel: r.gpuModel, Zone: r.zone}
+	if !r.capacity.set {
+		res.Capacity = noderesources.DefaultCapacity(cores)
+	}
+	for _, c := range r.capabilities {
+		name, value, ok := strings.Cut(c, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		switch {
+		case !ok || name == "" || value == "":
+			return nil, fmt.Errorf("--capability %q: want NAME=VALUE, e.g. nvenc=true", c)
+		case res.Capabilities[name] != "":
+			return nil, fmt.Errorf("--capability %q: %s is given twice", c, name)
+		}
+		if res.Capabilities == nil {
+			res.Capabilities = map[string]string{}
+		}
+		res.Capabilities[name] = value
+	}
+	if err := noderesources.Validate(res); err != nil {
+		var fe *noderesources.FieldError
+		if errors.As(err, &fe) {
+			if fe.Key != "" {
+				return nil, fmt.Errorf("%s %s: %s", resourceFlagNames[fe.Field], fe.Key, fe.Reason)
+			}
+			return nil, fmt.Errorf("%s %s", resourceFlagNames[fe.Field], fe.Reason)
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// hostCores is the number of logical CPUs the default capacity is derived
+// from.
+func hostCores() int { return runtime.NumCPU() }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+)
+
+// TestWorkerResourceFlags parses the capacity, GPU, capability and zone
+// flags as the worker does (8 logical CPUs) and checks the resources it
+// would report, or that the error names the flag.
+func TestWorkerResourceFlags(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    *commonpb.NodeResources
+		wantErr string
+	}{
+		{"defaults: half the cores", nil, &commonpb.NodeResources{Capacity: 4}, ""},
+		{"everything", []string{"--capacity=3.5", "--gpu-capacity", "2", "--gpu-model=nvidia-l4",
+			"--capability", "nvenc=true", "--capability=av1=hw", "--zone=z1"},
+			&commonpb.NodeResources{Capacity: 3.5, GpuCapacity: 2, GpuModel: "nvidia-l4",
+				Capabilities: map[string]string{"nvenc": "true", "av1": "hw"}, Zone: "z1"}, ""},
+		{"capability value with =", []string{"--capability=codec=h264=main"},
+			&commonpb.NodeResources{Capacity: 4, Capabilities: map[string]string{"codec": "h264=main"}}, ""},
+		{"not a number", []string{"--capacity=lots"}, nil, `invalid argument "lots" for "--capacity" flag: want a number of reference units`},
+		{"zero capacity", []string{"--capacity=0"}, nil, "--capacity 0 reference units: must be greater than 0"},
+		{"negative capacity", []string{"--capacity=-2"}, nil, "--capacity -2 reference units: must be greater than 0"},
+		{"NaN capacity", []string{"--capacity=NaN"}, nil, "--capacity NaN is not a number of reference units"},
+		{"negative gpu", []string{"--gpu-capacity=-1"}, nil, "--gpu-capacity -1 reference units: must be 0 or more"},
+		{"gpu model with space", []string{"--gpu-model=nvidia l4"}, nil, "--gpu-model \"nvidia l4\" must be printable characters without spaces"},
+		{"capability without value", []string{"--capability=nvenc"}, nil, `--capability "nvenc": want NAME=VALUE`},
+		{"capability empty name", []string{"--capability==x"}, nil, `--capability "=x": want NAME=VALUE`},
+		{"capability twice", []string{"--capability=a=1", "--capability=a=2"}, nil, `--capability "a=2": a is given twice`},
+		{"capability value control character", []string{"--capability=a=x\x01"}, nil, "--capability a: value"},
+		{"zone with space", []string{"--zone=rack 1"}, nil, "--zone \"rack 1\" must be printable characters without spaces"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var r resourceFlags
+			cmd := &cobra.Command{Use: "x"}
+			addResourceFlags(cmd, &r)
+			err := cmd.ParseFlags(tc.args)
+			var got *commonpb.NodeResources
+			if err == nil {
+				got, err = r.resources(8)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(got, tc.want) {
+				t.Fatalf("resources = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCtl_Worker_BadCapacity: a bad resource flag is a usage error (exit
+// 2) naming the flag, before the worker listens.
+func TestCtl_Worker_BadCapacity(t *testing.T) {
+	for _, args := range [][]string{{"--capacity=0"}, {"--capacity=x"}, {"--capability=nvenc"}} {
+		r := runCtl(t, testCtx(), "", append([]string{"--mode=worker", "--listen=127.0.0.1:0",
+			"--state-dir=" + filepath.Join(t.TempDir(), "w")}, args...)...)
+		flag, _, _ := strings.Cut(args[0], "=")
+		if r.code != ctlExitUsage || !strings.Contains(r.stderr, flag) || strings.Contains(r.stderr, "worker listening") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", args, r.code, r.stderr, ctlExitUsage, flag)
+		}
+	}
+}

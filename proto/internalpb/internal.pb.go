@@ -3910,6 +3910,61 @@ func (*GetBundle) Descriptor() ([]byte, []int) {
 	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
+// The record of one pool.
+type PoolRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pool as accepted: name set, restart_ceiling filled in, version 0
+	// (a pool's version is its entity sequence, set on reads).
+	Pool           *managerpb.Pool `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	RecentRequests []string        `protobuf:"bytes,2,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PoolRecord) Reset() {
+	*x = PoolRecord{}
+	mi := &file_internal_internal_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolRecord) ProtoMessage() {}
+
+func (x *PoolRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
+func (*PoolRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PoolRecord) GetPool() *managerpb.Pool {
+	if x != nil {
+		return x.Pool
+	}
+	return nil
+}
+
+func (x *PoolRecord) GetRecentRequests() []string {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
 var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
@@ -4218,7 +4273,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rreplica_index\x18\x01 \x01(\rR\freplicaIndex\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x18\n" +
 	"\adormant\x18\x03 \x01(\bR\adormant\"\v\n" +
-	"\tGetBundle*X\n" +
+	"\tGetBundle\"b\n" +
+	"\n" +
+	"PoolRecord\x12+\n" +
+	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\x12'\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -4237,7 +4296,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                           // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                          // 1: norsk.internal.v1.CloudNode.Phase
@@ -4290,82 +4349,84 @@ var file_internal_internal_proto_goTypes = []any{
 	(*DeleteBundle)(nil),                          // 48: norsk.internal.v1.DeleteBundle
 	(*SetBundleJobDormant)(nil),                   // 49: norsk.internal.v1.SetBundleJobDormant
 	(*GetBundle)(nil),                             // 50: norsk.internal.v1.GetBundle
-	nil,                                           // 51: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                           // 52: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                           // 53: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                           // 54: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                           // 55: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                 // 56: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                 // 57: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),          // 58: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),              // 59: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),             // 60: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                   // 61: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                  // 62: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),            // 63: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),             // 64: norsk.api.manager.ClusterHardware
-	(*managerpb.Orphan)(nil),                      // 65: norsk.api.manager.Orphan
-	(*managerpb.CreateAwsNodeRequest)(nil),        // 66: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),        // 67: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),              // 68: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                      // 69: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),            // 70: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                             // 71: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                     // 72: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil), // 73: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 74: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 75: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 76: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 77: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 78: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 79: norsk.api.common.ResolvedPortMappings
+	(*PoolRecord)(nil),                            // 51: norsk.internal.v1.PoolRecord
+	nil,                                           // 52: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                           // 53: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                           // 54: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                           // 55: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                           // 56: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                 // 57: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                 // 58: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),          // 59: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),              // 60: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),             // 61: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                   // 62: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                  // 63: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),            // 64: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),             // 65: norsk.api.manager.ClusterHardware
+	(*managerpb.Orphan)(nil),                      // 66: norsk.api.manager.Orphan
+	(*managerpb.CreateAwsNodeRequest)(nil),        // 67: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),        // 68: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),              // 69: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                      // 70: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),            // 71: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                             // 72: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                     // 73: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil), // 74: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 75: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 76: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 77: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 78: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 79: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 80: norsk.api.manager.Pool
+	(*commonpb.ResolvedPortMappings)(nil),           // 81: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	51, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	56, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	57, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	59, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	52, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	57, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	58, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	59, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	60, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	60, // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	61, // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	5,  // 8: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
-	56, // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	61, // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	62, // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	57, // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	63, // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	56, // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	64, // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	56, // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	57, // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	62, // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	63, // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	58, // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	59, // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	64, // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	57, // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	65, // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	57, // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
 	8,  // 18: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	65, // 19: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	66, // 20: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	67, // 21: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	66, // 19: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	67, // 20: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	68, // 21: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
 	1,  // 22: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	56, // 23: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	56, // 24: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	56, // 25: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	63, // 26: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	68, // 27: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	69, // 28: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	57, // 23: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	57, // 24: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	57, // 25: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	64, // 26: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	69, // 27: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	70, // 28: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
 	12, // 29: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
 	12, // 30: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	70, // 31: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	56, // 32: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	71, // 31: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	57, // 32: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
 	13, // 33: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	70, // 34: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	56, // 35: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	71, // 36: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	72, // 37: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	71, // 34: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	57, // 35: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	72, // 36: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	73, // 37: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
 	4,  // 38: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
 	7,  // 39: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	73, // 40: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	74, // 41: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	74, // 40: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	75, // 41: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
 	11, // 42: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	75, // 43: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	56, // 44: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	76, // 43: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	57, // 44: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
 	18, // 45: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
 	19, // 46: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
 	20, // 47: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
@@ -4376,14 +4437,14 @@ var file_internal_internal_proto_depIdxs = []int32{
 	25, // 52: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
 	26, // 53: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
 	27, // 54: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	76, // 55: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	76, // 56: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	77, // 55: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	77, // 56: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
 	2,  // 57: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	52, // 58: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	57, // 59: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 60: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	77, // 61: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	56, // 62: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	53, // 58: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	58, // 59: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	59, // 60: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	78, // 61: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	57, // 62: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
 	32, // 63: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
 	33, // 64: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
 	34, // 65: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
@@ -4398,31 +4459,32 @@ var file_internal_internal_proto_depIdxs = []int32{
 	31, // 74: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
 	29, // 75: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
 	30, // 76: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	53, // 77: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	66, // 78: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	67, // 79: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	54, // 80: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	64, // 81: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	55, // 82: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	78, // 83: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	54, // 77: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	67, // 78: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	68, // 79: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	55, // 80: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	65, // 81: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	56, // 82: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	79, // 83: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
 	44, // 84: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	56, // 85: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	57, // 85: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
 	46, // 86: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
 	47, // 87: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
 	48, // 88: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
 	49, // 89: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
 	50, // 90: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
 	40, // 91: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	69, // 92: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	69, // 93: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	79, // 94: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	79, // 95: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	79, // 96: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	97, // [97:97] is the sub-list for method output_type
-	97, // [97:97] is the sub-list for method input_type
-	97, // [97:97] is the sub-list for extension type_name
-	97, // [97:97] is the sub-list for extension extendee
-	0,  // [0:97] is the sub-list for field type_name
+	70, // 92: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	70, // 93: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	80, // 94: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	81, // 95: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	81, // 96: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	81, // 97: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	98, // [98:98] is the sub-list for method output_type
+	98, // [98:98] is the sub-list for method input_type
+	98, // [98:98] is the sub-list for extension type_name
+	98, // [98:98] is the sub-list for extension extendee
+	0,  // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -4494,7 +4556,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

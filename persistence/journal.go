@@ -23,7 +23,8 @@ type Change struct {
 	RequestID string
 	// Record is the entity's next state, a marshalled internalpb record
 	// (JobRecord for "job/…", NodeRecord for "node/…", MockPoolRecord for
-	// "pool/…"). Ignored when Delete is set.
+	// "pool/…", PoolRecord for "placementpool/…"). Ignored when Delete is
+	// set.
 	Record []byte
 	// Delete removes the entity (and its index entries).
 	Delete bool

@@ -104,6 +104,11 @@ const (
 	KindPool = "pool"
 	// KindBundle is the kind of bundle records (internalpb.BundleRecord).
 	KindBundle = "bundle"
+	// KindPlacementPool is the kind of placement pools
+	// (internalpb.PoolRecord, docs/design/pools.md). Not "pool": that kind
+	// is the mock provider's URL pool, whose key "pool/mock" a pool named
+	// "mock" would take.
+	KindPlacementPool = "placementpool"
 	// KindProvider is the kind of provider health records
 	// (internalpb.ProviderHealthRecord), one per cloud: "aws", "oci".
 	KindProvider = "provider"
@@ -117,6 +122,9 @@ func NodeKey(id string) EntityKey { return EntityKey(KindNode + "/" + id) }
 
 // BundleKey returns the entity key of bundle id.
 func BundleKey(id string) EntityKey { return EntityKey(KindBundle + "/" + id) }
+
+// PlacementPoolKey returns the entity key of the placement pool name.
+func PlacementPoolKey(name string) EntityKey { return EntityKey(KindPlacementPool + "/" + name) }
 
 // ProviderKey returns the entity key of the health record of a cloud
 // provider ("aws", "oci").

@@ -130,6 +130,12 @@ func (r *Reader) Jobs(fn func(*internalpb.JobRecord) error) error {
 }
 
 func (r *Reader) entities(kind string, newRec func() proto.Message, fn func(proto.Message) error) error {
+	return r.entitiesSeq(kind, newRec, func(m proto.Message, _ Seq) error { return fn(m) })
+}
+
+// entitiesSeq calls fn for every live entity of kind with its sequence, in
+// key order, until fn returns an error (which it returns).
+func (r *Reader) entitiesSeq(kind string, newRec func() proto.Message, fn func(proto.Message, Seq) error) error {
 	prefix := []byte(prefixEnt + kind + "/")
 	it := r.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
@@ -150,7 +156,7 @@ func (r *Reader) entities(kind string, newRec func() proto.Message, fn func(prot
 		if err := proto.Unmarshal(e.record, m); err != nil {
 			return fmt.Errorf("decode %s: %v: %w", key, err, ErrCorrupt)
 		}
-		if err := fn(m); err != nil {
+		if err := fn(m, e.seq); err != nil {
 			return err
 		}
 	}

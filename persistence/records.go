@@ -31,6 +31,8 @@ func decodeRecord(kind string, b []byte) (record, error) {
 		r = &internalpb.BundleRecord{}
 	case KindProvider:
 		r = &internalpb.ProviderHealthRecord{}
+	case KindPlacementPool:
+		r = &internalpb.PoolRecord{}
 	default:
 		return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
 	}

@@ -78,6 +78,10 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		}
 		return "node_alert", fmt.Sprintf("node=%s kind=%s%s: %s", a.GetNodeId().GetNodeId(),
 			strings.ToLower(a.GetKind().String()), job, a.GetMessage())
+	case *managerpb.EventStreamEvent_PoolUpdated:
+		return "pool_updated", PoolEventDetails(e.PoolUpdated.GetPool())
+	case *managerpb.EventStreamEvent_PoolDeleted:
+		return "pool_deleted", "pool=" + Value(e.PoolDeleted.GetName().GetName())
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

@@ -68,6 +68,12 @@ func TestEventLine(t *testing.T) {
 		{"bundle_deleted", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_BundleDeleted{BundleDeleted: &managerpb.BundleDeleted{
 			BundleId: &managerpb.BundleId{BundleId: "b1"}}}},
 			"#6     bundle_deleted          bundle=b1"},
+		{"pool_updated", &managerpb.EventStreamEvent{LogIndex: 9, Event: &managerpb.EventStreamEvent_PoolUpdated{PoolUpdated: &managerpb.PoolUpdated{
+			Pool: &managerpb.Pool{Name: "live", Version: 3, Tiers: []*managerpb.PoolTier{{Name: "onprem"}, {Name: "cloud"}}}}}},
+			"#9     pool_updated            pool=live version=3 tiers=onprem>cloud"},
+		{"pool_deleted", &managerpb.EventStreamEvent{LogIndex: 10, Event: &managerpb.EventStreamEvent_PoolDeleted{PoolDeleted: &managerpb.PoolDeleted{
+			Name: &managerpb.PoolName{Name: "live"}}}},
+			"#10    pool_deleted            pool=live"},
 		{"node_starting", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_NodeStarting{NodeStarting: &managerpb.NodeStarting{NodeMetadata: nodeMD}}},
 			"#6     node_starting           node=n1 tags=pool=a"},
 		{"node_started", &managerpb.EventStreamEvent{LogIndex: 7, Event: &managerpb.EventStreamEvent_NodeStarted{NodeStarted: &managerpb.NodeStarted{NodeMetadata: nodeMD, RunningNodeMetadata: running}}},

@@ -270,7 +270,7 @@ func (a *Agent) Start() error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	gcfg := gateway.Config{
-		Router: a.router, Store: a.store, Liveness: a.live, Logger: a.log.With("component", "gateway"),
+		Router: a.router, Store: a.store, Journal: a.journal, Liveness: a.live, Logger: a.log.With("component", "gateway"),
 		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
 		Events:  a.cfg.Events,
 	}

@@ -25,8 +25,11 @@ import (
 
 // Config configures the gateway.
 type Config struct {
-	Router   actors.Router
-	Store    *persistence.Store
+	Router actors.Router
+	Store  *persistence.Store
+	// Journal is the write path of pools (pools.go), which have no grain;
+	// the grains' journal. Nil: pool writes answer Unimplemented.
+	Journal  persistence.Journal
 	Liveness *actors.Liveness
 	Logger   *slog.Logger
 	// Version is answered by Manager.Version and CreateStatusChannel.

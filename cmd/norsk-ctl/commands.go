@@ -93,6 +93,7 @@ func addClientCommands(root *cobra.Command) {
 	root.AddCommand(
 		newJobCommand(),
 		newBundleCommand(),
+		newPoolCommand(),
 		newNodeCommand(),
 		newSlotCommand(),
 		newClusterCommand(),

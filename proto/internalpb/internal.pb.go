@@ -3928,6 +3928,61 @@ func (*GetBundle) Descriptor() ([]byte, []int) {
 	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
+// The record of one pool.
+type PoolRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pool as accepted: name set, restart_ceiling filled in, version 0
+	// (a pool's version is its entity sequence, set on reads).
+	Pool           *managerpb.Pool `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	RecentRequests []string        `protobuf:"bytes,2,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PoolRecord) Reset() {
+	*x = PoolRecord{}
+	mi := &file_internal_internal_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolRecord) ProtoMessage() {}
+
+func (x *PoolRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
+func (*PoolRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PoolRecord) GetPool() *managerpb.Pool {
+	if x != nil {
+		return x.Pool
+	}
+	return nil
+}
+
+func (x *PoolRecord) GetRecentRequests() []string {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
 var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
@@ -4238,7 +4293,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rreplica_index\x18\x01 \x01(\rR\freplicaIndex\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x18\n" +
 	"\adormant\x18\x03 \x01(\bR\adormant\"\v\n" +
-	"\tGetBundle*X\n" +
+	"\tGetBundle\"b\n" +
+	"\n" +
+	"PoolRecord\x12+\n" +
+	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\x12'\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -4257,7 +4316,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -4310,142 +4369,145 @@ var file_internal_internal_proto_goTypes = []any{
 	(*DeleteBundle)(nil),                            // 48: norsk.internal.v1.DeleteBundle
 	(*SetBundleJobDormant)(nil),                     // 49: norsk.internal.v1.SetBundleJobDormant
 	(*GetBundle)(nil),                               // 50: norsk.internal.v1.GetBundle
-	nil,                                             // 51: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 52: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 53: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 54: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 55: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 56: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 57: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 58: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),                // 59: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 60: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 61: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 62: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 63: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 64: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 65: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 66: norsk.api.manager.Orphan
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 67: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 68: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 69: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 70: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 71: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 72: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 73: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 74: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 75: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 76: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 77: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 78: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 79: norsk.api.worker.WorkerJob
-	(*commonpb.ResolvedPortMappings)(nil),           // 80: norsk.api.common.ResolvedPortMappings
+	(*PoolRecord)(nil),                              // 51: norsk.internal.v1.PoolRecord
+	nil,                                             // 52: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 53: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 54: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 55: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 56: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 57: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 58: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 59: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),                // 60: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 61: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 62: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 63: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 64: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 65: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 66: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 67: norsk.api.manager.Orphan
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 68: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 69: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 70: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 71: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 72: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 73: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 74: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 75: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 76: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 77: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 78: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 79: norsk.api.manager.JobHistoryJobStopping.Reason
+	(*workerpb.WorkerJob)(nil),                      // 80: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 81: norsk.api.manager.Pool
+	(*commonpb.ResolvedPortMappings)(nil),           // 82: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
-	0,  // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	51, // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	56, // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	57, // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	59, // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
-	3,  // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	60, // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	5,  // 8: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
-	56, // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	61, // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	62, // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	57, // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	63, // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	56, // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	64, // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	56, // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	65, // 18: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	8,  // 19: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	66, // 20: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	67, // 21: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	68, // 22: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,  // 23: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	56, // 24: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	56, // 25: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	56, // 26: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	63, // 27: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	69, // 28: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	70, // 29: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	12, // 30: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	12, // 31: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	71, // 32: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	56, // 33: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	13, // 34: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	71, // 35: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	56, // 36: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	72, // 37: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	73, // 38: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	4,  // 39: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	7,  // 40: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	74, // 41: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	75, // 42: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	11, // 43: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	76, // 44: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	56, // 45: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	18, // 46: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	19, // 47: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	20, // 48: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	21, // 49: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	22, // 50: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	23, // 51: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	24, // 52: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	25, // 53: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	26, // 54: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	27, // 55: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	77, // 56: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	77, // 57: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	2,  // 58: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	52, // 59: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	57, // 60: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	58, // 61: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	78, // 62: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	56, // 63: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	32, // 64: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	33, // 65: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	34, // 66: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	35, // 67: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	36, // 68: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	37, // 69: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	38, // 70: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	39, // 71: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	40, // 72: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	41, // 73: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	42, // 74: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	31, // 75: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	29, // 76: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	30, // 77: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	53, // 78: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	67, // 79: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	68, // 80: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	54, // 81: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	64, // 82: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	65, // 83: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	55, // 84: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	79, // 85: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	44, // 86: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	56, // 87: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	46, // 88: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	47, // 89: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	48, // 90: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	49, // 91: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	50, // 92: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	40, // 93: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	70, // 94: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	70, // 95: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	80, // 96: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	80, // 97: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	80, // 98: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	99, // [99:99] is the sub-list for method output_type
-	99, // [99:99] is the sub-list for method input_type
-	99, // [99:99] is the sub-list for extension type_name
-	99, // [99:99] is the sub-list for extension extendee
-	0,  // [0:99] is the sub-list for field type_name
+	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
+	52,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	57,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	58,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	59,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	60,  // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	3,   // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
+	61,  // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	5,   // 8: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
+	57,  // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	62,  // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	63,  // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	58,  // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	59,  // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	64,  // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	57,  // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	65,  // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	57,  // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	66,  // 18: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	8,   // 19: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	67,  // 20: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	68,  // 21: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	69,  // 22: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 23: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	57,  // 24: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	57,  // 25: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	57,  // 26: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	64,  // 27: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	70,  // 28: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	71,  // 29: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	12,  // 30: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	12,  // 31: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	72,  // 32: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	57,  // 33: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	13,  // 34: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	72,  // 35: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	57,  // 36: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	73,  // 37: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	74,  // 38: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	4,   // 39: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	7,   // 40: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	75,  // 41: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	76,  // 42: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	11,  // 43: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	77,  // 44: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	57,  // 45: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	18,  // 46: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	19,  // 47: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	20,  // 48: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	21,  // 49: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	22,  // 50: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	23,  // 51: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	24,  // 52: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	25,  // 53: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	26,  // 54: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	27,  // 55: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	78,  // 56: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	78,  // 57: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	2,   // 58: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	53,  // 59: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	58,  // 60: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	59,  // 61: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	79,  // 62: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	57,  // 63: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	32,  // 64: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	33,  // 65: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	34,  // 66: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	35,  // 67: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	36,  // 68: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	37,  // 69: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	38,  // 70: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	39,  // 71: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	40,  // 72: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	41,  // 73: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	42,  // 74: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	31,  // 75: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	29,  // 76: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	30,  // 77: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	54,  // 78: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	68,  // 79: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	69,  // 80: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	55,  // 81: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	65,  // 82: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	66,  // 83: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	56,  // 84: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	80,  // 85: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	44,  // 86: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	57,  // 87: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	46,  // 88: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	47,  // 89: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	48,  // 90: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	49,  // 91: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	50,  // 92: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	40,  // 93: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	71,  // 94: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	71,  // 95: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	81,  // 96: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	82,  // 97: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	82,  // 98: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	82,  // 99: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	100, // [100:100] is the sub-list for method output_type
+	100, // [100:100] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -4517,7 +4579,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4179,6 +4179,8 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_BundleUpdated
 	//	*EventStreamEvent_BundleDeleted
 	//	*EventStreamEvent_NodeAlert
+	//	*EventStreamEvent_PoolUpdated
+	//	*EventStreamEvent_PoolDeleted
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4397,6 +4399,24 @@ func (x *EventStreamEvent) GetNodeAlert() *NodeAlert {
 	return nil
 }
 
+func (x *EventStreamEvent) GetPoolUpdated() *PoolUpdated {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_PoolUpdated); ok {
+			return x.PoolUpdated
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetPoolDeleted() *PoolDeleted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_PoolDeleted); ok {
+			return x.PoolDeleted
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4498,6 +4518,17 @@ type EventStreamEvent_NodeAlert struct {
 	NodeAlert *NodeAlert `protobuf:"bytes,18,opt,name=node_alert,json=nodeAlert,proto3,oneof"`
 }
 
+type EventStreamEvent_PoolUpdated struct {
+	// Added (ours; docs/design/pools.md). A pool was created or updated.
+	// A log event: never part of the snapshot.
+	PoolUpdated *PoolUpdated `protobuf:"bytes,19,opt,name=pool_updated,json=poolUpdated,proto3,oneof"`
+}
+
+type EventStreamEvent_PoolDeleted struct {
+	// Added (ours). A pool was deleted. A log event.
+	PoolDeleted *PoolDeleted `protobuf:"bytes,20,opt,name=pool_deleted,json=poolDeleted,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4533,6 +4564,10 @@ func (*EventStreamEvent_BundleUpdated) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_BundleDeleted) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_NodeAlert) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_PoolUpdated) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_PoolDeleted) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7412,6 +7447,453 @@ func (x *SnapshotTrailer) GetSizeBytes() uint64 {
 	return 0
 }
 
+// Added (ours). Names one pool.
+type PoolName struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolName) Reset() {
+	*x = PoolName{}
+	mi := &file_manager_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolName) ProtoMessage() {}
+
+func (x *PoolName) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
+func (*PoolName) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *PoolName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Added (ours). A set of nodes jobs are placed into, as ordered tiers:
+// the placement engine fills the first tier with room before the next.
+type Pool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-200 bytes of [A-Za-z0-9._-], starting with a letter or digit (the
+	// characters of job and node ids). Fixed at creation.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 1 to 16 tiers, ordered cheap -> expensive; tier names unique.
+	Tiers []*PoolTier `protobuf:"bytes,2,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	// When the engine gives up on a job of this pool that keeps failing and
+	// writes its terminal_state. Unset in CreatePool/UpdatePool: 5 failures
+	// in 10 minutes (stored explicitly, so GetPool shows what applies).
+	RestartCeiling *RestartCeiling `protobuf:"bytes,3,opt,name=restart_ceiling,json=restartCeiling,proto3" json:"restart_ceiling,omitempty"`
+	// Output: the pool's version, raised by every accepted change (and
+	// never reused, even by a pool re-created with the same name). GetPool
+	// and ListPools set it; UpdatePool must carry the version it read
+	// (FailedPrecondition otherwise); ignored by CreatePool.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// Free text for operators (at most 1024 bytes); not interpreted.
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pool) Reset() {
+	*x = Pool{}
+	mi := &file_manager_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pool) ProtoMessage() {}
+
+func (x *Pool) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pool.ProtoReflect.Descriptor instead.
+func (*Pool) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *Pool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Pool) GetTiers() []*PoolTier {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+func (x *Pool) GetRestartCeiling() *RestartCeiling {
+	if x != nil {
+		return x.RestartCeiling
+	}
+	return nil
+}
+
+func (x *Pool) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Pool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// Added (ours). One tier of a pool: the nodes carrying every tag of
+// node_selector.
+type PoolTier struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-64 bytes of [A-Za-z0-9_-], starting with a letter or digit; unique
+	// within the pool.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// A node is in the tier when its tags hold every key with exactly this
+	// value. Keys and values are non-empty text (at most 1024 bytes, no
+	// control characters); at most 32 entries. Empty: every schedulable
+	// node is in the tier (a catch-all, usually the last tier).
+	NodeSelector map[string]string `protobuf:"bytes,2,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// At most this many nodes of the tier hold placements of this pool at a
+	// time (with a provisioner, issue 13: at most this many nodes created);
+	// once reached, the engine uses only those nodes or the next tier.
+	// 0: no limit.
+	MaxNodes      uint32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolTier) Reset() {
+	*x = PoolTier{}
+	mi := &file_manager_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolTier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolTier) ProtoMessage() {}
+
+func (x *PoolTier) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
+func (*PoolTier) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *PoolTier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PoolTier) GetNodeSelector() map[string]string {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *PoolTier) GetMaxNodes() uint32 {
+	if x != nil {
+		return x.MaxNodes
+	}
+	return 0
+}
+
+// Added (ours). A restart ceiling: the max_failures-th failed instance of
+// one job within window_seconds ends it (the engine writes the job's
+// terminal_state and never places it again until an operator clears it).
+type RestartCeiling struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1000.
+	MaxFailures uint32 `protobuf:"varint,1,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
+	// 1 to 86400 (24 hours).
+	WindowSeconds uint32 `protobuf:"varint,2,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartCeiling) Reset() {
+	*x = RestartCeiling{}
+	mi := &file_manager_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartCeiling) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartCeiling) ProtoMessage() {}
+
+func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
+func (*RestartCeiling) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *RestartCeiling) GetMaxFailures() uint32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *RestartCeiling) GetWindowSeconds() uint32 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
+// Added (ours).
+type ListPoolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoolsRequest) Reset() {
+	*x = ListPoolsRequest{}
+	mi := &file_manager_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoolsRequest) ProtoMessage() {}
+
+func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
+func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{96}
+}
+
+// Added (ours).
+type ListPoolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In name order, each with its version.
+	Pools []*Pool `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	// Event-log index the listing was read at: an event stream resumed from
+	// it (resume_from_index) sees every later pool change.
+	LogIndex      uint64 `protobuf:"varint,2,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoolsResponse) Reset() {
+	*x = ListPoolsResponse{}
+	mi := &file_manager_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoolsResponse) ProtoMessage() {}
+
+func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
+func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *ListPoolsResponse) GetPools() []*Pool {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *ListPoolsResponse) GetLogIndex() uint64 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+// Added (ours). A pool was created or updated; carries the pool as stored,
+// with its new version. A log event: never part of the snapshot.
+type PoolUpdated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pool          *Pool                  `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolUpdated) Reset() {
+	*x = PoolUpdated{}
+	mi := &file_manager_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolUpdated) ProtoMessage() {}
+
+func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
+func (*PoolUpdated) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *PoolUpdated) GetPool() *Pool {
+	if x != nil {
+		return x.Pool
+	}
+	return nil
+}
+
+// Added (ours). A pool was deleted. A log event.
+type PoolDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          *PoolName              `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolDeleted) Reset() {
+	*x = PoolDeleted{}
+	mi := &file_manager_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolDeleted) ProtoMessage() {}
+
+func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
+func (*PoolDeleted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *PoolDeleted) GetName() *PoolName {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -7422,7 +7904,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7434,7 +7916,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7764,7 +8246,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x9d\v\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa7\f\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -7789,7 +8271,9 @@ const file_manager_proto_rawDesc = "" +
 	"\x0ebundle_updated\x18\x10 \x01(\v2 .norsk.api.manager.BundleUpdatedH\x00R\rbundleUpdated\x12I\n" +
 	"\x0ebundle_deleted\x18\x11 \x01(\v2 .norsk.api.manager.BundleDeletedH\x00R\rbundleDeleted\x12=\n" +
 	"\n" +
-	"node_alert\x18\x12 \x01(\v2\x1c.norsk.api.manager.NodeAlertH\x00R\tnodeAlert\x12\x1b\n" +
+	"node_alert\x18\x12 \x01(\v2\x1c.norsk.api.manager.NodeAlertH\x00R\tnodeAlert\x12C\n" +
+	"\fpool_updated\x18\x13 \x01(\v2\x1e.norsk.api.manager.PoolUpdatedH\x00R\vpoolUpdated\x12C\n" +
+	"\fpool_deleted\x18\x14 \x01(\v2\x1e.norsk.api.manager.PoolDeletedH\x00R\vpoolDeleted\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -8012,7 +8496,33 @@ const file_manager_proto_rawDesc = "" +
 	"\x0fSnapshotTrailer\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes*I\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"\x1e\n" +
+	"\bPoolName\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
+	"\x04Pool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x05tiers\x18\x02 \x03(\v2\x1b.norsk.api.manager.PoolTierR\x05tiers\x12J\n" +
+	"\x0frestart_ceiling\x18\x03 \x01(\v2!.norsk.api.manager.RestartCeilingR\x0erestartCeiling\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xd6\x01\n" +
+	"\bPoolTier\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
+	"\rnode_selector\x18\x02 \x03(\v2-.norsk.api.manager.PoolTier.NodeSelectorEntryR\fnodeSelector\x12\x1b\n" +
+	"\tmax_nodes\x18\x03 \x01(\rR\bmaxNodes\x1a?\n" +
+	"\x11NodeSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x04\x10\x10\"Z\n" +
+	"\x0eRestartCeiling\x12!\n" +
+	"\fmax_failures\x18\x01 \x01(\rR\vmaxFailures\x12%\n" +
+	"\x0ewindow_seconds\x18\x02 \x01(\rR\rwindowSeconds\"\x12\n" +
+	"\x10ListPoolsRequest\"_\n" +
+	"\x11ListPoolsResponse\x12-\n" +
+	"\x05pools\x18\x01 \x03(\v2\x17.norsk.api.manager.PoolR\x05pools\x12\x1b\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\":\n" +
+	"\vPoolUpdated\x12+\n" +
+	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\">\n" +
+	"\vPoolDeleted\x12/\n" +
+	"\x04name\x18\x01 \x01(\v2\x1b.norsk.api.manager.PoolNameR\x04name*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -8052,7 +8562,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14ANTI_AFFINITY_FORBID\x10\x01*?\n" +
 	"\vBundleState\x12\x15\n" +
 	"\x11BUNDLE_STATE_LIVE\x10\x00\x12\x19\n" +
-	"\x15BUNDLE_STATE_DELETING\x10\x012\xf9\x13\n" +
+	"\x15BUNDLE_STATE_DELETING\x10\x012\xd3\x16\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -8085,7 +8595,15 @@ const file_manager_proto_rawDesc = "" +
 	"\rStopBundleJob\x12'.norsk.api.manager.StopBundleJobRequest\x1a\x16.google.protobuf.Empty\x12G\n" +
 	"\tGetBundle\x12\x1b.norsk.api.manager.BundleId\x1a\x1d.norsk.api.manager.BundleInfo\x12\\\n" +
 	"\vListBundles\x12%.norsk.api.manager.ListBundlesRequest\x1a&.norsk.api.manager.ListBundlesResponse\x12Z\n" +
-	"\fSnapshotSave\x12&.norsk.api.manager.SnapshotSaveRequest\x1a .norsk.api.manager.SnapshotChunk0\x01B4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\fSnapshotSave\x12&.norsk.api.manager.SnapshotSaveRequest\x1a .norsk.api.manager.SnapshotChunk0\x01\x12=\n" +
+	"\n" +
+	"CreatePool\x12\x17.norsk.api.manager.Pool\x1a\x16.google.protobuf.Empty\x12=\n" +
+	"\n" +
+	"UpdatePool\x12\x17.norsk.api.manager.Pool\x1a\x16.google.protobuf.Empty\x12A\n" +
+	"\n" +
+	"DeletePool\x12\x1b.norsk.api.manager.PoolName\x1a\x16.google.protobuf.Empty\x12?\n" +
+	"\aGetPool\x12\x1b.norsk.api.manager.PoolName\x1a\x17.norsk.api.manager.Pool\x12V\n" +
+	"\tListPools\x12#.norsk.api.manager.ListPoolsRequest\x1a$.norsk.api.manager.ListPoolsResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -8100,7 +8618,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 112)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -8206,78 +8724,87 @@ var file_manager_proto_goTypes = []any{
 	(*SnapshotHeader)(nil),                // 101: norsk.api.manager.SnapshotHeader
 	(*SnapshotData)(nil),                  // 102: norsk.api.manager.SnapshotData
 	(*SnapshotTrailer)(nil),               // 103: norsk.api.manager.SnapshotTrailer
-	nil,                                   // 104: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 105: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 106: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 107: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 108: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 109: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 110: norsk.api.manager.DateFilter.Within
-	nil,                                   // 111: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 112: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 113: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 114: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	(*commonpb.Version)(nil),              // 115: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 116: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 117: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 118: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 119: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 120: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 121: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 122: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 123: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 124: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 125: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 126: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 127: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 128: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 129: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 130: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 131: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 132: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 133: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 134: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 135: google.protobuf.Empty
+	(*PoolName)(nil),                      // 104: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 105: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 106: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 107: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 108: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 109: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 110: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 111: norsk.api.manager.PoolDeleted
+	nil,                                   // 112: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 113: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 114: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 115: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 116: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 117: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 118: norsk.api.manager.DateFilter.Within
+	nil,                                   // 119: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 120: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 121: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 122: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 123: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 124: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 125: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 126: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 127: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 128: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 129: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 130: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 131: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 132: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 133: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 134: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 135: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 136: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 137: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 138: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 139: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 140: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 141: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 142: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 143: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 144: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	115, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	116, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	104, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	117, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	118, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	124, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	125, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	112, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	126, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	127, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	119, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	128, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	8,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	15,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	120, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	105, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	129, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	113, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	14,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	121, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	130, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	17,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	122, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	123, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	124, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	131, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	132, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	133, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	16,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	117, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	117, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	126, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	126, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	13,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	117, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	125, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	117, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	125, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	106, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	117, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	125, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	126, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	126, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	114, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	126, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	9,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	117, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	125, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	117, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	126, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	126, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	19,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	20,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	21,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -8287,46 +8814,46 @@ var file_manager_proto_depIdxs = []int32{
 	25,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	13,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	26,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	107, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	127, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	128, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	115, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	136, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	137, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	27,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	27,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	27,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	116, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	125, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	27,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	13,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	29,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	125, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	125, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	128, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	134, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	134, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	137, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	10,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	128, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	125, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	137, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	134, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	29,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	28,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	29,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	128, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	108, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	137, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	116, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	42,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	128, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	109, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	137, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	117, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	116, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	128, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	116, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	128, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	117, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	117, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	117, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	117, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	117, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	110, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	125, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	137, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	125, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	137, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	126, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	126, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	126, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	126, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	126, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	118, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	49,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	50,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	51,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -8337,11 +8864,11 @@ var file_manager_proto_depIdxs = []int32{
 	55,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	57,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	58,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	128, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	137, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	127, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	117, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	136, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	126, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	126, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	40,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	30,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	59,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -8355,150 +8882,168 @@ var file_manager_proto_depIdxs = []int32{
 	39,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	41,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	58,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	129, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	138, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	61,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	93,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	94,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	60,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	117, // 120: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	52,  // 121: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	12,  // 122: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	130, // 123: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	115, // 124: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	125, // 125: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	126, // 126: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 127: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 128: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	29,  // 129: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	117, // 130: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	10,  // 131: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	131, // 132: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	67,  // 133: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	132, // 134: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	2,   // 135: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	127, // 136: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	117, // 137: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	117, // 138: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	111, // 139: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	128, // 140: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	127, // 141: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	128, // 142: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	117, // 143: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	66,  // 144: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	27,  // 145: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 146: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	69,  // 147: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	112, // 148: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	128, // 149: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	133, // 150: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	128, // 151: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	75,  // 152: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	117, // 153: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	117, // 154: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	113, // 155: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 156: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	76,  // 157: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	75,  // 158: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	132, // 159: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	128, // 160: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	128, // 161: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	114, // 162: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	117, // 163: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	82,  // 164: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	85,  // 165: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 166: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	89,  // 167: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	88,  // 168: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 169: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	17,  // 170: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	13,  // 171: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 172: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 173: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 174: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	85,  // 175: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 176: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 177: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 178: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	85,  // 179: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	116, // 180: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	86,  // 181: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 182: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	96,  // 183: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	101, // 184: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	102, // 185: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	103, // 186: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	117, // 187: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	134, // 188: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	117, // 189: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	117, // 190: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	134, // 191: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	135, // 192: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	13,  // 193: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	13,  // 194: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	116, // 195: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	63,  // 196: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	44,  // 197: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	45,  // 198: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	46,  // 199: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	128, // 200: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	47,  // 201: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	48,  // 202: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	116, // 203: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	53,  // 204: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	135, // 205: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	70,  // 206: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	68,  // 207: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	116, // 208: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	73,  // 209: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	77,  // 210: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	128, // 211: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	79,  // 212: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	81,  // 213: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	83,  // 214: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	86,  // 215: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 216: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	85,  // 217: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	91,  // 218: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	92,  // 219: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	85,  // 220: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 221: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	99,  // 222: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	64,  // 223: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	18,  // 224: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	18,  // 225: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	135, // 226: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	35,  // 227: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	135, // 228: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	135, // 229: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	135, // 230: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	135, // 231: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	135, // 232: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	135, // 233: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	135, // 234: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	62,  // 235: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	65,  // 236: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	71,  // 237: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	135, // 238: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	72,  // 239: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	74,  // 240: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 241: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	135, // 242: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	80,  // 243: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	135, // 244: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	84,  // 245: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	90,  // 246: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	135, // 247: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	135, // 248: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	135, // 249: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	135, // 250: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	96,  // 251: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	98,  // 252: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	100, // 253: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	223, // [223:254] is the sub-list for method output_type
-	192, // [192:223] is the sub-list for method input_type
-	192, // [192:192] is the sub-list for extension type_name
-	192, // [192:192] is the sub-list for extension extendee
-	0,   // [0:192] is the sub-list for field type_name
+	110, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	111, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	126, // 122: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	52,  // 123: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	12,  // 124: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	139, // 125: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	124, // 126: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	134, // 127: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	135, // 128: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 129: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 130: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	29,  // 131: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	126, // 132: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	10,  // 133: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	140, // 134: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	67,  // 135: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	141, // 136: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	2,   // 137: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	136, // 138: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	126, // 139: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	126, // 140: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	119, // 141: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	137, // 142: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	136, // 143: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	137, // 144: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	126, // 145: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	66,  // 146: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	27,  // 147: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 148: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	69,  // 149: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	120, // 150: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	137, // 151: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	142, // 152: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	137, // 153: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	75,  // 154: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	126, // 155: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	126, // 156: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	121, // 157: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 158: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	76,  // 159: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	75,  // 160: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	141, // 161: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	137, // 162: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	137, // 163: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	122, // 164: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	126, // 165: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	82,  // 166: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	85,  // 167: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 168: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	89,  // 169: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	88,  // 170: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 171: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	17,  // 172: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	13,  // 173: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 174: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 175: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 176: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	85,  // 177: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 178: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	85,  // 179: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 180: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	85,  // 181: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	125, // 182: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	86,  // 183: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 184: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	96,  // 185: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	101, // 186: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	102, // 187: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	103, // 188: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	126, // 189: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	106, // 190: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	107, // 191: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	123, // 192: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	105, // 193: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	105, // 194: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	104, // 195: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	143, // 196: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	126, // 197: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	126, // 198: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	143, // 199: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	144, // 200: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	13,  // 201: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	13,  // 202: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	125, // 203: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	63,  // 204: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	44,  // 205: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	45,  // 206: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	46,  // 207: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	137, // 208: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	47,  // 209: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	48,  // 210: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	125, // 211: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	53,  // 212: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	144, // 213: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	70,  // 214: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	68,  // 215: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	125, // 216: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	73,  // 217: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	77,  // 218: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	137, // 219: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	79,  // 220: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	81,  // 221: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	83,  // 222: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	86,  // 223: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 224: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	85,  // 225: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	91,  // 226: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	92,  // 227: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	85,  // 228: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 229: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	99,  // 230: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	105, // 231: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	105, // 232: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	104, // 233: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	104, // 234: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	108, // 235: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	64,  // 236: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	18,  // 237: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	18,  // 238: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	144, // 239: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	35,  // 240: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	144, // 241: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	144, // 242: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	144, // 243: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	144, // 244: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	144, // 245: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	144, // 246: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	144, // 247: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	62,  // 248: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	65,  // 249: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	71,  // 250: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	144, // 251: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	72,  // 252: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	74,  // 253: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 254: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	144, // 255: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	80,  // 256: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	144, // 257: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	84,  // 258: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	90,  // 259: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	144, // 260: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	144, // 261: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	144, // 262: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	144, // 263: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	96,  // 264: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	98,  // 265: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	100, // 266: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	144, // 267: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	144, // 268: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	144, // 269: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	105, // 270: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	109, // 271: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	236, // [236:272] is the sub-list for method output_type
+	200, // [200:236] is the sub-list for method input_type
+	200, // [200:200] is the sub-list for extension type_name
+	200, // [200:200] is the sub-list for extension extendee
+	0,   // [0:200] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -8572,6 +9117,8 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_BundleUpdated)(nil),
 		(*EventStreamEvent_BundleDeleted)(nil),
 		(*EventStreamEvent_NodeAlert)(nil),
+		(*EventStreamEvent_PoolUpdated)(nil),
+		(*EventStreamEvent_PoolDeleted)(nil),
 	}
 	file_manager_proto_msgTypes[52].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
@@ -8589,7 +9136,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   103,
+			NumMessages:   112,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

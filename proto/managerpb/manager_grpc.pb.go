@@ -67,6 +67,11 @@ const (
 	Manager_GetBundle_FullMethodName             = "/norsk.api.manager.Manager/GetBundle"
 	Manager_ListBundles_FullMethodName           = "/norsk.api.manager.Manager/ListBundles"
 	Manager_SnapshotSave_FullMethodName          = "/norsk.api.manager.Manager/SnapshotSave"
+	Manager_CreatePool_FullMethodName            = "/norsk.api.manager.Manager/CreatePool"
+	Manager_UpdatePool_FullMethodName            = "/norsk.api.manager.Manager/UpdatePool"
+	Manager_DeletePool_FullMethodName            = "/norsk.api.manager.Manager/DeletePool"
+	Manager_GetPool_FullMethodName               = "/norsk.api.manager.Manager/GetPool"
+	Manager_ListPools_FullMethodName             = "/norsk.api.manager.Manager/ListPools"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -123,6 +128,16 @@ type ManagerClient interface {
 	// backup is already being taken from this manager; UNAVAILABLE: no
 	// leader, or the store is being restored from the leader's snapshot.
 	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// Added (issue 11; docs/design/pools.md): placement pools. Writes answer
+	// once committed; NotFound for a missing pool (Update, Delete, Get),
+	// AlreadyExists for a taken name (Create), FailedPrecondition for a
+	// stale version (Update) or a pool still named by a bundle or an
+	// auto-placed job (Delete). Used by the placement engine (next step).
+	CreatePool(ctx context.Context, in *Pool, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	UpdatePool(ctx context.Context, in *Pool, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	DeletePool(ctx context.Context, in *PoolName, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	GetPool(ctx context.Context, in *PoolName, opts ...grpc.CallOption) (*Pool, error)
+	ListPools(ctx context.Context, in *ListPoolsRequest, opts ...grpc.CallOption) (*ListPoolsResponse, error)
 }
 
 type managerClient struct {
@@ -479,6 +494,56 @@ func (c *managerClient) SnapshotSave(ctx context.Context, in *SnapshotSaveReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Manager_SnapshotSaveClient = grpc.ServerStreamingClient[SnapshotChunk]
 
+func (c *managerClient) CreatePool(ctx context.Context, in *Pool, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_CreatePool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) UpdatePool(ctx context.Context, in *Pool, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_UpdatePool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) DeletePool(ctx context.Context, in *PoolName, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_DeletePool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) GetPool(ctx context.Context, in *PoolName, opts ...grpc.CallOption) (*Pool, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Pool)
+	err := c.cc.Invoke(ctx, Manager_GetPool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) ListPools(ctx context.Context, in *ListPoolsRequest, opts ...grpc.CallOption) (*ListPoolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoolsResponse)
+	err := c.cc.Invoke(ctx, Manager_ListPools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -533,6 +598,16 @@ type ManagerServer interface {
 	// backup is already being taken from this manager; UNAVAILABLE: no
 	// leader, or the store is being restored from the leader's snapshot.
 	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// Added (issue 11; docs/design/pools.md): placement pools. Writes answer
+	// once committed; NotFound for a missing pool (Update, Delete, Get),
+	// AlreadyExists for a taken name (Create), FailedPrecondition for a
+	// stale version (Update) or a pool still named by a bundle or an
+	// auto-placed job (Delete). Used by the placement engine (next step).
+	CreatePool(context.Context, *Pool) (*emptypb.Empty, error)
+	UpdatePool(context.Context, *Pool) (*emptypb.Empty, error)
+	DeletePool(context.Context, *PoolName) (*emptypb.Empty, error)
+	GetPool(context.Context, *PoolName) (*Pool, error)
+	ListPools(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -635,6 +710,21 @@ func (UnimplementedManagerServer) ListBundles(context.Context, *ListBundlesReque
 }
 func (UnimplementedManagerServer) SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotSave not implemented")
+}
+func (UnimplementedManagerServer) CreatePool(context.Context, *Pool) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePool not implemented")
+}
+func (UnimplementedManagerServer) UpdatePool(context.Context, *Pool) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePool not implemented")
+}
+func (UnimplementedManagerServer) DeletePool(context.Context, *PoolName) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePool not implemented")
+}
+func (UnimplementedManagerServer) GetPool(context.Context, *PoolName) (*Pool, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPool not implemented")
+}
+func (UnimplementedManagerServer) ListPools(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPools not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1187,6 +1277,96 @@ func _Manager_SnapshotSave_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Manager_SnapshotSaveServer = grpc.ServerStreamingServer[SnapshotChunk]
 
+func _Manager_CreatePool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Pool)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).CreatePool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_CreatePool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).CreatePool(ctx, req.(*Pool))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_UpdatePool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Pool)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).UpdatePool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_UpdatePool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).UpdatePool(ctx, req.(*Pool))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_DeletePool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PoolName)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).DeletePool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_DeletePool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).DeletePool(ctx, req.(*PoolName))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_GetPool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PoolName)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).GetPool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_GetPool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).GetPool(ctx, req.(*PoolName))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_ListPools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).ListPools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_ListPools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).ListPools(ctx, req.(*ListPoolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1301,6 +1481,26 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBundles",
 			Handler:    _Manager_ListBundles_Handler,
+		},
+		{
+			MethodName: "CreatePool",
+			Handler:    _Manager_CreatePool_Handler,
+		},
+		{
+			MethodName: "UpdatePool",
+			Handler:    _Manager_UpdatePool_Handler,
+		},
+		{
+			MethodName: "DeletePool",
+			Handler:    _Manager_DeletePool_Handler,
+		},
+		{
+			MethodName: "GetPool",
+			Handler:    _Manager_GetPool_Handler,
+		},
+		{
+			MethodName: "ListPools",
+			Handler:    _Manager_ListPools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

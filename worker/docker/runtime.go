@@ -304,7 +304,21 @@ func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance 
 	}
 	j := r.mu.jobs[key]
 	r.mu.Unlock()
-	if j == nil || !j.requestStop(ctx, grace) {
+	if j != nil && !j.requestStop(ctx, grace) {
+		// The job is finishing on its own (its last service ended) or
+		// the runtime is shutting down: wait for the end, whose own
+		// lifecycle event answers this stop, so that a caller never sees
+		// the job listed after Stop returned.
+		select {
+		case <-j.doneCh:
+			return nil
+		case <-r.ctx.Done():
+			return worker.ErrRuntimeClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if j == nil {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -81,6 +81,12 @@ type grain struct {
 	cfg Config
 	id  string
 	log *slog.Logger
+	// idleTimer passivates the grain after IdleTimeout without a message.
+	idleTimer actors.IdleTimer
+	// deleted holds, while rec is nil, the request ids the bundle's
+	// tombstone keeps (commands applied before it was deleted), so that a
+	// repeat of one is answered as it was, not as NOT_FOUND.
+	deleted []string
 
 	rec *internalpb.BundleRecord // nil: the bundle does not exist
 	seq persistence.Seq
@@ -120,17 +126,21 @@ type waiter struct {
 type retryRound struct{}
 
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(*actors.IdleTick); !tick {
+		g.idleTimer.Touch()
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.timer = scheduler.NewTimerScheduler(ctx)
 		g.load()
-		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
+		g.idleTimer.Start(ctx, g.cfg.IdleTimeout)
 		g.kick(ctx) // resume unfinished work (also after a crash)
-	case *actor.ReceiveTimeout:
-		if g.idle() {
+	case *actors.IdleTick:
+		if g.idleTimer.Expired() && g.idle() {
 			ctx.Send(ctx.Parent(), &actors.Passivate{})
 		}
 	case *actor.Stopping:
+		g.idleTimer.Stop()
 		g.stopRetry()
 	case *retryRound:
 		g.cancelRetry = nil
@@ -150,11 +160,11 @@ func (g *grain) idle() bool {
 // supervisor restarts the grain, which loads again.
 func (g *grain) load() {
 	rec := &internalpb.BundleRecord{}
-	found, seq, err := actors.LoadRecord(g.cfg.Journal, persistence.BundleKey(g.id), rec)
+	found, seq, deleted, err := actors.LoadRecordOrTombstone(g.cfg.Journal, persistence.BundleKey(g.id), rec)
 	if err != nil {
 		panic(fmt.Sprintf("bundle %s: %v", g.id, err))
 	}
-	g.seq = seq
+	g.seq, g.deleted = seq, deleted
 	g.rec = nil
 	if found {
 		g.rec = rec
@@ -180,7 +190,8 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.BundleCommand) {
 		g.log.Info("record changed since this activation loaded it; reloading")
 		g.load()
 	}
-	if g.rec != nil && m.GetRequestId() != "" && slices.Contains(g.rec.GetRecentRequests(), m.GetRequestId()) {
+	if rid := m.GetRequestId(); rid != "" && (g.rec != nil && slices.Contains(g.rec.GetRecentRequests(), rid) ||
+		g.rec == nil && slices.Contains(g.deleted, rid)) {
 		g.replay(ctx, m)
 		return
 	}
@@ -213,6 +224,16 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.BundleCommand) {
 // was answered (once the derived jobs reflect the change, for the
 // commands that wait for that).
 func (g *grain) replay(ctx actor.Context, m *internalpb.BundleCommand) {
+	if g.rec == nil {
+		// Applied before the bundle was deleted (the tombstone keeps the
+		// ids): answered as it was, with nothing left to wait for.
+		if _, ok := m.GetCmd().(*internalpb.BundleCommand_Create); ok {
+			ctx.Respond(g.createdReply())
+			return
+		}
+		ctx.Respond(actors.OK())
+		return
+	}
 	switch m.GetCmd().(type) {
 	case *internalpb.BundleCommand_Create:
 		g.wait(ctx, m, 1, g.createdReply())
@@ -268,6 +289,11 @@ func (g *grain) commit(reqID string, next *internalpb.BundleRecord, events ...*m
 		}
 		g.load()
 		return fail
+	}
+	if next == nil {
+		// What the tombstone keeps (persistence's tombstone rule): the
+		// deleted record's request ids and this one's.
+		g.deleted = actors.RememberRequest(slices.Clone(g.rec.GetRecentRequests()), reqID)
 	}
 	g.rec, g.seq = next, res.Seq
 	return nil

@@ -352,6 +352,11 @@ func TestGrain_DuplicateRequestIDs(t *testing.T) {
 	require.Equal(t, errorpb.Code_OK, e.del(t, "d1", "b").GetCode())
 	require.Equal(t, errorpb.Code_OK, e.del(t, "d1", "b").GetCode())
 	eventually(t, "deleted", func() bool { return e.record(t, "b") == nil })
+	// Repeats that arrive once the bundle is gone (its tombstone keeps the
+	// request ids) are answered as the first were, and change nothing.
+	require.Equal(t, errorpb.Code_OK, e.del(t, "d1", "b").GetCode(), "a repeated delete after the deletion finished")
+	require.Equal(t, errorpb.Code_OK, e.create(t, "c1", b).GetCode(), "a repeated create after the deletion finished")
+	require.Nil(t, e.record(t, "b"), "a repeat re-created the bundle")
 	require.Equal(t, []string{"updated:b:BUNDLE_STATE_LIVE", "updated:b:BUNDLE_STATE_LIVE", "updated:b:BUNDLE_STATE_DELETING", "deleted:b"}, e.bundleEvents(t))
 }
 

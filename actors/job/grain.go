@@ -109,19 +109,26 @@ type grain struct {
 	// instance failed or stopped before the provision's answer arrived:
 	// role → node (reportGone recorded it; started must not).
 	endedWhilePending map[string]string
+	// idle passivates the grain after IdleTimeout without a message.
+	idle actors.IdleTimer
 }
 
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(*actors.IdleTick); !tick {
+		g.idle.Touch()
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.pending = map[string]pendingStart{}
 		g.endedWhilePending = map[string]string{}
 		g.load()
-		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
-	case *actor.ReceiveTimeout:
-		if len(g.pending) == 0 {
+		g.idle.Start(ctx, g.cfg.IdleTimeout)
+	case *actors.IdleTick:
+		if g.idle.Expired() && len(g.pending) == 0 {
 			ctx.Send(ctx.Parent(), &actors.Passivate{})
 		}
+	case *actor.Stopping:
+		g.idle.Stop()
 	case *internalpb.JobCommand:
 		g.handle(ctx, m)
 	}

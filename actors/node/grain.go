@@ -145,9 +145,11 @@ type (
 
 // grain is the stateful actor of one node.
 type grain struct {
-	cfg    Config
-	id     string
-	log    *slog.Logger
+	cfg Config
+	id  string
+	log *slog.Logger
+	// idle passivates the grain after IdleTimeout without a message.
+	idle   actors.IdleTimer
 	timer  *scheduler.TimerScheduler
 	system *actor.ActorSystem
 	// actx is the grain's own actor context, kept so that commit can act
@@ -190,6 +192,9 @@ type grain struct {
 }
 
 func (g *grain) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(*actors.IdleTick); !tick {
+		g.idle.Touch()
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.timer = scheduler.NewTimerScheduler(ctx)
@@ -197,7 +202,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.actx = ctx
 		g.activatedAt = g.cfg.Clock()
 		g.load()
-		ctx.SetReceiveTimeout(g.cfg.IdleTimeout)
+		g.idle.Start(ctx, g.cfg.IdleTimeout)
 		if g.rec != nil {
 			g.cloudWork(ctx) // resume a create or termination after a restart
 		}
@@ -205,11 +210,12 @@ func (g *grain) Receive(ctx actor.Context) {
 		// the worker must not be refused by a grain that merely has not
 		// dialled yet (ownership.go).
 		g.ensureSession(ctx)
-	case *actor.ReceiveTimeout:
-		if g.session == nil && g.cancelRedial == nil && !g.cloudBusy() {
+	case *actors.IdleTick:
+		if g.idle.Expired() && g.session == nil && g.cancelRedial == nil && !g.cloudBusy() {
 			ctx.Send(ctx.Parent(), &actors.Passivate{})
 		}
 	case *actor.Stopping:
+		g.idle.Stop()
 		g.stopTimers()
 		g.failProvisions(ctx, g.supersededReply())
 		if g.cloudCancel != nil {

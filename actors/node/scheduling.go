@@ -143,3 +143,11 @@ func Schedulable(rec *internalpb.NodeRecord) (ok bool, why string) {
 func Draining(rec *internalpb.NodeRecord) bool {
 	return rec.GetScheduling().GetState() == managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING
 }
+
+// Cordoned reports whether an operator cordoned the node of record rec
+// (CordonNode) and it is not draining: no new placements, nothing moved.
+// With Draining, what the scheduler's node view (actors/placement/scheduler
+// Node.Cordoned, Node.Draining) is filled from. False for a nil record.
+func Cordoned(rec *internalpb.NodeRecord) bool {
+	return rec.GetScheduling().GetState() == managerpb.NodeScheduling_NODE_SCHEDULING_CORDONED
+}

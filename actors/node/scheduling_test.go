@@ -43,6 +43,10 @@ func TestSchedulable(t *testing.T) {
 			if got := Draining(tc.rec); got != tc.draining {
 				t.Errorf("Draining = %v, want %v", got, tc.draining)
 			}
+			cordoned := tc.rec.GetScheduling().GetState() == managerpb.NodeScheduling_NODE_SCHEDULING_CORDONED
+			if got := Cordoned(tc.rec); got != cordoned {
+				t.Errorf("Cordoned = %v, want %v", got, cordoned)
+			}
 		})
 	}
 }

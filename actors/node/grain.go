@@ -345,6 +345,8 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 		r = g.stopOrphan(ctx, m.GetRequestId(), c.StopOrphan)
 	case *internalpb.NodeCommand_UpdatePhysical:
 		r = g.updatePhysical(m.GetRequestId(), c.UpdatePhysical)
+	case *internalpb.NodeCommand_SetScheduling:
+		r = g.setScheduling(m.GetRequestId(), c.SetScheduling)
 	default:
 		r = actors.Fail(errorpb.Code_INVALID_ARGUMENT, "node %s: empty command", g.id)
 	}

@@ -56,6 +56,9 @@ func TestEventLine(t *testing.T) {
 		{"node_alert", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_NodeAlert{NodeAlert: &managerpb.NodeAlert{
 			NodeId: &commonpb.NodeId{NodeId: "n1"}, Kind: managerpb.NodeAlert_ORPHAN_FOUND, JobKey: key, Message: "unknown to the store"}}},
 			"#6     node_alert              node=n1 kind=orphan_found job=j1 role=primary: unknown to the store"},
+		{"node_alert cordoned", &managerpb.EventStreamEvent{LogIndex: 7, Event: &managerpb.EventStreamEvent_NodeAlert{NodeAlert: &managerpb.NodeAlert{
+			NodeId: &commonpb.NodeId{NodeId: "n1"}, Kind: managerpb.NodeAlert_CORDONED, Message: "node n1 cordoned (by 127.0.0.1:5, reason: disk)"}}},
+			"#7     node_alert              node=n1 kind=cordoned: node n1 cordoned (by 127.0.0.1:5, reason: disk)"},
 		{"job_deleted", &managerpb.EventStreamEvent{LogIndex: 5, Event: &managerpb.EventStreamEvent_JobDeleted{JobDeleted: &managerpb.JobDeleted{JobId: &commonpb.JobId{JobId: "j1"}}}},
 			"#5     job_deleted             job=j1"},
 		{"job_pending", &managerpb.EventStreamEvent{LogIndex: 5, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{

@@ -75,6 +75,7 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 				MemoryUsedMib:   live.MemoryUsedMiB,
 				Orphans:         n.GetOrphans(),
 				Contested:       n.GetContested(),
+				Scheduling:      n.GetScheduling(),
 			}
 			setCapacity(info, n, allocs[n.GetNodeId()])
 			if !live.LastSeen.IsZero() {

@@ -22,11 +22,12 @@ import (
 func newNodeCommand() *cobra.Command {
 	cmd := withExitCodes(&cobra.Command{
 		Use:   "node",
-		Short: "List, show, create (mock) and terminate nodes; list and stop orphans",
+		Short: "List, show, create (mock), cordon, drain and terminate nodes; list and stop orphans",
 		Long:  `Nodes are the machines that run jobs: cloud instances, cluster slots with a worker, and test-only mock nodes.`,
 	})
 	cmd.AddCommand(newNodeListCommand(), newNodeGetCommand(), newNodeOrphansCommand(), newNodeStopOrphanCommand(),
-		newNodeTerminateCommand(), newNodeMockCreateCommand())
+		newNodeTerminateCommand(), newNodeMockCreateCommand(),
+		newNodeCordonCommand(), newNodeUncordonCommand(), newNodeDrainCommand())
 	return cmd
 }
 
@@ -57,14 +58,10 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 	}
 	rows := make([][]string, 0, len(nodes))
 	for _, n := range nodes {
-		state := format.Enum(n.GetState().String(), "NODE_LIFECYCLE_")
-		if n.StopReason != nil {
-			state += " (" + format.Enum(n.GetStopReason().String(), "") + ")"
-		}
 		rows = append(rows, []string{
 			format.NodeOf(n.GetMetadata()),
 			format.Enum(n.GetProvider().String(), "NODE_PROVIDER_"),
-			state,
+			format.NodeState(n),
 			ctlYesNo(n.GetConnected()),
 			format.NodeAddress(n.GetRunningMetadata()),
 			format.Instances(n.GetInstances()),

@@ -36,7 +36,7 @@ func findNode(ctx context.Context, e *ctlEnv, m *client.NorskManager, id string)
 func newNodeGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NODE_ID",
-		Short: "Show one node: state, session, load, runtime conditions, jobs, orphans and alerts",
+		Short: "Show one node: state, scheduling, session, load, runtime conditions, jobs, orphans and alerts",
 		Long: `Show one node as "node list" knows it, with the runtime conditions its
 worker reports in full: a Docker worker whose engine does not answer shows
 "docker: down since …: docker engine at … unreachable: …" (and refuses new
@@ -68,6 +68,7 @@ func writeNodeDetails(w io.Writer, now time.Time, n *managerpb.NodeInfo) error {
 		state += " (" + format.Enum(n.GetStopReason().String(), "") + ")"
 	}
 	field("State", state)
+	field("Scheduling", format.SchedulingDetails(now, n.GetScheduling()))
 	field("Connected", ctlYesNo(n.GetConnected()))
 	field("Address", format.NodeAddress(n.GetRunningMetadata()))
 	field("Last seen", format.Age(now, n.GetLastSeen()))

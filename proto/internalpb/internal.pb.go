@@ -541,7 +541,10 @@ type NodeRecord struct {
 	Orphans []*managerpb.Orphan `protobuf:"bytes,41,rep,name=orphans,proto3" json:"orphans,omitempty"`
 	// Set while the worker's session is held by a manager outside this
 	// cluster (what was seen); cleared by the next verified session.
-	Contested     string `protobuf:"bytes,42,opt,name=contested,proto3" json:"contested,omitempty"`
+	Contested string `protobuf:"bytes,42,opt,name=contested,proto3" json:"contested,omitempty"`
+	// Whether new placements may go to the node (cordon, drain), set by an
+	// operator through SetScheduling. Unset: ELIGIBLE.
+	Scheduling    *managerpb.NodeSchedulingState `protobuf:"bytes,43,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +745,13 @@ func (x *NodeRecord) GetContested() string {
 		return x.Contested
 	}
 	return ""
+}
+
+func (x *NodeRecord) GetScheduling() *managerpb.NodeSchedulingState {
+	if x != nil {
+		return x.Scheduling
+	}
+	return nil
 }
 
 // The cloud side of an AWS or OCI node (docs/design/providers.md).
@@ -2388,6 +2398,7 @@ type NodeCommand struct {
 	//	*NodeCommand_CreateCloud
 	//	*NodeCommand_OrphanFound
 	//	*NodeCommand_StopOrphan
+	//	*NodeCommand_SetScheduling
 	Cmd           isNodeCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2577,6 +2588,15 @@ func (x *NodeCommand) GetStopOrphan() *StopOrphan {
 	return nil
 }
 
+func (x *NodeCommand) GetSetScheduling() *SetScheduling {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_SetScheduling); ok {
+			return x.SetScheduling
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Cmd interface {
 	isNodeCommand_Cmd()
 }
@@ -2637,6 +2657,10 @@ type NodeCommand_StopOrphan struct {
 	StopOrphan *StopOrphan `protobuf:"bytes,23,opt,name=stop_orphan,json=stopOrphan,proto3,oneof"`
 }
 
+type NodeCommand_SetScheduling struct {
+	SetScheduling *SetScheduling `protobuf:"bytes,24,opt,name=set_scheduling,json=setScheduling,proto3,oneof"`
+}
+
 func (*NodeCommand_RegisterSlot) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_MemberRegister) isNodeCommand_Cmd() {}
@@ -2665,6 +2689,71 @@ func (*NodeCommand_OrphanFound) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_StopOrphan) isNodeCommand_Cmd() {}
 
+func (*NodeCommand_SetScheduling) isNodeCommand_Cmd() {}
+
+// An operator cordons, drains or uncordons the node (Manager.CordonNode,
+// DrainNode, UncordonNode). A node already in state is left as it is.
+type SetScheduling struct {
+	state  protoimpl.MessageState   `protogen:"open.v1"`
+	State  managerpb.NodeScheduling `protobuf:"varint,1,opt,name=state,proto3,enum=norsk.api.manager.NodeScheduling" json:"state,omitempty"`
+	Reason string                   `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The API client's address.
+	RequestedBy   string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetScheduling) Reset() {
+	*x = SetScheduling{}
+	mi := &file_internal_internal_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetScheduling) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetScheduling) ProtoMessage() {}
+
+func (x *SetScheduling) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
+func (*SetScheduling) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetScheduling) GetState() managerpb.NodeScheduling {
+	if x != nil {
+		return x.State
+	}
+	return managerpb.NodeScheduling(0)
+}
+
+func (x *SetScheduling) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SetScheduling) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
 // A job grain tells the node grain that (job_id, role), which the node's
 // worker reported running, is unknown to the store: an orphan.
 type OrphanFound struct {
@@ -2681,7 +2770,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2782,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2795,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -2748,7 +2837,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2849,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2862,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -2804,7 +2893,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2905,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2918,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -2884,7 +2973,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +2985,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +2998,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -2948,7 +3037,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3049,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3062,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3033,7 +3122,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3134,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3147,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 type TerminateNode struct {
@@ -3069,7 +3158,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3170,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3183,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 type CreateMockNode struct {
@@ -3107,7 +3196,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3208,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3221,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -3158,7 +3247,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3259,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3272,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3206,7 +3295,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3307,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3320,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -3263,7 +3352,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3364,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3377,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -3300,7 +3389,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3401,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3414,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 type UpdatePhysicalNode struct {
@@ -3337,7 +3426,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3438,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3451,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3384,7 +3473,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3485,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3498,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -3433,7 +3522,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3534,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3547,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -3503,7 +3592,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3604,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3617,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -3555,7 +3644,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3656,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3669,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -3716,7 +3805,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3817,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3830,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -3760,7 +3849,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +3861,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +3874,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -3803,7 +3892,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +3904,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +3917,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -3843,7 +3932,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +3944,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +3957,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -3900,7 +3989,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4001,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4014,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 // The record of one pool.
@@ -3941,7 +4030,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4042,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4055,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4013,7 +4102,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"4\n" +
 	"\tTombstone\x12'\n" +
-	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xe7\b\n" +
+	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xaf\t\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -4044,7 +4133,10 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x05cloud\x18\x1f \x01(\v2\x1c.norsk.internal.v1.CloudNodeR\x05cloud\x12'\n" +
 	"\x0frecent_requests\x18( \x03(\tR\x0erecentRequests\x123\n" +
 	"\aorphans\x18) \x03(\v2\x19.norsk.api.manager.OrphanR\aorphans\x12\x1c\n" +
-	"\tcontested\x18* \x01(\tR\tcontestedB\x0e\n" +
+	"\tcontested\x18* \x01(\tR\tcontested\x12F\n" +
+	"\n" +
+	"scheduling\x18+ \x01(\v2&.norsk.api.manager.NodeSchedulingStateR\n" +
+	"schedulingB\x0e\n" +
 	"\f_stop_reason\"\xa2\x05\n" +
 	"\tCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
@@ -4181,7 +4273,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xba\b\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\x85\t\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -4205,8 +4297,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\fcreate_cloud\x18\x15 \x01(\v2\".norsk.internal.v1.CreateCloudNodeH\x00R\vcreateCloud\x12C\n" +
 	"\forphan_found\x18\x16 \x01(\v2\x1e.norsk.internal.v1.OrphanFoundH\x00R\vorphanFound\x12@\n" +
 	"\vstop_orphan\x18\x17 \x01(\v2\x1d.norsk.internal.v1.StopOrphanH\x00R\n" +
-	"stopOrphanB\x05\n" +
-	"\x03cmd\"\xb6\x02\n" +
+	"stopOrphan\x12I\n" +
+	"\x0eset_scheduling\x18\x18 \x01(\v2 .norsk.internal.v1.SetSchedulingH\x00R\rsetSchedulingB\x05\n" +
+	"\x03cmd\"\x83\x01\n" +
+	"\rSetScheduling\x127\n" +
+	"\x05state\x18\x01 \x01(\x0e2!.norsk.api.manager.NodeSchedulingR\x05state\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\"\xb6\x02\n" +
 	"\vOrphanFound\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12k\n" +
@@ -4316,7 +4413,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -4347,167 +4444,173 @@ var file_internal_internal_proto_goTypes = []any{
 	(*InstanceReport)(nil),                          // 26: norsk.internal.v1.InstanceReport
 	(*NodeGone)(nil),                                // 27: norsk.internal.v1.NodeGone
 	(*NodeCommand)(nil),                             // 28: norsk.internal.v1.NodeCommand
-	(*OrphanFound)(nil),                             // 29: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 30: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 31: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 32: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 33: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 34: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 35: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 36: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 37: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 38: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 39: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 40: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 41: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 42: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 43: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 44: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 45: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 46: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 47: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 48: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 49: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 50: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 51: norsk.internal.v1.PoolRecord
-	nil,                                             // 52: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 53: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 54: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 55: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 56: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 57: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 58: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 59: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),                // 60: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 61: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 62: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 63: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 64: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 65: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 66: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 67: norsk.api.manager.Orphan
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 68: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 69: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 70: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 71: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 72: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 73: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 74: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 75: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 76: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 77: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 78: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 79: norsk.api.manager.JobHistoryJobStopping.Reason
-	(*workerpb.WorkerJob)(nil),                      // 80: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 81: norsk.api.manager.Pool
-	(*commonpb.ResolvedPortMappings)(nil),           // 82: norsk.api.common.ResolvedPortMappings
+	(*SetScheduling)(nil),                           // 29: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 30: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 31: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 32: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 33: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 34: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 35: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 36: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 37: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 38: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 39: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 40: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 41: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 42: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 43: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 44: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 45: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 46: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 47: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 48: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 49: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 50: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 51: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 52: norsk.internal.v1.PoolRecord
+	nil,                                             // 53: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 54: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 55: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 56: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 57: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 58: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 59: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 60: norsk.api.common.RunningNodeMetadata
+	(*managerpb.JobWithHistory)(nil),                // 61: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 62: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 63: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 64: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 65: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 66: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 67: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 68: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 69: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 70: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 71: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 72: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 73: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 74: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 75: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 76: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 77: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 78: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 79: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 80: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 81: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 82: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 83: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 84: norsk.api.manager.Pool
+	(*commonpb.ResolvedPortMappings)(nil),           // 85: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	52,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	57,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	58,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	59,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	60,  // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	53,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	58,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	59,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	60,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	61,  // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	61,  // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	62,  // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	5,   // 8: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
-	57,  // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	62,  // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	63,  // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	58,  // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	59,  // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	64,  // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	57,  // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	65,  // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	57,  // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	66,  // 18: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	58,  // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	63,  // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	64,  // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	59,  // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	60,  // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	65,  // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	58,  // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	66,  // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	58,  // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	67,  // 18: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
 	8,   // 19: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	67,  // 20: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	68,  // 21: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	69,  // 22: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 23: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	57,  // 24: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	57,  // 25: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	57,  // 26: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	64,  // 27: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	70,  // 28: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	71,  // 29: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	12,  // 30: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	12,  // 31: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	72,  // 32: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	57,  // 33: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	13,  // 34: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	72,  // 35: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	57,  // 36: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	73,  // 37: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	74,  // 38: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	4,   // 39: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	7,   // 40: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	75,  // 41: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	76,  // 42: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	11,  // 43: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	77,  // 44: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	57,  // 45: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	18,  // 46: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	19,  // 47: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	20,  // 48: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	21,  // 49: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	22,  // 50: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	23,  // 51: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	24,  // 52: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	25,  // 53: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	26,  // 54: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	27,  // 55: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	78,  // 56: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	78,  // 57: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	2,   // 58: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	53,  // 59: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	58,  // 60: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	59,  // 61: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	79,  // 62: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	57,  // 63: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	32,  // 64: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	33,  // 65: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	34,  // 66: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	35,  // 67: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	36,  // 68: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	37,  // 69: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	38,  // 70: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	39,  // 71: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	40,  // 72: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	41,  // 73: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	42,  // 74: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	31,  // 75: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	29,  // 76: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	30,  // 77: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	54,  // 78: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	68,  // 79: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	69,  // 80: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	55,  // 81: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	65,  // 82: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	66,  // 83: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	56,  // 84: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	80,  // 85: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	44,  // 86: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	57,  // 87: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	46,  // 88: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	47,  // 89: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	48,  // 90: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	49,  // 91: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	50,  // 92: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	40,  // 93: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	71,  // 94: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	71,  // 95: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	81,  // 96: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	82,  // 97: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	82,  // 98: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	82,  // 99: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	100, // [100:100] is the sub-list for method output_type
-	100, // [100:100] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	68,  // 20: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	69,  // 21: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	70,  // 22: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	71,  // 23: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 24: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	58,  // 25: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	58,  // 26: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	58,  // 27: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	65,  // 28: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	72,  // 29: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	73,  // 30: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	12,  // 31: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	12,  // 32: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	74,  // 33: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	58,  // 34: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	13,  // 35: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	74,  // 36: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	58,  // 37: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	75,  // 38: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	76,  // 39: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	4,   // 40: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	7,   // 41: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	77,  // 42: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	78,  // 43: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	11,  // 44: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	79,  // 45: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	58,  // 46: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	18,  // 47: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	19,  // 48: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	20,  // 49: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	21,  // 50: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	22,  // 51: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	23,  // 52: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	24,  // 53: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	25,  // 54: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	26,  // 55: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	27,  // 56: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	80,  // 57: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	80,  // 58: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	2,   // 59: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	54,  // 60: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	59,  // 61: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	60,  // 62: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	81,  // 63: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	58,  // 64: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	33,  // 65: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	34,  // 66: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	35,  // 67: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	36,  // 68: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	37,  // 69: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	38,  // 70: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	39,  // 71: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	40,  // 72: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	41,  // 73: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	42,  // 74: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	43,  // 75: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	32,  // 76: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	30,  // 77: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	31,  // 78: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	29,  // 79: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	82,  // 80: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	55,  // 81: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	70,  // 82: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	71,  // 83: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	56,  // 84: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	66,  // 85: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	67,  // 86: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	57,  // 87: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	83,  // 88: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	45,  // 89: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	58,  // 90: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	47,  // 91: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	48,  // 92: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	49,  // 93: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	50,  // 94: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	51,  // 95: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	41,  // 96: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	73,  // 97: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	73,  // 98: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	84,  // 99: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	85,  // 100: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	85,  // 101: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	85,  // 102: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	103, // [103:103] is the sub-list for method output_type
+	103, // [103:103] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -4557,15 +4660,16 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_CreateCloud)(nil),
 		(*NodeCommand_OrphanFound)(nil),
 		(*NodeCommand_StopOrphan)(nil),
+		(*NodeCommand_SetScheduling)(nil),
 	}
-	file_internal_internal_proto_msgTypes[28].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[29].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[40].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[41].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[42].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[43].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -4579,7 +4683,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -464,6 +464,63 @@ func (BundleState) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{7}
 }
 
+// Added (issue 11 §4; docs/design/nodes-capacity.md, "Cordon and drain").
+// Whether the placement engine may put new job instances on a node. Set
+// by an operator (CordonNode, DrainNode, UncordonNode); independent of the
+// node's lifecycle: a stopped node that comes back keeps it.
+type NodeScheduling int32
+
+const (
+	// New placements allowed (when the node is online and has room).
+	NodeScheduling_NODE_SCHEDULING_ELIGIBLE NodeScheduling = 0
+	// No new placements; the job instances on the node keep running.
+	NodeScheduling_NODE_SCHEDULING_CORDONED NodeScheduling = 1
+	// Cordoned, and the job instances placed on the node are to be moved
+	// elsewhere by the placement engine, one replica of a bundle at a time.
+	NodeScheduling_NODE_SCHEDULING_DRAINING NodeScheduling = 2
+)
+
+// Enum value maps for NodeScheduling.
+var (
+	NodeScheduling_name = map[int32]string{
+		0: "NODE_SCHEDULING_ELIGIBLE",
+		1: "NODE_SCHEDULING_CORDONED",
+		2: "NODE_SCHEDULING_DRAINING",
+	}
+	NodeScheduling_value = map[string]int32{
+		"NODE_SCHEDULING_ELIGIBLE": 0,
+		"NODE_SCHEDULING_CORDONED": 1,
+		"NODE_SCHEDULING_DRAINING": 2,
+	}
+)
+
+func (x NodeScheduling) Enum() *NodeScheduling {
+	p := new(NodeScheduling)
+	*p = x
+	return p
+}
+
+func (x NodeScheduling) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeScheduling) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[8].Descriptor()
+}
+
+func (NodeScheduling) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[8]
+}
+
+func (x NodeScheduling) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeScheduling.Descriptor instead.
+func (NodeScheduling) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{8}
+}
+
 // PRE: not yet started (start_date_time in the future and no instance has
 // ever started). ACTIVE: should be running. POST: completed.
 type Job_JobState int32
@@ -499,11 +556,11 @@ func (x Job_JobState) String() string {
 }
 
 func (Job_JobState) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[8].Descriptor()
+	return file_manager_proto_enumTypes[9].Descriptor()
 }
 
 func (Job_JobState) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[8]
+	return &file_manager_proto_enumTypes[9]
 }
 
 func (x Job_JobState) Number() protoreflect.EnumNumber {
@@ -554,11 +611,11 @@ func (x JobHistoryJobStopping_Reason) String() string {
 }
 
 func (JobHistoryJobStopping_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[9].Descriptor()
+	return file_manager_proto_enumTypes[10].Descriptor()
 }
 
 func (JobHistoryJobStopping_Reason) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[9]
+	return &file_manager_proto_enumTypes[10]
 }
 
 func (x JobHistoryJobStopping_Reason) Number() protoreflect.EnumNumber {
@@ -624,11 +681,11 @@ func (x NodeStopping_Reason) String() string {
 }
 
 func (NodeStopping_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[10].Descriptor()
+	return file_manager_proto_enumTypes[11].Descriptor()
 }
 
 func (NodeStopping_Reason) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[10]
+	return &file_manager_proto_enumTypes[11]
 }
 
 func (x NodeStopping_Reason) Number() protoreflect.EnumNumber {
@@ -659,6 +716,14 @@ const (
 	// The worker's session was taken by a manager this cluster does not
 	// know (two managers on copies of one data dir?).
 	NodeAlert_CONTESTED NodeAlert_Kind = 5
+	// Added (issue 11 §4). An operator cordoned the node (CordonNode), or
+	// stopped its drain: no new placements; message has who and why.
+	NodeAlert_CORDONED NodeAlert_Kind = 6
+	// An operator drained the node (DrainNode): cordoned, and its placed
+	// jobs are to be moved elsewhere by the placement engine.
+	NodeAlert_DRAINING NodeAlert_Kind = 7
+	// An operator uncordoned the node (UncordonNode): eligible again.
+	NodeAlert_UNCORDONED NodeAlert_Kind = 8
 )
 
 // Enum value maps for NodeAlert_Kind.
@@ -670,6 +735,9 @@ var (
 		3: "ORPHAN_STOPPED",
 		4: "ORPHAN_ADOPTED",
 		5: "CONTESTED",
+		6: "CORDONED",
+		7: "DRAINING",
+		8: "UNCORDONED",
 	}
 	NodeAlert_Kind_value = map[string]int32{
 		"NODE_ALERT_UNSPECIFIED": 0,
@@ -678,6 +746,9 @@ var (
 		"ORPHAN_STOPPED":         3,
 		"ORPHAN_ADOPTED":         4,
 		"CONTESTED":              5,
+		"CORDONED":               6,
+		"DRAINING":               7,
+		"UNCORDONED":             8,
 	}
 )
 
@@ -692,11 +763,11 @@ func (x NodeAlert_Kind) String() string {
 }
 
 func (NodeAlert_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[11].Descriptor()
+	return file_manager_proto_enumTypes[12].Descriptor()
 }
 
 func (NodeAlert_Kind) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[11]
+	return &file_manager_proto_enumTypes[12]
 }
 
 func (x NodeAlert_Kind) Number() protoreflect.EnumNumber {
@@ -4812,8 +4883,12 @@ type NodeInfo struct {
 	// required_gpu_capacity against resources.gpu_capacity.
 	AllocatedGpuCapacity float64 `protobuf:"fixed64,27,opt,name=allocated_gpu_capacity,json=allocatedGpuCapacity,proto3" json:"allocated_gpu_capacity,omitempty"`
 	FreeGpuCapacity      float64 `protobuf:"fixed64,28,opt,name=free_gpu_capacity,json=freeGpuCapacity,proto3" json:"free_gpu_capacity,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Added (issue 11 §4). Whether new placements may go to the node
+	// (cordon, drain), who set it, when and why. Unset: ELIGIBLE, never
+	// changed.
+	Scheduling    *NodeSchedulingState `protobuf:"bytes,29,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -4984,6 +5059,13 @@ func (x *NodeInfo) GetFreeGpuCapacity() float64 {
 		return x.FreeGpuCapacity
 	}
 	return 0
+}
+
+func (x *NodeInfo) GetScheduling() *NodeSchedulingState {
+	if x != nil {
+		return x.Scheduling
+	}
+	return nil
 }
 
 // Added (ours). A job instance a worker runs that the manager's store does
@@ -7894,6 +7976,187 @@ func (x *PoolDeleted) GetName() *PoolName {
 	return nil
 }
 
+// Added (ours). A node's scheduling state with who set it, when and why.
+type NodeSchedulingState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State NodeScheduling         `protobuf:"varint,1,opt,name=state,proto3,enum=norsk.api.manager.NodeScheduling" json:"state,omitempty"`
+	// The operator's reason (empty: none given).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asked: the API client's address as the manager saw it (the API has
+	// no user identity).
+	RequestedBy string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// When the state was set.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSchedulingState) Reset() {
+	*x = NodeSchedulingState{}
+	mi := &file_manager_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSchedulingState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSchedulingState) ProtoMessage() {}
+
+func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
+func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *NodeSchedulingState) GetState() NodeScheduling {
+	if x != nil {
+		return x.State
+	}
+	return NodeScheduling_NODE_SCHEDULING_ELIGIBLE
+}
+
+func (x *NodeSchedulingState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeSchedulingState) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *NodeSchedulingState) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// Added (ours). CordonNode.
+type CordonNodeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Optional, for operators (at most 1024 bytes, no control characters).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonNodeRequest) Reset() {
+	*x = CordonNodeRequest{}
+	mi := &file_manager_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonNodeRequest) ProtoMessage() {}
+
+func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
+func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *CordonNodeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Added (ours). DrainNode.
+type DrainNodeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Optional, for operators (at most 1024 bytes, no control characters).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_manager_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *DrainNodeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -7904,7 +8167,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7916,7 +8179,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8226,21 +8489,25 @@ const file_manager_proto_rawDesc = "" +
 	"\x03oci\x18\x02 \x01(\v2\x1c.norsk.api.manager.OciHealthH\x00R\x03ociB\b\n" +
 	"\x06health\"P\n" +
 	"\x13InitialDataComplete\x129\n" +
-	"\x06health\x18\x01 \x03(\v2!.norsk.api.manager.ProviderHealthR\x06health\"\xae\x03\n" +
+	"\x06health\x18\x01 \x03(\v2!.norsk.api.manager.ProviderHealthR\x06health\"\xda\x03\n" +
 	"\tNodeAlert\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x125\n" +
 	"\x04kind\x18\x02 \x01(\x0e2!.norsk.api.manager.NodeAlert.KindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x127\n" +
 	"\ajob_key\x18\x04 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x123\n" +
-	"\astop_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06stopAt\"\x82\x01\n" +
+	"\astop_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06stopAt\"\xae\x01\n" +
 	"\x04Kind\x12\x1a\n" +
 	"\x16NODE_ALERT_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11IDENTITY_CONFLICT\x10\x01\x12\x10\n" +
 	"\fORPHAN_FOUND\x10\x02\x12\x12\n" +
 	"\x0eORPHAN_STOPPED\x10\x03\x12\x12\n" +
 	"\x0eORPHAN_ADOPTED\x10\x04\x12\r\n" +
-	"\tCONTESTED\x10\x05\"\x9f\x01\n" +
+	"\tCONTESTED\x10\x05\x12\f\n" +
+	"\bCORDONED\x10\x06\x12\f\n" +
+	"\bDRAINING\x10\a\x12\x0e\n" +
+	"\n" +
+	"UNCORDONED\x10\b\"\x9f\x01\n" +
 	"\vStreamReset\x12'\n" +
 	"\x0frequested_index\x18\x01 \x01(\x04R\x0erequestedIndex\x120\n" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
@@ -8289,7 +8556,7 @@ const file_manager_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\x12'\n" +
 	"\x0fmanager_version\x18\x02 \x01(\tR\x0emanagerVersion\x12\x1d\n" +
 	"\n" +
-	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xad\b\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xf5\b\n" +
 	"\bNodeInfo\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\bmetadata\x12P\n" +
 	"\x10running_metadata\x18\x02 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x0frunningMetadata\x12;\n" +
@@ -8312,7 +8579,10 @@ const file_manager_proto_rawDesc = "" +
 	"\x12allocated_capacity\x18\x19 \x01(\x01R\x11allocatedCapacity\x12#\n" +
 	"\rfree_capacity\x18\x1a \x01(\x01R\ffreeCapacity\x124\n" +
 	"\x16allocated_gpu_capacity\x18\x1b \x01(\x01R\x14allocatedGpuCapacity\x12*\n" +
-	"\x11free_gpu_capacity\x18\x1c \x01(\x01R\x0ffreeGpuCapacityB\x0e\n" +
+	"\x11free_gpu_capacity\x18\x1c \x01(\x01R\x0ffreeGpuCapacity\x12F\n" +
+	"\n" +
+	"scheduling\x18\x1d \x01(\v2&.norsk.api.manager.NodeSchedulingStateR\n" +
+	"schedulingB\x0e\n" +
 	"\f_stop_reason\"\x89\x03\n" +
 	"\x06Orphan\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x129\n" +
@@ -8522,7 +8792,18 @@ const file_manager_proto_rawDesc = "" +
 	"\vPoolUpdated\x12+\n" +
 	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\">\n" +
 	"\vPoolDeleted\x12/\n" +
-	"\x04name\x18\x01 \x01(\v2\x1b.norsk.api.manager.PoolNameR\x04name*I\n" +
+	"\x04name\x18\x01 \x01(\v2\x1b.norsk.api.manager.PoolNameR\x04name\"\xbb\x01\n" +
+	"\x13NodeSchedulingState\x127\n" +
+	"\x05state\x18\x01 \x01(\x0e2!.norsk.api.manager.NodeSchedulingR\x05state\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"^\n" +
+	"\x11CordonNodeRequest\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"]\n" +
+	"\x10DrainNodeRequest\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -8562,7 +8843,11 @@ const file_manager_proto_rawDesc = "" +
 	"\x14ANTI_AFFINITY_FORBID\x10\x01*?\n" +
 	"\vBundleState\x12\x15\n" +
 	"\x11BUNDLE_STATE_LIVE\x10\x00\x12\x19\n" +
-	"\x15BUNDLE_STATE_DELETING\x10\x012\xd3\x16\n" +
+	"\x15BUNDLE_STATE_DELETING\x10\x01*j\n" +
+	"\x0eNodeScheduling\x12\x1c\n" +
+	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
+	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xab\x18\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -8603,7 +8888,11 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"DeletePool\x12\x1b.norsk.api.manager.PoolName\x1a\x16.google.protobuf.Empty\x12?\n" +
 	"\aGetPool\x12\x1b.norsk.api.manager.PoolName\x1a\x17.norsk.api.manager.Pool\x12V\n" +
-	"\tListPools\x12#.norsk.api.manager.ListPoolsRequest\x1a$.norsk.api.manager.ListPoolsResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\tListPools\x12#.norsk.api.manager.ListPoolsRequest\x1a$.norsk.api.manager.ListPoolsResponse\x12J\n" +
+	"\n" +
+	"CordonNode\x12$.norsk.api.manager.CordonNodeRequest\x1a\x16.google.protobuf.Empty\x12@\n" +
+	"\fUncordonNode\x12\x18.norsk.api.common.NodeId\x1a\x16.google.protobuf.Empty\x12H\n" +
+	"\tDrainNode\x12#.norsk.api.manager.DrainNodeRequest\x1a\x16.google.protobuf.EmptyB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -8617,8 +8906,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 112)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 115)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -8628,422 +8917,437 @@ var file_manager_proto_goTypes = []any{
 	(NodeLifecycle)(0),                    // 5: norsk.api.manager.NodeLifecycle
 	(AntiAffinity)(0),                     // 6: norsk.api.manager.AntiAffinity
 	(BundleState)(0),                      // 7: norsk.api.manager.BundleState
-	(Job_JobState)(0),                     // 8: norsk.api.manager.Job.JobState
-	(JobHistoryJobStopping_Reason)(0),     // 9: norsk.api.manager.JobHistoryJobStopping.Reason
-	(NodeStopping_Reason)(0),              // 10: norsk.api.manager.NodeStopping.Reason
-	(NodeAlert_Kind)(0),                   // 11: norsk.api.manager.NodeAlert.Kind
-	(*Hello)(nil),                         // 12: norsk.api.manager.Hello
-	(*Job)(nil),                           // 13: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 14: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 15: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 16: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 17: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 18: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 19: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 20: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 21: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 22: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 23: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 24: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 25: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 26: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 27: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 28: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 29: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 30: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 31: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 32: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 33: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 34: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 35: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 36: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 37: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 38: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 39: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 40: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 41: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 42: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 43: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 44: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 45: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 46: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 47: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 48: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 49: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 50: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 51: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 52: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 53: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 54: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 55: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 56: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 57: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 58: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 59: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 60: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 61: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 62: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 63: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 64: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 65: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 66: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 67: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 68: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 69: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 70: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 71: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 72: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 73: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 74: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 75: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 76: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 77: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 78: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 79: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 80: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 81: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 82: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 83: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 84: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 85: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 86: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 87: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 88: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 89: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 90: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 91: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 92: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 93: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 94: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 95: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 96: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 97: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 98: norsk.api.manager.ListBundlesResponse
-	(*SnapshotSaveRequest)(nil),           // 99: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 100: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 101: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 102: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 103: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 104: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 105: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 106: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 107: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 108: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 109: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 110: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 111: norsk.api.manager.PoolDeleted
-	nil,                                   // 112: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 113: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 114: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 115: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 116: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 117: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 118: norsk.api.manager.DateFilter.Within
-	nil,                                   // 119: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 120: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 121: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 122: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 123: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 124: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 125: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 126: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 127: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 128: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 129: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 130: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 131: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 132: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 133: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 134: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 135: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 136: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 137: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 138: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 139: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 140: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 141: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 142: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 143: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 144: google.protobuf.Empty
+	(NodeScheduling)(0),                   // 8: norsk.api.manager.NodeScheduling
+	(Job_JobState)(0),                     // 9: norsk.api.manager.Job.JobState
+	(JobHistoryJobStopping_Reason)(0),     // 10: norsk.api.manager.JobHistoryJobStopping.Reason
+	(NodeStopping_Reason)(0),              // 11: norsk.api.manager.NodeStopping.Reason
+	(NodeAlert_Kind)(0),                   // 12: norsk.api.manager.NodeAlert.Kind
+	(*Hello)(nil),                         // 13: norsk.api.manager.Hello
+	(*Job)(nil),                           // 14: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 15: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 16: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 17: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 18: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 19: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 20: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 21: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 22: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 23: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 24: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 25: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 26: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 27: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 28: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 29: norsk.api.manager.PhysicalNode
+	(*RunningJob)(nil),                    // 30: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 31: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 32: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 33: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 34: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 35: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 36: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 37: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 38: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 39: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 40: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 41: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 42: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 43: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 44: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 45: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 46: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 47: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 48: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 49: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 50: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 51: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 52: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 53: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 54: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 55: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 56: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 57: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 58: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 59: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 60: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 61: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 62: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 63: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 64: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 65: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 66: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 67: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 68: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 69: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 70: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 71: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 72: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 73: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 74: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 75: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 76: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 77: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 78: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 79: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 80: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 81: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 82: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 83: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 84: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 85: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 86: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 87: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 88: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 89: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 90: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 91: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 92: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 93: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 94: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 95: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 96: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 97: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 98: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 99: norsk.api.manager.ListBundlesResponse
+	(*SnapshotSaveRequest)(nil),           // 100: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 101: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 102: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 103: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 104: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 105: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 106: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 107: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 108: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 109: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 110: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 111: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 112: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 113: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 114: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 115: norsk.api.manager.DrainNodeRequest
+	nil,                                   // 116: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 117: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 118: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 119: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 120: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 121: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 122: norsk.api.manager.DateFilter.Within
+	nil,                                   // 123: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 124: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 125: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 126: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 127: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 128: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 129: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 130: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 131: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 132: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 133: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 134: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 135: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 136: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 137: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 138: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 139: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 140: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 141: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 142: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 143: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 144: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 145: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 146: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 147: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 148: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	124, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	125, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	112, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	126, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	127, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	128, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	129, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	116, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	130, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	131, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	128, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
-	8,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
+	132, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	15,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	129, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	113, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	14,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	130, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
-	17,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	131, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	132, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	133, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	16,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	16,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	133, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	117, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	15,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	134, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	18,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	135, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	136, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	137, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	17,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	126, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	126, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	13,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	126, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	134, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	126, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	134, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	114, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	126, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	134, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	9,   // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	126, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	134, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	126, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	19,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	20,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	21,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	22,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	23,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	24,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	25,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	13,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	26,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	115, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	136, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	137, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	27,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	27,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	27,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	125, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	27,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	13,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	29,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	134, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	134, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	137, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
-	10,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	137, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	134, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	29,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	28,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	29,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	137, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	116, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	42,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	130, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	130, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	14,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	130, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	138, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	130, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	138, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	118, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	130, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	138, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	130, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	138, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	130, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	20,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	21,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	22,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	23,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	24,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	25,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	26,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	14,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	27,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	119, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	140, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	141, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	28,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	28,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	28,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	129, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	28,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	14,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	30,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	138, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	138, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	141, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	141, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	138, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	30,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	29,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	30,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	141, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	120, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	43,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	137, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	117, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	141, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	121, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	125, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	137, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	125, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	137, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	126, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	126, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	126, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	126, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	126, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	118, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	49,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	50,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	51,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	129, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	141, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	129, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	141, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	130, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	130, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	130, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	130, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	130, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	122, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	50,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	51,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	52,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 90: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	54,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	55,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 92: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	56,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	55,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	57,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	58,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	137, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
-	11,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	136, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	126, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	126, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	40,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	30,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	59,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	32,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	33,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	31,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	34,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	36,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	37,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	38,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	39,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	41,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	58,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	138, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	61,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	93,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	94,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	60,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	110, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	111, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	126, // 122: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	52,  // 123: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	12,  // 124: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	139, // 125: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	124, // 126: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	134, // 127: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	135, // 128: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	57,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	56,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	58,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	59,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	141, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
+	140, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	130, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	130, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	41,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	31,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	60,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	33,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	34,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	32,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	35,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	37,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	38,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	39,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	40,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	42,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	59,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	142, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	62,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	94,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	95,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	61,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	111, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	112, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	130, // 122: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	53,  // 123: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	13,  // 124: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	143, // 125: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	128, // 126: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	138, // 127: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	139, // 128: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 129: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 130: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	29,  // 131: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	126, // 132: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	10,  // 133: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	140, // 134: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	67,  // 135: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	141, // 136: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	30,  // 131: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	130, // 132: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	11,  // 133: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	144, // 134: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	68,  // 135: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	145, // 136: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
 	2,   // 137: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	136, // 138: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	126, // 139: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	126, // 140: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	119, // 141: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	137, // 142: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	136, // 143: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	137, // 144: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	126, // 145: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	66,  // 146: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	27,  // 147: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 148: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	69,  // 149: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	120, // 150: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	137, // 151: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	142, // 152: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	137, // 153: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	75,  // 154: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	126, // 155: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	126, // 156: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	121, // 157: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 158: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	76,  // 159: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	75,  // 160: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	141, // 161: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	137, // 162: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	137, // 163: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	122, // 164: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	126, // 165: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	82,  // 166: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	85,  // 167: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 168: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	89,  // 169: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	88,  // 170: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 171: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	17,  // 172: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	13,  // 173: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 174: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 175: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 176: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	85,  // 177: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 178: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	85,  // 179: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 180: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	85,  // 181: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	125, // 182: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	86,  // 183: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 184: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	96,  // 185: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	101, // 186: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	102, // 187: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	103, // 188: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	126, // 189: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	106, // 190: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	107, // 191: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	123, // 192: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	105, // 193: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	105, // 194: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	104, // 195: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	143, // 196: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	126, // 197: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	126, // 198: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	143, // 199: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	144, // 200: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	13,  // 201: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	13,  // 202: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	125, // 203: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	63,  // 204: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	44,  // 205: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	45,  // 206: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	46,  // 207: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	137, // 208: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	47,  // 209: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	48,  // 210: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	125, // 211: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	53,  // 212: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	144, // 213: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	70,  // 214: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	68,  // 215: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	125, // 216: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	73,  // 217: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	77,  // 218: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	137, // 219: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	79,  // 220: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	81,  // 221: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	83,  // 222: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	86,  // 223: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 224: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	85,  // 225: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	91,  // 226: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	92,  // 227: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	85,  // 228: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 229: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	99,  // 230: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	105, // 231: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	105, // 232: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	104, // 233: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	104, // 234: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	108, // 235: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	64,  // 236: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	18,  // 237: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	18,  // 238: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	144, // 239: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	35,  // 240: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	144, // 241: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	144, // 242: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	144, // 243: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	144, // 244: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	144, // 245: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	144, // 246: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	144, // 247: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	62,  // 248: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	65,  // 249: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	71,  // 250: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	144, // 251: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	72,  // 252: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	74,  // 253: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 254: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	144, // 255: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	80,  // 256: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	144, // 257: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	84,  // 258: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	90,  // 259: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	144, // 260: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	144, // 261: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	144, // 262: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	144, // 263: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	96,  // 264: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	98,  // 265: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	100, // 266: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	144, // 267: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	144, // 268: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	144, // 269: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	105, // 270: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	109, // 271: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	236, // [236:272] is the sub-list for method output_type
-	200, // [200:236] is the sub-list for method input_type
-	200, // [200:200] is the sub-list for extension type_name
-	200, // [200:200] is the sub-list for extension extendee
-	0,   // [0:200] is the sub-list for field type_name
+	113, // 138: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	140, // 139: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	130, // 140: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	130, // 141: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	123, // 142: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	141, // 143: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	140, // 144: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	141, // 145: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	130, // 146: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	67,  // 147: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	28,  // 148: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	30,  // 149: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	70,  // 150: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	124, // 151: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	141, // 152: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	146, // 153: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	141, // 154: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	76,  // 155: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	130, // 156: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	130, // 157: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	125, // 158: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 159: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	77,  // 160: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	76,  // 161: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	145, // 162: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	141, // 163: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	141, // 164: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	126, // 165: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	130, // 166: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	83,  // 167: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	86,  // 168: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	88,  // 169: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	90,  // 170: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	89,  // 171: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 172: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	18,  // 173: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	14,  // 174: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 175: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 176: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 177: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	86,  // 178: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 179: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	86,  // 180: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 181: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	86,  // 182: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	129, // 183: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	87,  // 184: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	96,  // 185: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	97,  // 186: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	102, // 187: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	103, // 188: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	104, // 189: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	130, // 190: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	107, // 191: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	108, // 192: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	127, // 193: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	106, // 194: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	106, // 195: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	105, // 196: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	8,   // 197: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	130, // 198: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	141, // 199: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	141, // 200: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	147, // 201: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	130, // 202: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	130, // 203: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	147, // 204: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	148, // 205: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	14,  // 206: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	14,  // 207: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	129, // 208: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	64,  // 209: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	45,  // 210: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	46,  // 211: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	47,  // 212: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	141, // 213: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	48,  // 214: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	49,  // 215: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	129, // 216: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	54,  // 217: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	148, // 218: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	71,  // 219: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	69,  // 220: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	129, // 221: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	74,  // 222: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	78,  // 223: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	141, // 224: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	80,  // 225: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	82,  // 226: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	84,  // 227: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	87,  // 228: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 229: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 230: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	92,  // 231: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	93,  // 232: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	86,  // 233: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	98,  // 234: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	100, // 235: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	106, // 236: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	106, // 237: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	105, // 238: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	105, // 239: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	109, // 240: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	114, // 241: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	141, // 242: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	115, // 243: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	65,  // 244: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	19,  // 245: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	19,  // 246: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	148, // 247: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	36,  // 248: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	148, // 249: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	148, // 250: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	148, // 251: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	148, // 252: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	148, // 253: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	148, // 254: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	148, // 255: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	63,  // 256: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	66,  // 257: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	72,  // 258: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	148, // 259: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	73,  // 260: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	75,  // 261: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	79,  // 262: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	148, // 263: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	81,  // 264: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	148, // 265: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	85,  // 266: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	91,  // 267: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	148, // 268: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	148, // 269: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	148, // 270: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	148, // 271: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	97,  // 272: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	99,  // 273: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	101, // 274: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	148, // 275: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	148, // 276: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	148, // 277: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	106, // 278: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	110, // 279: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	148, // 280: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	148, // 281: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	148, // 282: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	244, // [244:283] is the sub-list for method output_type
+	205, // [205:244] is the sub-list for method input_type
+	205, // [205:205] is the sub-list for extension type_name
+	205, // [205:205] is the sub-list for extension extendee
+	0,   // [0:205] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -9135,8 +9439,8 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      12,
-			NumMessages:   112,
+			NumEnums:      13,
+			NumMessages:   115,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -72,6 +72,9 @@ const (
 	Manager_DeletePool_FullMethodName            = "/norsk.api.manager.Manager/DeletePool"
 	Manager_GetPool_FullMethodName               = "/norsk.api.manager.Manager/GetPool"
 	Manager_ListPools_FullMethodName             = "/norsk.api.manager.Manager/ListPools"
+	Manager_CordonNode_FullMethodName            = "/norsk.api.manager.Manager/CordonNode"
+	Manager_UncordonNode_FullMethodName          = "/norsk.api.manager.Manager/UncordonNode"
+	Manager_DrainNode_FullMethodName             = "/norsk.api.manager.Manager/DrainNode"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -138,6 +141,17 @@ type ManagerClient interface {
 	DeletePool(ctx context.Context, in *PoolName, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	GetPool(ctx context.Context, in *PoolName, opts ...grpc.CallOption) (*Pool, error)
 	ListPools(ctx context.Context, in *ListPoolsRequest, opts ...grpc.CallOption) (*ListPoolsResponse, error)
+	// Added (issue 11 §4; docs/design/nodes-capacity.md, "Cordon and
+	// drain"): whether the placement engine may put new job instances on a
+	// node. CordonNode: no new placements, what runs stays; DrainNode: cordon
+	// and mark draining (the engine, next step, moves the placed jobs
+	// elsewhere); UncordonNode: eligible again, a drain ends. Idempotent: a
+	// node already in the asked state answers OK and nothing is written.
+	// InvalidArgument for a bad node id or reason; NotFound for an unknown
+	// node; FailedPrecondition for a terminated node.
+	CordonNode(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	UncordonNode(ctx context.Context, in *commonpb.NodeId, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 }
 
 type managerClient struct {
@@ -544,6 +558,36 @@ func (c *managerClient) ListPools(ctx context.Context, in *ListPoolsRequest, opt
 	return out, nil
 }
 
+func (c *managerClient) CordonNode(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_CordonNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) UncordonNode(ctx context.Context, in *commonpb.NodeId, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_UncordonNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -608,6 +652,17 @@ type ManagerServer interface {
 	DeletePool(context.Context, *PoolName) (*emptypb.Empty, error)
 	GetPool(context.Context, *PoolName) (*Pool, error)
 	ListPools(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error)
+	// Added (issue 11 §4; docs/design/nodes-capacity.md, "Cordon and
+	// drain"): whether the placement engine may put new job instances on a
+	// node. CordonNode: no new placements, what runs stays; DrainNode: cordon
+	// and mark draining (the engine, next step, moves the placed jobs
+	// elsewhere); UncordonNode: eligible again, a drain ends. Idempotent: a
+	// node already in the asked state answers OK and nothing is written.
+	// InvalidArgument for a bad node id or reason; NotFound for an unknown
+	// node; FailedPrecondition for a terminated node.
+	CordonNode(context.Context, *CordonNodeRequest) (*emptypb.Empty, error)
+	UncordonNode(context.Context, *commonpb.NodeId) (*emptypb.Empty, error)
+	DrainNode(context.Context, *DrainNodeRequest) (*emptypb.Empty, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -725,6 +780,15 @@ func (UnimplementedManagerServer) GetPool(context.Context, *PoolName) (*Pool, er
 }
 func (UnimplementedManagerServer) ListPools(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPools not implemented")
+}
+func (UnimplementedManagerServer) CordonNode(context.Context, *CordonNodeRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method CordonNode not implemented")
+}
+func (UnimplementedManagerServer) UncordonNode(context.Context, *commonpb.NodeId) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method UncordonNode not implemented")
+}
+func (UnimplementedManagerServer) DrainNode(context.Context, *DrainNodeRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1367,6 +1431,60 @@ func _Manager_ListPools_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_CordonNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CordonNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).CordonNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_CordonNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).CordonNode(ctx, req.(*CordonNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_UncordonNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(commonpb.NodeId)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).UncordonNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_UncordonNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).UncordonNode(ctx, req.(*commonpb.NodeId))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).DrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_DrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1501,6 +1619,18 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPools",
 			Handler:    _Manager_ListPools_Handler,
+		},
+		{
+			MethodName: "CordonNode",
+			Handler:    _Manager_CordonNode_Handler,
+		},
+		{
+			MethodName: "UncordonNode",
+			Handler:    _Manager_UncordonNode_Handler,
+		},
+		{
+			MethodName: "DrainNode",
+			Handler:    _Manager_DrainNode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -185,3 +185,7 @@ func (e *Engine) placedOK(k key) {
 	delete(e.failures, k)
 	e.mu.Unlock()
 }
+
+// settle waits until every StartJob and UpdateJob sent so far was answered
+// (tests: a Pass, then settle, then look at the store).
+func (e *Engine) settle() { e.wg.Wait() }

@@ -222,8 +222,10 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 	return actors.OK(), nil
 }
 
-func (r *fakeRouter) RequestFuture(string, string, proto.Message, time.Duration) *actor.Future { return nil }
-func (r *fakeRouter) Send(string, string, proto.Message)                                  {}
+func (r *fakeRouter) RequestFuture(string, string, proto.Message, time.Duration) *actor.Future {
+	return nil
+}
+func (r *fakeRouter) Send(string, string, proto.Message) {}
 
 func (r *fakeRouter) startCount(id, role string) int {
 	r.mu.Lock()

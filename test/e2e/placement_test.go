@@ -86,7 +86,7 @@ func TestE2E_Placement(t *testing.T) {
 	require.NoError(t, mc.CreatePool(ctx, &managerpb.Pool{Name: "tight", Tiers: []*managerpb.PoolTier{{Name: "all"}},
 		RestartCeiling: &managerpb.RestartCeiling{MaxFailures: 2, WindowSeconds: 60}}))
 	crash := &managerpb.Job{JobId: &commonpb.JobId{JobId: "crash"}, Tags: map[string]string{"pool": "tight"},
-		Services:      []*commonpb.Service{{Name: "bad", Command: "exit 1", Restart: commonpb.Service_NEVER}},
+		Services: []*commonpb.Service{{Name: "bad", Command: "exit 1", Restart: commonpb.Service_NEVER}},
 		// No units: the remaining node is full (0.5 + 0.5 + 1 of 2).
 		AutoPlacement: &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{}}}
 	_, err = mc.CreateJob(ctx, crash)

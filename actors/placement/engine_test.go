@@ -259,3 +259,68 @@ func TestNew_RequiresStoreAndRouter(t *testing.T) {
 	_, err = New(Config{Store: store})
 	require.ErrorContains(t, err, "router")
 }
+
+// TestEngine_Pass_BundleStartStop: StartBundleJob (the bundle record and
+// the job's tag no longer dormant) gets the job placed by the next pass;
+// StopBundleJob (dormant again) keeps the engine from placing it again.
+func TestEngine_Pass_BundleStartStop(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 4, "z1", nil)
+	b := &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "bd"}, Jobs: []*managerpb.BundleJobSpec{
+		{JobName: "pkg", StartMode: bundle.StartModeManual, Job: &managerpb.Job{Services: []*commonpb.Service{{Name: "s"}}}}}}
+	f.putBundle(b, map[string]bool{"pkg": true})
+	f.pass()
+	require.Equal(t, 0, f.router.sent())
+
+	setDormant := func(dormant bool) {
+		rec := f.job("bd.0.pkg")
+		rec.Job.Job = bundle.DerivedJob(b, b.GetJobs()[0], 0, dormant)
+		rec.Job.Job.State = managerpb.Job_ACTIVE
+		f.putJob(rec)
+		var br *internalpb.BundleRecord
+		require.NoError(t, f.store.View(func(r *persistence.Reader) error {
+			var err error
+			br, _, err = r.Bundle("bd")
+			return err
+		}))
+		br.Jobs[0].Dormant = dormant
+		f.put(persistence.BundleKey("bd"), br)
+	}
+	setDormant(false)
+	f.pass()
+	require.Equal(t, "n1", f.nodeOf("bd.0.pkg", "primary"))
+
+	// Stopped: dormant again, and its instance ends; nothing re-places it.
+	setDormant(true)
+	rec := f.job("bd.0.pkg")
+	f.endInstance(rec, "primary", managerpb.JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED, "")
+	f.pass()
+	require.Empty(t, f.nodeOf("bd.0.pkg", "primary"))
+	require.Equal(t, 1, f.router.startCount("bd.0.pkg", "primary"))
+}
+
+// TestEngine_Pass_TerminalClearedByOperator: once an operator clears the
+// terminal state (an UpdateJob), the failures before it no longer count
+// and the job is placed again.
+func TestEngine_Pass_TerminalClearedByOperator(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 4, "z1", nil)
+	f.putPool("one", 1, 600)
+	f.putJob(autoJob("j", 1, map[string]string{persistence.PoolTag: "one"}))
+	f.pass()
+	f.fail("j", "primary", "boom")
+	f.pass()
+	rec := f.job("j")
+	require.NotNil(t, rec.GetJob().GetJob().GetTerminalState())
+
+	prev := rec.GetJob().GetJob()
+	cleared := autoJob("j", 1, map[string]string{persistence.PoolTag: "one"}).GetJob().GetJob()
+	rec.Job.Job = cleared
+	rec.Job.HistoryEntry = append(rec.Job.HistoryEntry, &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobUpdated{
+		JobUpdated: &managerpb.JobHistoryJobUpdated{Timestamp: timestamppb.New(f.now), PreviousJob: prev}}})
+	f.putJob(rec)
+	f.now = f.now.Add(time.Second)
+	f.pass()
+	require.Equal(t, "n1", f.nodeOf("j", "primary"))
+	require.Nil(t, f.job("j").GetJob().GetJob().GetTerminalState())
+}

@@ -324,3 +324,29 @@ func TestEngine_Pass_TerminalClearedByOperator(t *testing.T) {
 	require.Equal(t, "n1", f.nodeOf("j", "primary"))
 	require.Nil(t, f.job("j").GetJob().GetJob().GetTerminalState())
 }
+
+// TestEngine_Pass_CoLocateGroupInOneDecision: a co_locate_with group goes
+// to one node that has room for the whole group, though the more
+// allocated node (which packing prefers) has room for one member;
+// separate_from keeps the third job off the group's node.
+func TestEngine_Pass_CoLocateGroupInOneDecision(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 1.5, "z1", nil)
+	f.putNode("n2", 4, "z1", nil)
+	busy := autoJob("busy", 0.5, nil)
+	busy.Instances = []*internalpb.Instance{{Role: "primary", NodeId: "n1", Status: internalpb.InstanceStatus_INSTANCE_RUNNING}}
+	f.putJob(busy)
+	svc := &managerpb.Job{Services: []*commonpb.Service{{Name: "s"}}}
+	one := &managerpb.JobRequirements{RequiredCapacity: 1}
+	b := &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "bd"}, Jobs: []*managerpb.BundleJobSpec{
+		{JobName: "enc", Requirements: one, Job: svc},
+		{JobName: "pkg", Requirements: one, Job: svc, CoLocateWith: []string{"enc"}},
+		{JobName: "mon", Requirements: one, Job: svc, SeparateFrom: []string{"pkg"}},
+	}}
+	f.putBundle(b, nil)
+	f.pass()
+	require.Equal(t, "n2", f.nodeOf("bd.0.enc", "primary"))
+	require.Equal(t, "n2", f.nodeOf("bd.0.pkg", "primary"))
+	require.Equal(t, "n1", f.nodeOf("bd.0.mon", "primary"), "separate from the group, and packed onto the busier node")
+	require.Equal(t, 1, f.router.startCount("bd.0.pkg", "primary"))
+}

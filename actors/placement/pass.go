@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -40,11 +41,19 @@ func (e *Engine) Pass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("placement view: %w", err)
 	}
+	w.byKey = make(map[key]*candidate, len(w.candidates))
+	for i := range w.candidates {
+		w.byKey[w.candidates[i].key] = &w.candidates[i]
+	}
+	w.busy = busy
 	unplaced := 0
 	for i := range w.candidates {
 		c := &w.candidates[i]
 		if busy[c.key] {
 			continue
+		}
+		if _, done := w.where[c.key]; done {
+			continue // placed in this pass with its co_locate_with group
 		}
 		if !e.decide(ctx, w, view, c) {
 			unplaced++
@@ -75,6 +84,11 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 		return false // the backoff after the last failure; a later pass
 	}
 	ask := e.askOf(w, c, pool)
+	members := w.coLocated(c, ask.CoLocateWith, policy)
+	for _, m := range members {
+		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
+			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements())})
+	}
 	if verdict.Failures > 0 {
 		if verdict.SameNode {
 			ask.PreferNode = hist.lastNode
@@ -93,9 +107,40 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 		return false
 	}
 	view.Add(d.Placed...)
-	w.where[c.key] = string(d.Node)
-	e.start(ctx, c, d)
+	for i, p := range d.Placed {
+		m := c
+		if i > 0 {
+			m = members[i-1]
+		}
+		w.where[key{p.Job, p.Role}] = string(d.Node)
+		e.start(ctx, m, d, p)
+	}
 	return true
+}
+
+// coLocated returns the members of c's co_locate_with group (group) that
+// are placeable now and placed nowhere, so that the group goes to one node
+// in one decision (placement.md, "Co-location and separation"). A member
+// in its restart backoff or at its ceiling is left out: it follows later,
+// pinned to the group's node by the co_locate_with filter.
+func (w *world) coLocated(c *candidate, group []scheduler.JobID, policy scheduler.RestartPolicy) []*candidate {
+	var out []*candidate
+	for _, id := range group {
+		k := key{id, c.role}
+		m, ok := w.byKey[k]
+		if !ok || w.busy[k] {
+			continue
+		}
+		if _, placed := w.where[k]; placed {
+			continue
+		}
+		v := policy.Next(failuresOf(m.rec, m.role).times, w.now)
+		if v.Exceeded || v.Wait > 0 {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // askOf builds the scheduler's question for c: requirements, constraints,
@@ -116,23 +161,24 @@ func (e *Engine) askOf(w *world, c *candidate, pool *managerpb.Pool) scheduler.A
 	b := c.bundle.GetBundle()
 	bid := b.GetBundleId().GetBundleId()
 	sibling := func(name string) scheduler.JobID { return scheduler.JobID(bundle.JobID(bid, c.replica, name)) }
+	group := coLocateGroup(b, c.jobName)
+	for _, n := range group {
+		a.CoLocateWith = append(a.CoLocateWith, sibling(n))
+	}
+	// separate_from of the job and of its group, both directions.
+	inGroup := map[string]bool{c.jobName: true}
+	for _, n := range group {
+		inGroup[n] = true
+	}
 	for _, s := range b.GetJobs() {
-		if s.GetJobName() == c.jobName {
-			for _, n := range s.GetCoLocateWith() {
-				a.CoLocateWith = appendNew(a.CoLocateWith, sibling(n))
-			}
+		if inGroup[s.GetJobName()] {
 			for _, n := range s.GetSeparateFrom() {
 				a.SeparateFrom = appendNew(a.SeparateFrom, sibling(n))
 			}
 			continue
 		}
-		for _, n := range s.GetCoLocateWith() {
-			if n == c.jobName {
-				a.CoLocateWith = appendNew(a.CoLocateWith, sibling(s.GetJobName()))
-			}
-		}
 		for _, n := range s.GetSeparateFrom() {
-			if n == c.jobName {
+			if inGroup[n] {
 				a.SeparateFrom = appendNew(a.SeparateFrom, sibling(s.GetJobName()))
 			}
 		}
@@ -177,12 +223,12 @@ func RequestID(job, role string, seq uint64) string {
 	return fmt.Sprintf("placement/%s/%s/%d", job, role, seq)
 }
 
-// start sends d's StartJob in the background, holding the role in flight
-// until the job grain answers.
-func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision) {
+// start sends the StartJob of p (c's part of decision d) in the
+// background, holding the role in flight until the job grain answers.
+func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, p scheduler.Placed) {
 	k := c.key
 	e.mu.Lock()
-	e.inflight[k] = d.Placed[0]
+	e.inflight[k] = p
 	e.mu.Unlock()
 	log := e.log.With("job_id", k.job, "role", k.role, "node_id", d.Node, "tier", d.Tier, "pool", c.pool)
 	if len(d.Degraded) > 0 {
@@ -258,4 +304,42 @@ func (e *Engine) request(ctx context.Context, job string, cmd *internalpb.JobCom
 		return err
 	}
 	return actors.AsError(r)
+}
+
+// coLocateGroup returns the other job names of name's co_locate_with group
+// in bundle b: every job linked to it by co_locate_with in either
+// direction, transitively, in spec order.
+func coLocateGroup(b *managerpb.Bundle, name string) []string {
+	linked := func(x, y string) bool {
+		for _, s := range b.GetJobs() {
+			if s.GetJobName() == x && slices.Contains(s.GetCoLocateWith(), y) ||
+				s.GetJobName() == y && slices.Contains(s.GetCoLocateWith(), x) {
+				return true
+			}
+		}
+		return false
+	}
+	in := map[string]bool{name: true}
+	for grew := true; grew; {
+		grew = false
+		for _, s := range b.GetJobs() {
+			n := s.GetJobName()
+			if in[n] {
+				continue
+			}
+			for m := range in {
+				if linked(n, m) {
+					in[n], grew = true, true
+					break
+				}
+			}
+		}
+	}
+	var out []string
+	for _, s := range b.GetJobs() {
+		if n := s.GetJobName(); n != name && in[n] {
+			out = append(out, n)
+		}
+	}
+	return out
 }

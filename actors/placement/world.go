@@ -49,6 +49,10 @@ type world struct {
 	jobs       map[string]*internalpb.JobRecord
 	pools      map[string]*managerpb.Pool
 	candidates []candidate
+	// byKey indexes candidates, and busy holds the roles with a StartJob
+	// in flight; both set by Pass.
+	byKey map[key]*candidate
+	busy  map[key]bool
 }
 
 // readWorld reads the store at now.

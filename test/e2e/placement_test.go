@@ -24,7 +24,8 @@ import (
 // never started again.
 func TestE2E_Placement(t *testing.T) {
 	ctx := context.Background()
-	m := startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t))
+	mport := testproc.FreePort(t)
+	m := startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t), "--metrics-addr", testproc.Addr(mport))
 	mc := connect(t, m.addr)
 	zoneOf := map[string]string{}
 	for _, zone := range []string{"z1", "z2"} {
@@ -109,4 +110,17 @@ func TestE2E_Placement(t *testing.T) {
 	}
 	require.Equal(t, 2, provisioned, "started twice, then given up")
 	require.Empty(t, r.GetInstances())
+
+	// auto (twice, more if its port was still taken on the new node),
+	// primary (twice), backup, crash (twice); one terminal.
+	placed := metric(t, testproc.Addr(mport), `norsk_manager_placements_total{result="placed"}`)
+	var n int
+	_, err = fmt.Sscanf(placed, `norsk_manager_placements_total{result="placed"} %d`, &n)
+	require.NoError(t, err, placed)
+	require.GreaterOrEqual(t, n, 7, placed)
+	require.Equal(t, `norsk_manager_placements_total{result="terminal"} 1`, metric(t, testproc.Addr(mport), `norsk_manager_placements_total{result="terminal"}`))
+	// The gauge is set by the pass after the terminal write.
+	testproc.Eventually(t, 10*time.Second, "no unplaced job", func() bool {
+		return metric(t, testproc.Addr(mport), "norsk_manager_unplaced_jobs") == "norsk_manager_unplaced_jobs 0"
+	})
 }

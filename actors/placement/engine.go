@@ -64,7 +64,15 @@ type Engine struct {
 	// terminalSent holds the jobs whose terminal_state write is in flight,
 	// with the record sequence it was decided at. Guarded by mu.
 	terminalSent map[scheduler.JobID]persistence.Seq
+	// retryAt holds, for a (job, role) whose StartJob was refused or not
+	// answered, when it may be decided again: pacing, so that a node or a
+	// job that refuses is not asked again every pass. Guarded by mu.
+	retryAt map[key]time.Time
 }
+
+// startRetry is how long a (job, role) whose StartJob failed waits before
+// it is decided again.
+const startRetry = 2 * time.Second
 
 // New returns an engine, or ErrInvalidConfig naming a missing field. Zero
 // durations and a nil clock or logger take DefaultConfig's values.
@@ -92,7 +100,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = def.Logger
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger.With("loop", "placement"), kickCh: make(chan struct{}, 1),
-		inflight: map[key]scheduler.Placed{}, failures: map[key]string{}, terminalSent: map[scheduler.JobID]persistence.Seq{}}, nil
+		inflight: map[key]scheduler.Placed{}, failures: map[key]string{}, terminalSent: map[scheduler.JobID]persistence.Seq{}, retryAt: map[key]time.Time{}}, nil
 }
 
 // Run passes until ctx ends: at once, then whenever the event log grows
@@ -183,6 +191,7 @@ func (e *Engine) fail(k key, result, text string, args ...any) {
 func (e *Engine) placedOK(k key) {
 	e.mu.Lock()
 	delete(e.failures, k)
+	delete(e.retryAt, k)
 	e.mu.Unlock()
 }
 

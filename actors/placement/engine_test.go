@@ -250,6 +250,16 @@ func TestEngine_Pass_StartRefusedKeptAsFailure(t *testing.T) {
 	reason, ok := f.eng.LastFailure("j", "primary")
 	require.True(t, ok)
 	require.True(t, strings.Contains(reason, "start on node n1") && strings.Contains(reason, "no services"), reason)
+	// Paced: not asked again at once, but after startRetry.
+	f.pass()
+	require.Equal(t, 1, f.router.sent())
+	f.now = f.now.Add(startRetry)
+	f.router.refuse = nil
+	f.pass()
+	require.Equal(t, 2, f.router.sent())
+	require.Equal(t, "n1", f.nodeOf("j", "primary"))
+	_, ok = f.eng.LastFailure("j", "primary")
+	require.False(t, ok)
 }
 
 func TestNew_RequiresStoreAndRouter(t *testing.T) {

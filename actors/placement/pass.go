@@ -36,6 +36,13 @@ func (e *Engine) Pass(ctx context.Context) error {
 		}
 		busy[k] = true
 	}
+	for k, at := range e.retryAt {
+		if w.now.Before(at) {
+			busy[k] = true
+		} else {
+			delete(e.retryAt, k)
+		}
+	}
 	e.mu.Unlock()
 	view, err := scheduler.NewView(w.nodes, append(w.placed, inflight...))
 	if err != nil {
@@ -257,6 +264,9 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 		case ctx.Err() != nil:
 		default:
 			e.fail(k, ResultStartFailed, fmt.Sprintf("start on node %s: %v", d.Node, err), "node_id", d.Node)
+			e.mu.Lock()
+			e.retryAt[k] = e.cfg.Clock().Add(startRetry)
+			e.mu.Unlock()
 		}
 	}()
 }

@@ -176,12 +176,18 @@ func (e *Engine) InFlight() int {
 }
 
 // fail keeps text as the last failure of k, logging it when it changed.
+//
+// It counts a failed StartJob every time (each is paced by startRetry), and
+// a role no node fits once per change of its explanation, so that a job
+// waiting for capacity does not raise the counter at every pass.
 func (e *Engine) fail(k key, result, text string, args ...any) {
-	e.cfg.Metrics.count(result)
 	e.mu.Lock()
 	same := e.failures[k] == text
 	e.failures[k] = text
 	e.mu.Unlock()
+	if !same || result == ResultStartFailed {
+		e.cfg.Metrics.count(result)
+	}
 	if !same {
 		e.log.Warn("job not placed", append([]any{"job_id", k.job, "role", k.role, "result", result, "reason", text}, args...)...)
 	}

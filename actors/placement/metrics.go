@@ -10,7 +10,8 @@ import (
 const (
 	// ResultPlaced: a StartJob the job grain accepted.
 	ResultPlaced = "placed"
-	// ResultNoNode: no node fits (the explanation is kept and logged).
+	// ResultNoNode: no node fits, or the pool is unknown (the explanation
+	// is kept and logged); counted once per change of the explanation.
 	ResultNoNode = "no_node"
 	// ResultStartFailed: the job grain or the node refused or did not
 	// answer the StartJob; decided again by a later pass.

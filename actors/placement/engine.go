@@ -58,9 +58,9 @@ type Engine struct {
 	// they place: added to every view so a pass neither decides the role
 	// again nor gives its room away. Guarded by mu.
 	inflight map[key]scheduler.Placed
-	// failures is the last failure text of each (job, role) not placed,
-	// logged once per change. Guarded by mu.
-	failures map[key]string
+	// failures is the last failure of each (job, role) not placed, logged
+	// once per change of its reason. Guarded by mu.
+	failures map[key]Unplaced
 	// terminalSent holds the jobs whose terminal_state write is in flight,
 	// with the record sequence it was decided at. Guarded by mu.
 	terminalSent map[scheduler.JobID]persistence.Seq
@@ -100,7 +100,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = def.Logger
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger.With("loop", "placement"), kickCh: make(chan struct{}, 1),
-		inflight: map[key]scheduler.Placed{}, failures: map[key]string{}, terminalSent: map[scheduler.JobID]persistence.Seq{}, retryAt: map[key]time.Time{}}, nil
+		inflight: map[key]scheduler.Placed{}, failures: map[key]Unplaced{}, terminalSent: map[scheduler.JobID]persistence.Seq{}, retryAt: map[key]time.Time{}}, nil
 }
 
 // Run passes until ctx ends: at once, then whenever the event log grows
@@ -158,14 +158,27 @@ func (e *Engine) kick() {
 	}
 }
 
-// LastFailure returns why (job, role) was last found unplaceable (no node
-// fits, its pool is unknown, its StartJob was refused), and false if it
-// was placed since or never failed. For logs now; GetPlacement next step.
-func (e *Engine) LastFailure(job, role string) (string, bool) {
+// Unplaced is why a (job, role) was last found unplaceable: for logs now,
+// for GetPlacement (next step).
+type Unplaced struct {
+	// Reason is the text an operator reads: the decision's explanation
+	// ("job J role R fits no node: 3 nodes evaluated: capacity exhausted on
+	// 3 nodes (needs 2 units)"), an unknown pool, or a refused StartJob.
+	Reason string
+	// Metrics are the decision's filter counts when no node fitted; nil
+	// for the other reasons.
+	Metrics *scheduler.Metrics
+	// Since is when this reason was first seen (the engine's clock).
+	Since time.Time
+}
+
+// LastFailure returns why (job, role) was last found unplaceable, and false
+// if it was placed since or never failed.
+func (e *Engine) LastFailure(job, role string) (Unplaced, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s, ok := e.failures[key{scheduler.JobID(job), scheduler.Role(role)}]
-	return s, ok
+	u, ok := e.failures[key{scheduler.JobID(job), scheduler.Role(role)}]
+	return u, ok
 }
 
 // InFlight is the number of StartJobs sent and not yet answered.
@@ -175,15 +188,19 @@ func (e *Engine) InFlight() int {
 	return len(e.inflight)
 }
 
-// fail keeps text as the last failure of k, logging it when it changed.
+// fail keeps text (and m, the filter counts if any) as the last failure
+// of k, logging it when it changed.
 //
 // It counts a failed StartJob every time (each is paced by startRetry), and
 // a role no node fits once per change of its explanation, so that a job
 // waiting for capacity does not raise the counter at every pass.
-func (e *Engine) fail(k key, result, text string, args ...any) {
+func (e *Engine) fail(k key, result, text string, m *scheduler.Metrics, args ...any) {
 	e.mu.Lock()
-	same := e.failures[k] == text
-	e.failures[k] = text
+	old, had := e.failures[k]
+	same := had && old.Reason == text
+	if !same {
+		e.failures[k] = Unplaced{Reason: text, Metrics: m, Since: e.cfg.Clock()}
+	}
 	e.mu.Unlock()
 	if !same || result == ResultStartFailed {
 		e.cfg.Metrics.count(result)

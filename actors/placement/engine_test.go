@@ -81,9 +81,12 @@ func TestEngine_Pass_NoOvercommitInOnePass(t *testing.T) {
 		count[f.nodeOf(id, "primary")]++
 	}
 	require.Equal(t, map[string]int{"n1": 2, "n2": 1, "": 1}, count, "3 units of room, 4 jobs of 1 unit")
-	reason, ok := f.eng.LastFailure("d", "primary")
+	u, ok := f.eng.LastFailure("d", "primary")
 	require.True(t, ok, "the unplaced job's failure is kept")
-	require.Contains(t, reason, "capacity")
+	require.Contains(t, u.Reason, "capacity")
+	require.NotNil(t, u.Metrics)
+	require.Equal(t, 2, u.Metrics.NodesEvaluated)
+	require.Equal(t, 0, u.Metrics.NodesFeasible)
 	// A node appears: the last job is placed and its failure forgotten.
 	f.putNode("n3", 1, "z1", nil)
 	f.pass()
@@ -247,9 +250,9 @@ func TestEngine_Pass_StartRefusedKeptAsFailure(t *testing.T) {
 	f.putJob(autoJob("j", 1, nil))
 	f.router.refuse = actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job has no services")
 	f.pass()
-	reason, ok := f.eng.LastFailure("j", "primary")
+	u, ok := f.eng.LastFailure("j", "primary")
 	require.True(t, ok)
-	require.True(t, strings.Contains(reason, "start on node n1") && strings.Contains(reason, "no services"), reason)
+	require.True(t, strings.Contains(u.Reason, "start on node n1") && strings.Contains(u.Reason, "no services"), u.Reason)
 	// Paced: not asked again at once, but after startRetry.
 	f.pass()
 	require.Equal(t, 1, f.router.sent())

@@ -76,7 +76,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	var pool *managerpb.Pool
 	if c.pool != "" {
 		if pool = w.pools[c.pool]; pool == nil {
-			e.fail(c.key, ResultNoNode, fmt.Sprintf("pool %q does not exist: create it (norsk-ctl pool create) or change the job's pool", c.pool))
+			e.fail(c.key, ResultNoNode, fmt.Sprintf("pool %q does not exist: create it (norsk-ctl pool create) or change the job's pool", c.pool), nil)
 			return false
 		}
 	}
@@ -107,10 +107,10 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	var nf *scheduler.Failure
 	switch {
 	case errors.As(err, &nf):
-		e.fail(c.key, ResultNoNode, nf.Error(), "pool", c.pool)
+		e.fail(c.key, ResultNoNode, nf.Error(), &nf.Metrics, "pool", c.pool)
 		return false
 	case err != nil:
-		e.fail(c.key, ResultNoNode, err.Error(), "pool", c.pool)
+		e.fail(c.key, ResultNoNode, err.Error(), nil, "pool", c.pool)
 		return false
 	}
 	view.Add(d.Placed...)
@@ -263,7 +263,7 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 			log.Debug("job role already started", "reply", err)
 		case ctx.Err() != nil:
 		default:
-			e.fail(k, ResultStartFailed, fmt.Sprintf("start on node %s: %v", d.Node, err), "node_id", d.Node)
+			e.fail(k, ResultStartFailed, fmt.Sprintf("start on node %s: %v", d.Node, err), nil, "node_id", d.Node)
 			e.mu.Lock()
 			e.retryAt[k] = e.cfg.Clock().Add(startRetry)
 			e.mu.Unlock()

@@ -26,7 +26,7 @@ import (
 // fixture is a real store, a journal over it, a fake job grain router and
 // an engine on them, with a clock the test sets.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	store  *persistence.Store
 	log    *persistence.LocalLog
 	router *fakeRouter
@@ -34,7 +34,7 @@ type fixture struct {
 	now    time.Time
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	store, log := persistence.TestStore(t)
 	f := &fixture{t: t, store: store, log: log, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	f.router = &fakeRouter{f: f}

@@ -198,18 +198,13 @@ func (e *Engine) askOf(w *world, c *candidate, pool *managerpb.Pool) scheduler.A
 		}
 		peer := key{scheduler.JobID(bundle.JobID(bid, other, c.jobName)), role}
 		if n, ok := w.where[peer]; ok {
-			nr := w.nodeRecs[n]
-			sn := schedNode(nr)
-			if nr == nil {
-				sn = schedNodeUnknown(n)
-			}
+			// A node without a record (deleted) has no zone or cloud known.
+			sn := schedNode(w.nodeRecs[n])
 			a.Peer = &scheduler.Peer{Node: scheduler.NodeID(n), Zone: sn.Zone, Cloud: sn.Cloud}
 		}
 	}
 	return a
 }
-
-func schedNodeUnknown(id string) scheduler.Node { return scheduler.Node{ID: scheduler.NodeID(id)} }
 
 func appendNew(ids []scheduler.JobID, id scheduler.JobID) []scheduler.JobID {
 	for _, x := range ids {

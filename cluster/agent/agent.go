@@ -320,6 +320,11 @@ func (a *Agent) Start() error {
 			defer a.wg.Done()
 			_ = reconcile.RunActivator(ctx, rc)
 		}()
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.runPlacement(ctx)
+		}()
 		a.setServing(true)
 	}
 	first, head := a.store.EventBounds()

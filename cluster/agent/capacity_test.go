@@ -74,10 +74,13 @@ func TestNodeResources_RegistrationHelloAndListNodes(t *testing.T) {
 		_, err := c.CreateJob(ctx, j)
 		require.NoError(t, err)
 	}
-	for _, s := range []struct{ job, role string }{{"a", "primary"}, {"a", "backup"}, {"b", "primary"}, {"manual", "primary"}} {
+	// The placement engine starts the auto-placed jobs' primaries on the
+	// only node; the rest are started by hand.
+	for _, s := range []struct{ job, role string }{{"a", "backup"}, {"manual", "primary"}} {
 		_, err := c.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: s.job}, Role: s.role, NodeId: &commonpb.NodeId{NodeId: id}})
 		require.NoError(t, err)
 	}
+	eventually(t, "the engine placed both primaries", func() bool { return nodeInfo(t, c, id).GetAllocatedCapacity() == 3.25 })
 	n = nodeInfo(t, c, id)
 	require.Equal(t, 3.25, n.GetAllocatedCapacity())
 	require.Equal(t, 0.75, n.GetFreeCapacity())

@@ -335,7 +335,16 @@ func (a *Agent) startCluster(ctx context.Context) {
 		defer a.wg.Done()
 		ncluster.RunLeadership(ctx, ncluster.LeaderConfig{
 			Replicator: c.rep, Membership: c.members, DeadServerTimeout: cc.DeadServerTimeout, Logger: a.log.With("component", "leader"),
-			Singletons: func(ctx context.Context) { _ = reconcile.RunActivator(ctx, rc) },
+			Singletons: func(ctx context.Context) {
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a.runPlacement(ctx)
+				}()
+				_ = reconcile.RunActivator(ctx, rc)
+				wg.Wait()
+			},
 			OnMembershipChange: func(ctx context.Context) {
 				// Place grains on the new topology before waking them: a
 				// request to a departed owner waits out protoactor's 5 s

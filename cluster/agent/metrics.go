@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/persistence"
 )
 
@@ -21,6 +22,7 @@ type metrics struct {
 	applySecs   prometheus.Histogram
 	activations *prometheus.CounterVec
 	rejoins     prometheus.Counter
+	placement   *placement.Metrics
 }
 
 func newMetrics() *metrics {
@@ -41,6 +43,8 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.applySecs, m.activations, m.rejoins, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// A fresh registry: registering cannot fail.
+	m.placement, _ = placement.NewMetrics(m.reg)
 	return m
 }
 

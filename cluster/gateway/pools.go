@@ -30,7 +30,7 @@ const (
 	poolAppendTimeout = 10 * time.Second
 	// PoolTag is the job tag that names the pool of a plain auto-placed
 	// job (issue 11 §2); DeletePool refuses a pool such a job names.
-	PoolTag = "pool"
+	PoolTag = persistence.PoolTag
 	// maxRefsShown bounds how many referrers a refused DeletePool names.
 	maxRefsShown = 5
 )

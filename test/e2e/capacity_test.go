@@ -14,7 +14,7 @@ import (
 )
 
 // TestE2E_NodeCapacity: a real worker started with --capacity 4 --zone z1
-// and a job requiring 1.5 units started on it: norsk-ctl node list shows
+// and a job requiring 1.5 units placed on it by the engine: norsk-ctl node list shows
 // 1.5/4 and z1, node get the free units. The worker, SIGKILLed and started
 // again on its state directory with --capacity 6, updates the node at its
 // next hello; the job keeps running and keeps its units.
@@ -38,7 +38,12 @@ func TestE2E_NodeCapacity(t *testing.T) {
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1.5}}
 	_, err = mc.CreateJob(ctx, job)
 	require.NoError(t, err)
-	require.NoError(t, mc.StartJob(ctx, "enc", "primary", nodeID))
+	// No StartJob: the placement engine puts it on the only node.
+	testproc.Eventually(t, 20*time.Second, "the engine placed the job", func() bool {
+		j, err := mc.JobByID(ctx, "enc")
+		require.NoError(t, err)
+		return len(j.GetInstances()) == 1
+	})
 
 	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(string(nodeID)) + `\s.*\s1\.5/4\s+z1\s`)
 	out, code := ctl(t, m.addr, "node", "list")

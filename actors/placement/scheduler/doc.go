@@ -11,10 +11,9 @@
 // is the restart ceiling and backoff of issue 11 §4. The rules and the
 // choices behind them are in docs/design/placement.md.
 //
-// Nothing here places anything yet: the leader-only engine in
-// actors/placement (the next step) builds a View from the replicated node
-// and job records, calls View.Select and carries the Decision out through
-// the job grains' StartJob.
+// The leader-only engine in actors/placement builds a View from the
+// replicated node and job records, calls View.Select and carries the
+// Decision out through the job grains' StartJob.
 //
 // The package owns no state beyond a View the caller builds, starts no
 // goroutines and does no I/O. It imports only the generated proto message

@@ -1,0 +1,69 @@
+package placement
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results counted by norsk_manager_placements_total.
+const (
+	// ResultPlaced: a StartJob the job grain accepted.
+	ResultPlaced = "placed"
+	// ResultNoNode: no node fits, or the pool is unknown (the explanation
+	// is kept and logged); counted once per change of the explanation.
+	ResultNoNode = "no_node"
+	// ResultStartFailed: the job grain or the node refused or did not
+	// answer the StartJob; decided again by a later pass.
+	ResultStartFailed = "start_failed"
+	// ResultTerminal: the restart ceiling was exceeded and the job's
+	// terminal_state written.
+	ResultTerminal = "terminal"
+)
+
+// Metrics are the engine's Prometheus metrics. Create them once per
+// process (the engine itself is started anew at every leadership gain).
+type Metrics struct {
+	placements *prometheus.CounterVec
+	unplaced   prometheus.Gauge
+}
+
+// NewMetrics registers the engine's metrics on reg:
+// norsk_manager_placements_total{result} (a result of the Result*
+// constants) and norsk_manager_unplaced_jobs (job roles placeable but
+// without an instance after the last pass, including those waiting out a
+// restart backoff; 0 on a manager that is not the leader). It returns the
+// registration error, e.g. for metrics registered twice.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		placements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "norsk_manager_placements_total",
+			Help: "Placement decisions of the engine on this manager, by result (placed, no_node, start_failed, terminal).",
+		}, []string{"result"}),
+		unplaced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "norsk_manager_unplaced_jobs",
+			Help: "Auto-placed job roles with no instance after the engine's last pass (0 unless this manager leads).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.placements, m.unplaced} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("placement: register metrics: %w", err)
+		}
+	}
+	for _, r := range []string{ResultPlaced, ResultNoNode, ResultStartFailed, ResultTerminal} {
+		m.placements.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+func (m *Metrics) count(result string) {
+	if m != nil {
+		m.placements.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) setUnplaced(n int) {
+	if m != nil {
+		m.unplaced.Set(float64(n))
+	}
+}

@@ -1,0 +1,96 @@
+package placement
+
+import (
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// failureHistory is what the replicated job record says about one role's
+// failed instances: derived from the record alone, so that a new leader
+// counts the same failures (issue 11 §4).
+type failureHistory struct {
+	// times are when the role's instances ended JOB_FAILED (history
+	// entries job_stopping with reason JOB_STOPPED_JOB_FAILED, plus the
+	// record's last failure of the role when the history no longer holds
+	// it), after the last time an operator cleared the terminal state.
+	times []time.Time
+	// nodes are the nodes those instances ran on, without repeats.
+	nodes []scheduler.NodeID
+	// last is the newest failure's reason and node; empty if none.
+	last     string
+	lastNode scheduler.NodeID
+}
+
+// failuresOf reads the failure history of role from rec.
+func failuresOf(rec *internalpb.JobRecord, role scheduler.Role) failureHistory {
+	var h failureHistory
+	var cleared time.Time
+	for _, e := range rec.GetJob().GetHistoryEntry() {
+		if u := e.GetJobUpdated(); u != nil && u.GetPreviousJob().GetTerminalState() != nil {
+			// An operator cleared the verdict: what failed before it no
+			// longer counts towards the ceiling.
+			cleared = u.GetTimestamp().AsTime()
+			h = failureHistory{}
+			continue
+		}
+		s := e.GetJobStopping()
+		if s == nil || s.GetRole() != string(role) || s.GetReason() != managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED {
+			continue
+		}
+		h.times = append(h.times, s.GetTimestamp().AsTime())
+		h.addNode(scheduler.NodeID(s.GetNodeMetadata().GetNodeId().GetNodeId()))
+	}
+	for _, f := range rec.GetLastFailures() {
+		if f.GetRole() != string(role) || f.GetAt() == nil || !f.GetAt().AsTime().After(cleared) {
+			continue
+		}
+		at := f.GetAt().AsTime()
+		if !h.hasNear(at) { // trimmed from the bounded history
+			h.times = append(h.times, at)
+		}
+		h.last, h.lastNode = f.GetReason(), scheduler.NodeID(f.GetNodeId().GetNodeId())
+		h.addNode(h.lastNode)
+	}
+	return h
+}
+
+// hasNear reports whether a failure time lies within a second of at (the
+// history entry and the last failure of one end are stamped apart by the
+// grain's clock reads).
+func (h *failureHistory) hasNear(at time.Time) bool {
+	for _, t := range h.times {
+		if d := t.Sub(at); d < time.Second && d > -time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *failureHistory) addNode(n scheduler.NodeID) {
+	if n == "" {
+		return
+	}
+	for _, x := range h.nodes {
+		if x == n {
+			return
+		}
+	}
+	h.nodes = append(h.nodes, n)
+}
+
+// policyOf is the restart policy of a pool: its restart_ceiling with the
+// default backoff, or scheduler.DefaultRestartPolicy for no pool (or a
+// ceiling out of range, which the gateway does not accept).
+func policyOf(p *managerpb.Pool) scheduler.RestartPolicy {
+	pol := scheduler.DefaultRestartPolicy()
+	if c := p.GetRestartCeiling(); c != nil {
+		pol.Ceiling, pol.Window = int(c.GetMaxFailures()), time.Duration(c.GetWindowSeconds())*time.Second
+	}
+	if pol.Validate() != nil {
+		return scheduler.DefaultRestartPolicy()
+	}
+	return pol
+}

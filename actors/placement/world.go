@@ -1,0 +1,204 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/actors/node"
+	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
+)
+
+// key names one (job, role).
+type key struct {
+	job  scheduler.JobID
+	role scheduler.Role
+}
+
+func (k key) String() string { return fmt.Sprintf("%s/%s", k.job, k.role) }
+
+// candidate is one job role the pass may place: auto-placed, active, not
+// dormant, no terminal state, no instance of the role.
+type candidate struct {
+	key
+	rec *internalpb.JobRecord
+	seq persistence.Seq
+	// bundle is the bundle record of a derived job; nil for a plain job.
+	bundle  *internalpb.BundleRecord
+	replica uint32
+	jobName string
+	// pool names the pool the role is placed into; "" for any node.
+	pool string
+}
+
+// world is what one pass read from the store, in one Reader view.
+type world struct {
+	now   time.Time
+	nodes []scheduler.Node
+	// nodeRecs holds every node record by id (a peer on a stopped node
+	// still names its zone).
+	nodeRecs map[string]*internalpb.NodeRecord
+	placed   []scheduler.Placed
+	// where is the node of every recorded instance, by (job, role).
+	where      map[key]string
+	jobs       map[string]*internalpb.JobRecord
+	pools      map[string]*managerpb.Pool
+	candidates []candidate
+	// byKey indexes candidates, and busy holds the roles with a StartJob
+	// in flight; both set by Pass.
+	byKey map[key]*candidate
+	busy  map[key]bool
+}
+
+// readWorld reads the store at now.
+func readWorld(store *persistence.Store, now time.Time) (*world, error) {
+	w := &world{now: now, nodeRecs: map[string]*internalpb.NodeRecord{}, where: map[key]string{},
+		jobs: map[string]*internalpb.JobRecord{}, pools: map[string]*managerpb.Pool{}}
+	err := store.View(func(r *persistence.Reader) error {
+		if err := r.Nodes(func(n *internalpb.NodeRecord) error {
+			w.nodeRecs[n.GetNodeId()] = n
+			w.nodes = append(w.nodes, schedNode(n))
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read nodes: %w", err)
+		}
+		if err := r.PlacementPools(func(p *internalpb.PoolRecord, _ persistence.Seq) error {
+			w.pools[p.GetPool().GetName()] = p.GetPool()
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read pools: %w", err)
+		}
+		bundles := map[string]*internalpb.BundleRecord{}
+		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
+			w.addJob(rec)
+			c, ok, err := w.candidateOf(r, bundles, rec, seq)
+			if err != nil {
+				return err
+			}
+			if ok {
+				w.candidates = append(w.candidates, c)
+			}
+			return nil
+		})
+	})
+	return w, err
+}
+
+// schedNode is what the chain knows of a node record. Online is the
+// replicated lifecycle state STARTED: a session blip the node timers have
+// not declared a loss keeps the node online (issue 11 §4). Cores stay 0:
+// the cpu list of a pinned job is not carried by StartJob yet, so a job
+// requiring whole cores is explained as unplaceable rather than placed
+// unpinned.
+func schedNode(n *internalpb.NodeRecord) scheduler.Node {
+	res := n.GetResources()
+	return scheduler.Node{
+		ID:           scheduler.NodeID(n.GetNodeId()),
+		Online:       n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED,
+		Tags:         n.GetMetadata().GetTags(),
+		Zone:         node.Zone(n),
+		Cloud:        noderesources.Cloud(n.GetProvider()),
+		Capacity:     res.GetCapacity(),
+		GPUCapacity:  res.GetGpuCapacity(),
+		GPUModel:     res.GetGpuModel(),
+		Capabilities: res.GetCapabilities(),
+	}
+}
+
+// addJob records rec's instances as placed.
+func (w *world) addJob(rec *internalpb.JobRecord) {
+	id := rec.GetJob().GetJob().GetJobId().GetJobId()
+	w.jobs[id] = rec
+	capacity, gpu := persistence.JobAllocation(rec)
+	for _, in := range rec.GetInstances() {
+		k := key{scheduler.JobID(id), scheduler.Role(in.GetRole())}
+		w.where[k] = in.GetNodeId()
+		w.placed = append(w.placed, scheduler.Placed{Job: k.job, Role: k.role, Node: scheduler.NodeID(in.GetNodeId()),
+			Capacity: capacity, GPUCapacity: gpu})
+	}
+}
+
+// candidateOf reports whether rec has a role to place (issue 11 §1) and
+// which. A derived job counts only while its bundle's record lists it and
+// the bundle is live (a job is the bundle's because the record says so,
+// never because of its tags; a DELETING bundle's jobs are being stopped).
+func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) (candidate, bool, error) {
+	j := rec.GetJob().GetJob()
+	if !placeable(j, w.now) {
+		return candidate{}, false, nil
+	}
+	c := candidate{rec: rec, seq: seq}
+	c.job = scheduler.JobID(j.GetJobId().GetJobId())
+	c.role = scheduler.RolePrimary
+	c.pool = j.GetTags()[persistence.PoolTag]
+	if bid, ok := j.GetTags()[bundle.TagBundleID]; ok {
+		b, err := bundleOf(r, bundles, bid)
+		if err != nil || b == nil {
+			return candidate{}, false, err
+		}
+		js := derivedState(b, string(c.job))
+		if js == nil || b.GetBundle().GetState() != managerpb.BundleState_BUNDLE_STATE_LIVE || js.GetDormant() {
+			return candidate{}, false, nil
+		}
+		c.bundle, c.replica, c.jobName = b, js.GetReplicaIndex(), js.GetJobName()
+		c.pool = b.GetBundle().GetPool()
+		if c.replica == 1 {
+			c.role = scheduler.RoleBackup
+			if p := b.GetBundle().GetResiliencePolicy().GetPool(); p != "" {
+				c.pool = p
+			}
+		}
+	}
+	for _, in := range rec.GetInstances() {
+		if in.GetRole() == string(c.role) {
+			return candidate{}, false, nil
+		}
+	}
+	return c, true, nil
+}
+
+// placeable applies the job-level rules: auto_placement set, ACTIVE (or
+// PRE whose start_date_time has passed), not dormant, no terminal_state.
+func placeable(j *managerpb.Job, now time.Time) bool {
+	switch {
+	case j.GetAutoPlacement() == nil, j.GetTerminalState() != nil, j.GetTags()[bundle.TagDormant] == "true":
+		return false
+	case j.GetState() == managerpb.Job_ACTIVE:
+		return true
+	case j.GetState() == managerpb.Job_PRE:
+		return !j.GetStartDateTime().AsTime().After(now)
+	}
+	return false
+}
+
+// bundleOf reads (once per pass) the bundle record bid; nil if none.
+func bundleOf(r *persistence.Reader, cache map[string]*internalpb.BundleRecord, bid string) (*internalpb.BundleRecord, error) {
+	if b, ok := cache[bid]; ok {
+		return b, nil
+	}
+	b, _, err := r.Bundle(bid)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		b = nil
+	case err != nil:
+		return nil, fmt.Errorf("read bundle %s: %w", bid, err)
+	}
+	cache[bid] = b
+	return b, nil
+}
+
+// derivedState returns the bundle record's state of the derived job id, or
+// nil if the record does not list it as wanted.
+func derivedState(b *internalpb.BundleRecord, id string) *internalpb.BundleJobState {
+	for _, js := range b.GetJobs() {
+		if js.GetJobId() == id {
+			return js
+		}
+	}
+	return nil
+}

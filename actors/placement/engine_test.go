@@ -363,3 +363,25 @@ func TestEngine_Pass_CoLocateGroupInOneDecision(t *testing.T) {
 	require.Equal(t, "n1", f.nodeOf("bd.0.mon", "primary"), "separate from the group, and packed onto the busier node")
 	require.Equal(t, 1, f.router.startCount("bd.0.pkg", "primary"))
 }
+
+// TestEngine_Pass_CordonedAndDraining: nothing new goes to a cordoned or
+// draining node (docs/design/nodes-capacity.md "Cordon and drain"); the
+// explanation names it, and an uncordoned node takes work again.
+func TestEngine_Pass_CordonedAndDraining(t *testing.T) {
+	for _, st := range []managerpb.NodeScheduling{managerpb.NodeScheduling_NODE_SCHEDULING_CORDONED, managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING} {
+		t.Run(st.String(), func(t *testing.T) {
+			f := newFixture(t)
+			f.putNode("n1", 4, "z1", nil)
+			f.setScheduling("n1", st)
+			f.putJob(autoJob("a", 1, nil))
+			f.pass()
+			require.Equal(t, "", f.nodeOf("a", "primary"), "placed on a %s node", st)
+			u, ok := f.eng.LastFailure("a", "primary")
+			require.True(t, ok)
+			require.Contains(t, u.Reason, "schedulable")
+			f.setScheduling("n1", managerpb.NodeScheduling_NODE_SCHEDULING_ELIGIBLE)
+			f.pass()
+			require.Equal(t, "n1", f.nodeOf("a", "primary"))
+		})
+	}
+}

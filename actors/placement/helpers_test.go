@@ -265,3 +265,16 @@ func (f *fixture) putPool(name string, ceiling, windowSecs uint32, tiers ...*man
 	f.put(persistence.PlacementPoolKey(name), &internalpb.PoolRecord{Pool: &managerpb.Pool{Name: name, Tiers: tiers,
 		RestartCeiling: &managerpb.RestartCeiling{MaxFailures: ceiling, WindowSeconds: windowSecs}}})
 }
+
+// setScheduling sets node id's cordon/drain state, as the node grain's
+// SetScheduling command does.
+func (f *fixture) setScheduling(id string, st managerpb.NodeScheduling) {
+	var rec *internalpb.NodeRecord
+	require.NoError(f.t, f.store.View(func(r *persistence.Reader) error {
+		var err error
+		rec, _, err = r.Node(id)
+		return err
+	}))
+	rec.Scheduling = &managerpb.NodeSchedulingState{State: st}
+	f.put(persistence.NodeKey(id), rec)
+}

@@ -100,6 +100,8 @@ func schedNode(n *internalpb.NodeRecord) scheduler.Node {
 	return scheduler.Node{
 		ID:           scheduler.NodeID(n.GetNodeId()),
 		Online:       n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED,
+		Cordoned:     node.Cordoned(n),
+		Draining:     node.Draining(n),
 		Tags:         n.GetMetadata().GetTags(),
 		Zone:         node.Zone(n),
 		Cloud:        noderesources.Cloud(n.GetProvider()),

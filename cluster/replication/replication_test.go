@@ -20,6 +20,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/test/testproc"
 )
 
 // node is one in-process manager's replication: store, Raft node and the
@@ -42,12 +43,9 @@ type testCluster struct {
 	conns map[string]*grpc.ClientConn
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address free a moment ago, outside the
+// kernel's ephemeral port range (testproc.FreePort says why).
+func freeAddr(t *testing.T) string { return testproc.Addr(testproc.FreePort(t)) }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
 	c := &testCluster{t: t, conns: map[string]*grpc.ClientConn{}}

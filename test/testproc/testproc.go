@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -179,9 +180,17 @@ var handedOut struct {
 	ports map[int]bool
 }
 
+// Ports FreePort hands out lie below the kernel's default ephemeral range
+// (net.ipv4.ip_local_port_range, 32768-60999): a port the kernel offers
+// for listen(":0") is one it also offers as the source port of outgoing
+// connections, so a port probed that way and closed can be taken by any
+// connection of a concurrently running test package before the test binds
+// it (seen in CI: "bind: address already in use" for a Raft address).
+const freePortLo, freePortHi = 20000, 32767
+
 // FreePort returns a loopback TCP port that was free a moment ago (also
-// checked free for UDP, for gossip) and that no earlier call in this
-// process returned.
+// checked free for UDP, for gossip), outside the ephemeral range, and that
+// no earlier call in this process returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	handedOut.Lock()
@@ -189,17 +198,16 @@ func FreePort(t testing.TB) int {
 	if handedOut.ports == nil {
 		handedOut.ports = map[int]bool{}
 	}
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
+	for range 200 {
+		port := freePortLo + rand.IntN(freePortHi-freePortLo+1)
 		if handedOut.ports[port] {
-			l.Close()
 			continue
 		}
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l, err := net.Listen("tcp", Addr(port))
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", Addr(port))
 		l.Close()
 		if err == nil {
 			u.Close()

@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/client"
@@ -42,28 +38,11 @@ stay dormant (tag dormant=true) until "bundle start".`,
 	return cmd
 }
 
-// ctlReadBundleFile reads a protojson Bundle from path ("-": standard
-// input). Every failure is a usage error naming --file.
+// ctlReadBundleFile reads a protojson Bundle from path (ctlReadProtoFile).
 func ctlReadBundleFile(cmd *cobra.Command, path string) (*managerpb.Bundle, error) {
-	if path == "" {
-		return nil, ctlUsagef("--file is required (a protojson norsk.api.manager.Bundle, \"-\" for standard input)")
-	}
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(cmd.InOrStdin())
-	} else {
-		data, err = os.ReadFile(path)
-	}
-	if err != nil {
-		if pe, ok := errors.AsType[*fs.PathError](err); ok {
-			err = pe.Err
-		}
-		return nil, ctlUsagef("--file (-f) %s: cannot read the bundle file: %v", path, err)
-	}
 	b := &managerpb.Bundle{}
-	if err := protojson.Unmarshal(data, b); err != nil {
-		return nil, ctlUsagef("--file %s: not a protojson norsk.api.manager.Bundle: %v", path, err)
+	if err := ctlReadProtoFile(cmd, path, "bundle", b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/client"
@@ -41,12 +42,27 @@ norsk.api.manager.Job (see examples/hello-http/job.json).`,
 	return cmd
 }
 
-// ctlReadJobFile reads a protojson Job from path ("-": the command's standard
-// input). Every failure, an unreadable file included, is a usage error
-// naming --file.
+// ctlReadJobFile reads a protojson Job from path (ctlReadProtoFile) and
+// requires its id.
 func ctlReadJobFile(cmd *cobra.Command, path string) (*managerpb.Job, error) {
+	job := &managerpb.Job{}
+	if err := ctlReadProtoFile(cmd, path, "job", job); err != nil {
+		return nil, err
+	}
+	if job.GetJobId().GetJobId() == "" {
+		return nil, ctlUsagef(`--file %s: the job has no id (set "jobId": {"jobId": "…"})`, path)
+	}
+	return job, nil
+}
+
+// ctlReadProtoFile reads the protojson message m (a "what": job, bundle,
+// pool) from path ("-": the command's standard input). Every failure, an
+// unreadable file included, is a usage error naming --file, the file and
+// the message type.
+func ctlReadProtoFile(cmd *cobra.Command, path, what string, m proto.Message) error {
+	name := m.ProtoReflect().Descriptor().FullName()
 	if path == "" {
-		return nil, ctlUsagef("--file is required (a protojson norsk.api.manager.Job, \"-\" for standard input)")
+		return ctlUsagef("--file is required (a protojson %s, \"-\" for standard input)", name)
 	}
 	var data []byte
 	var err error
@@ -59,16 +75,12 @@ func ctlReadJobFile(cmd *cobra.Command, path string) (*managerpb.Job, error) {
 		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			err = pe.Err // the path is in the message already
 		}
-		return nil, ctlUsagef("--file (-f) %s: cannot read the job file: %v", path, err)
+		return ctlUsagef("--file (-f) %s: cannot read the %s file: %v", path, what, err)
 	}
-	job := &managerpb.Job{}
-	if err := protojson.Unmarshal(data, job); err != nil {
-		return nil, ctlUsagef("--file %s: not a protojson norsk.api.manager.Job: %v", path, err)
+	if err := protojson.Unmarshal(data, m); err != nil {
+		return ctlUsagef("--file %s: not a protojson %s: %v", path, name, err)
 	}
-	if job.GetJobId().GetJobId() == "" {
-		return nil, ctlUsagef(`--file %s: the job has no id (set "jobId": {"jobId": "…"})`, path)
-	}
-	return job, nil
+	return nil
 }
 
 // newJobCreateCommand builds "job create".

@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/client"
@@ -43,28 +39,12 @@ the placement engine's work (next step).`,
 	return cmd
 }
 
-// ctlReadPoolFile reads a protojson Pool from path ("-": standard input).
-// Every failure is a usage error naming --file.
+// ctlReadPoolFile reads a protojson Pool from path (ctlReadProtoFile) and
+// requires its name.
 func ctlReadPoolFile(cmd *cobra.Command, path string) (*managerpb.Pool, error) {
-	if path == "" {
-		return nil, ctlUsagef("--file is required (a protojson norsk.api.manager.Pool, \"-\" for standard input)")
-	}
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(cmd.InOrStdin())
-	} else {
-		data, err = os.ReadFile(path)
-	}
-	if err != nil {
-		if pe, ok := errors.AsType[*fs.PathError](err); ok {
-			err = pe.Err
-		}
-		return nil, ctlUsagef("--file (-f) %s: cannot read the pool file: %v", path, err)
-	}
 	p := &managerpb.Pool{}
-	if err := protojson.Unmarshal(data, p); err != nil {
-		return nil, ctlUsagef("--file %s: not a protojson norsk.api.manager.Pool: %v", path, err)
+	if err := ctlReadProtoFile(cmd, path, "pool", p); err != nil {
+		return nil, err
 	}
 	if p.GetName() == "" {
 		return nil, ctlUsagef(`--file %s: the pool has no name (set "name": "…")`, path)

@@ -68,6 +68,9 @@ type Engine struct {
 	// answered, when it may be decided again: pacing, so that a node or a
 	// job that refuses is not asked again every pass. Guarded by mu.
 	retryAt map[key]time.Time
+	// decided holds the last decision of each (job, role) the job grain
+	// accepted, for Explain (explain.go). Guarded by mu; made on first use.
+	decided map[key]Decided
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before

@@ -251,6 +251,7 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 		case err == nil:
 			e.cfg.Metrics.count(ResultPlaced)
 			e.placedOK(k)
+			e.remember(k, d)
 			log.Info("job placed", "decision", d.String())
 		case errors.As(err, &re) && re.Code == errorpb.Code_ALREADY_EXISTS:
 			// Another decision (a previous leader's) got there first.

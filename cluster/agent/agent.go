@@ -27,6 +27,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
 	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/actors/node"
+	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/actors/reconcile"
 	"github.com/norsk-oss/norsk-manager/cluster/gateway"
 	"github.com/norsk-oss/norsk-manager/persistence"
@@ -104,6 +105,9 @@ func DevConfig(dataDir string) Config {
 
 // Agent is one running manager.
 type Agent struct {
+	// engine is the placement engine running on this manager, nil when
+	// none (placement.go).
+	engine atomic.Pointer[placement.Engine]
 	cfg    Config
 	log    *slog.Logger
 	store  *persistence.Store
@@ -277,11 +281,13 @@ func (a *Agent) Start() error {
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier
 		gcfg.LeaderKnown = func() bool { return a.cl.rep.Leader() != "" }
+		gcfg.Leader = a.cl.rep.Leader
 		gcfg.Members = a.clusterMembers
 		gcfg.LiveView = a.liveView
 	} else {
 		gcfg.Members = a.standaloneMembers
 	}
+	gcfg.Placement = a.placementEngine
 	a.gateway = gateway.New(gcfg)
 	a.gateway.Register(a.grpc)
 	a.registerAgentGauges()

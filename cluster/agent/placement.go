@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/norsk-oss/norsk-manager/actors/placement"
+	"github.com/norsk-oss/norsk-manager/cluster/gateway"
 )
 
 // runPlacement runs the placement engine until ctx ends: on the Raft
@@ -18,5 +19,16 @@ func (a *Agent) runPlacement(ctx context.Context) {
 		a.log.Error("placement engine not started", "error", err)
 		return
 	}
+	a.engine.Store(e)
+	defer a.engine.CompareAndSwap(e, nil)
 	e.Run(ctx)
+}
+
+// placementEngine returns the placement engine running on this manager,
+// or nil (an untyped nil, so the gateway sees none) when it runs none.
+func (a *Agent) placementEngine() gateway.PlacementExplainer {
+	if e := a.engine.Load(); e != nil {
+		return e
+	}
+	return nil
 }

@@ -7162,6 +7162,302 @@ func (x *ListBundlesResponse) GetLogIndex() uint64 {
 	return 0
 }
 
+// Added (ours). The answer of GetPlacement.
+type PlacementInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// One entry per role placed or attempted, placed roles first.
+	Roles []*RolePlacement `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
+	// The job has auto_placement set (the engine places it).
+	AutoPlaced bool `protobuf:"varint,3,opt,name=auto_placed,json=autoPlaced,proto3" json:"auto_placed,omitempty"`
+	// The job's terminal_state failure reason: the engine never places it
+	// again until UpdateJob clears it. Empty if none.
+	TerminalReason string `protobuf:"bytes,4,opt,name=terminal_reason,json=terminalReason,proto3" json:"terminal_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlacementInfo) Reset() {
+	*x = PlacementInfo{}
+	mi := &file_manager_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementInfo) ProtoMessage() {}
+
+func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementInfo.ProtoReflect.Descriptor instead.
+func (*PlacementInfo) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *PlacementInfo) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *PlacementInfo) GetRoles() []*RolePlacement {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *PlacementInfo) GetAutoPlaced() bool {
+	if x != nil {
+		return x.AutoPlaced
+	}
+	return false
+}
+
+func (x *PlacementInfo) GetTerminalReason() string {
+	if x != nil {
+		return x.TerminalReason
+	}
+	return ""
+}
+
+// Added (ours). Where one role of a job runs, or why it does not.
+type RolePlacement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "primary" or "backup".
+	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// The node the role runs on; empty if not placed.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The pool tier the engine chose; empty if the job has no pool or the
+	// decision was made by another leadership term or by hand.
+	Tier string `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	// Failure domains ("node", "zone", "cloud") the role shares with its
+	// other replica against the resilience policy because nothing else fit.
+	DegradedDomains []string `protobuf:"bytes,4,rep,name=degraded_domains,json=degradedDomains,proto3" json:"degraded_domains,omitempty"`
+	// The last failed attempt of a role not placed; unset when placed.
+	LastAttempt   *PlacementAttempt `protobuf:"bytes,5,opt,name=last_attempt,json=lastAttempt,proto3,oneof" json:"last_attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolePlacement) Reset() {
+	*x = RolePlacement{}
+	mi := &file_manager_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolePlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolePlacement) ProtoMessage() {}
+
+func (x *RolePlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolePlacement.ProtoReflect.Descriptor instead.
+func (*RolePlacement) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *RolePlacement) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RolePlacement) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RolePlacement) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *RolePlacement) GetDegradedDomains() []string {
+	if x != nil {
+		return x.DegradedDomains
+	}
+	return nil
+}
+
+func (x *RolePlacement) GetLastAttempt() *PlacementAttempt {
+	if x != nil {
+		return x.LastAttempt
+	}
+	return nil
+}
+
+// Added (ours). One failed placement attempt, as the engine last saw it.
+type PlacementAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When this reason was first seen.
+	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// The explanation an operator reads ("job J role primary fits no node:
+	// 3 nodes evaluated: capacity exhausted on 3 nodes (needs 2 units)").
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Nodes in the engine's view; 0 when the attempt failed before any
+	// filter (an unknown pool, a refused StartJob).
+	NodesEvaluated uint32 `protobuf:"varint,3,opt,name=nodes_evaluated,json=nodesEvaluated,proto3" json:"nodes_evaluated,omitempty"`
+	// One entry per filter that removed a node, in chain order.
+	Filters       []*PlacementFilterCount `protobuf:"bytes,4,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementAttempt) Reset() {
+	*x = PlacementAttempt{}
+	mi := &file_manager_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementAttempt) ProtoMessage() {}
+
+func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementAttempt.ProtoReflect.Descriptor instead.
+func (*PlacementAttempt) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *PlacementAttempt) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *PlacementAttempt) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PlacementAttempt) GetNodesEvaluated() uint32 {
+	if x != nil {
+		return x.NodesEvaluated
+	}
+	return 0
+}
+
+func (x *PlacementAttempt) GetFilters() []*PlacementFilterCount {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+// Added (ours). The nodes one filter removed.
+type PlacementFilterCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The filter's name ("cloud", "capacity", "schedulable", ...).
+	Filter       string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	NodesRemoved uint32 `protobuf:"varint,2,opt,name=nodes_removed,json=nodesRemoved,proto3" json:"nodes_removed,omitempty"`
+	// The rendered count ("constraint cloud filtered 3 nodes (wants
+	// CLOUD_AWS)").
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementFilterCount) Reset() {
+	*x = PlacementFilterCount{}
+	mi := &file_manager_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementFilterCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementFilterCount) ProtoMessage() {}
+
+func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
+func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *PlacementFilterCount) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *PlacementFilterCount) GetNodesRemoved() uint32 {
+	if x != nil {
+		return x.NodesRemoved
+	}
+	return 0
+}
+
+func (x *PlacementFilterCount) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Added (ours). No options yet.
 type SnapshotSaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7171,7 +7467,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[87]
+	mi := &file_manager_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7183,7 +7479,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[87]
+	mi := &file_manager_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7196,7 +7492,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{87}
+	return file_manager_proto_rawDescGZIP(), []int{91}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -7214,7 +7510,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7226,7 +7522,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7239,7 +7535,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{88}
+	return file_manager_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -7328,7 +7624,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7340,7 +7636,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7353,7 +7649,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{89}
+	return file_manager_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -7431,7 +7727,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7443,7 +7739,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7456,7 +7752,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{90}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -7487,7 +7783,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7499,7 +7795,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7512,7 +7808,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{91}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -7539,7 +7835,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7551,7 +7847,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7564,7 +7860,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *PoolName) GetName() string {
@@ -7600,7 +7896,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7612,7 +7908,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7625,7 +7921,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *Pool) GetName() string {
@@ -7686,7 +7982,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7698,7 +7994,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7711,7 +8007,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *PoolTier) GetName() string {
@@ -7750,7 +8046,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7762,7 +8058,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7775,7 +8071,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -7801,7 +8097,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7813,7 +8109,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7826,7 +8122,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 // Added (ours).
@@ -7843,7 +8139,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7855,7 +8151,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7868,7 +8164,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -7896,7 +8192,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7908,7 +8204,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7921,7 +8217,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -7941,7 +8237,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7953,7 +8249,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7966,7 +8262,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -7993,7 +8289,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8005,7 +8301,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8018,7 +8314,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -8061,7 +8357,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8073,7 +8369,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8086,7 +8382,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8115,7 +8411,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8127,7 +8423,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8140,7 +8436,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8167,7 +8463,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8179,7 +8475,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8742,7 +9038,29 @@ const file_manager_proto_rawDesc = "" +
 	"\x12ListBundlesRequest\"k\n" +
 	"\x13ListBundlesResponse\x127\n" +
 	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\x15\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\xa8\x01\n" +
+	"\rPlacementInfo\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x126\n" +
+	"\x05roles\x18\x02 \x03(\v2 .norsk.api.manager.RolePlacementR\x05roles\x12\x1f\n" +
+	"\vauto_placed\x18\x03 \x01(\bR\n" +
+	"autoPlaced\x12'\n" +
+	"\x0fterminal_reason\x18\x04 \x01(\tR\x0eterminalReason\"\xd9\x01\n" +
+	"\rRolePlacement\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\tR\x04tier\x12)\n" +
+	"\x10degraded_domains\x18\x04 \x03(\tR\x0fdegradedDomains\x12K\n" +
+	"\flast_attempt\x18\x05 \x01(\v2#.norsk.api.manager.PlacementAttemptH\x00R\vlastAttempt\x88\x01\x01B\x0f\n" +
+	"\r_last_attempt\"\xc8\x01\n" +
+	"\x10PlacementAttempt\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12'\n" +
+	"\x0fnodes_evaluated\x18\x03 \x01(\rR\x0enodesEvaluated\x12A\n" +
+	"\afilters\x18\x04 \x03(\v2'.norsk.api.manager.PlacementFilterCountR\afilters\"k\n" +
+	"\x14PlacementFilterCount\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12#\n" +
+	"\rnodes_removed\x18\x02 \x01(\rR\fnodesRemoved\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x15\n" +
 	"\x13SnapshotSaveRequest\"\xcc\x01\n" +
 	"\rSnapshotChunk\x12;\n" +
 	"\x06header\x18\x01 \x01(\v2!.norsk.api.manager.SnapshotHeaderH\x00R\x06header\x125\n" +
@@ -8847,7 +9165,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eNodeScheduling\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
-	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xab\x18\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xf6\x18\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -8892,7 +9210,8 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"CordonNode\x12$.norsk.api.manager.CordonNodeRequest\x1a\x16.google.protobuf.Empty\x12@\n" +
 	"\fUncordonNode\x12\x18.norsk.api.common.NodeId\x1a\x16.google.protobuf.Empty\x12H\n" +
-	"\tDrainNode\x12#.norsk.api.manager.DrainNodeRequest\x1a\x16.google.protobuf.EmptyB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\tDrainNode\x12#.norsk.api.manager.DrainNodeRequest\x1a\x16.google.protobuf.Empty\x12I\n" +
+	"\fGetPlacement\x12\x17.norsk.api.common.JobId\x1a .norsk.api.manager.PlacementInfoB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -8907,7 +9226,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 115)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 119)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -9009,95 +9328,99 @@ var file_manager_proto_goTypes = []any{
 	(*BundleInfo)(nil),                    // 97: norsk.api.manager.BundleInfo
 	(*ListBundlesRequest)(nil),            // 98: norsk.api.manager.ListBundlesRequest
 	(*ListBundlesResponse)(nil),           // 99: norsk.api.manager.ListBundlesResponse
-	(*SnapshotSaveRequest)(nil),           // 100: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 101: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 102: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 103: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 104: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 105: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 106: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 107: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 108: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 109: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 110: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 111: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 112: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 113: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 114: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 115: norsk.api.manager.DrainNodeRequest
-	nil,                                   // 116: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 117: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 118: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 119: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 120: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 121: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 122: norsk.api.manager.DateFilter.Within
-	nil,                                   // 123: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 124: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 125: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 126: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 127: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 128: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 129: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 130: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 131: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 132: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 133: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 134: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 135: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 136: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 137: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 138: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 139: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 140: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 141: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 142: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 143: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 144: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 145: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 146: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 147: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 148: google.protobuf.Empty
+	(*PlacementInfo)(nil),                 // 100: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 101: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 102: norsk.api.manager.PlacementAttempt
+	(*PlacementFilterCount)(nil),          // 103: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 104: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 105: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 106: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 107: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 108: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 109: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 110: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 111: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 112: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 113: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 114: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 115: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 116: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 117: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 118: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 119: norsk.api.manager.DrainNodeRequest
+	nil,                                   // 120: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 121: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 122: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 123: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 124: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 125: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 126: norsk.api.manager.DateFilter.Within
+	nil,                                   // 127: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 128: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 129: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 130: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 131: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 132: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 133: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 134: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 135: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 136: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 137: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 138: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 139: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 140: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 141: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 142: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 143: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 144: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 145: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 146: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 147: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 148: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 149: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 150: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 151: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 152: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	128, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	129, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	116, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	130, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	131, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	132, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	133, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	120, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	134, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	135, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	132, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	136, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	16,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	133, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	117, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	137, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	121, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	15,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	134, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	138, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	18,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	135, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	136, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	137, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	139, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	140, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	141, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	17,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	130, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	130, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	14,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	130, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	138, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	130, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	138, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	118, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	130, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	138, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	134, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	134, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	122, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	134, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	130, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	138, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	130, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	134, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	134, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	20,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	21,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	22,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -9107,46 +9430,46 @@ var file_manager_proto_depIdxs = []int32{
 	26,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	14,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	27,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	119, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	140, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	141, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	123, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	144, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	145, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	28,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	28,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	28,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	129, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	133, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	28,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	14,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	30,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	138, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	138, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	141, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	142, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	142, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	145, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	141, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	138, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	145, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	142, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	30,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	29,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	30,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	141, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	120, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	145, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	124, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	43,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	141, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	121, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	145, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	125, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	129, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	141, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	129, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	141, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	130, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	130, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	130, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	130, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	130, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	122, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	133, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	145, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	133, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	145, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	134, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	134, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	134, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	134, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	134, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	126, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	50,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	51,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	52,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -9157,11 +9480,11 @@ var file_manager_proto_depIdxs = []int32{
 	56,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	58,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	59,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	141, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	145, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	140, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	130, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	130, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	144, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	134, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	134, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	41,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	31,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	60,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -9175,58 +9498,58 @@ var file_manager_proto_depIdxs = []int32{
 	40,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	42,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	59,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	142, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	146, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	62,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	94,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	95,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	61,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	111, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	112, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	130, // 122: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	115, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	116, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	134, // 122: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
 	53,  // 123: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	13,  // 124: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	143, // 125: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	128, // 126: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	138, // 127: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	139, // 128: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	147, // 125: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	132, // 126: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	142, // 127: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	143, // 128: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 129: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 130: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	30,  // 131: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	130, // 132: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	134, // 132: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	11,  // 133: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	144, // 134: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	148, // 134: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
 	68,  // 135: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	145, // 136: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	149, // 136: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
 	2,   // 137: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	113, // 138: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	140, // 139: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	130, // 140: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	130, // 141: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	123, // 142: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	141, // 143: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	140, // 144: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	141, // 145: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	130, // 146: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	117, // 138: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	144, // 139: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	134, // 140: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	134, // 141: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	127, // 142: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	145, // 143: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	144, // 144: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	145, // 145: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	134, // 146: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
 	67,  // 147: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	28,  // 148: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	30,  // 149: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
 	70,  // 150: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	124, // 151: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	141, // 152: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	146, // 153: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	141, // 154: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	128, // 151: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	145, // 152: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	150, // 153: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	145, // 154: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	76,  // 155: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	130, // 156: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	130, // 157: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	125, // 158: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	134, // 156: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	134, // 157: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	129, // 158: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 159: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	77,  // 160: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	76,  // 161: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	145, // 162: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	141, // 163: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	141, // 164: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	126, // 165: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	130, // 166: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	149, // 162: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	145, // 163: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	145, // 164: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	130, // 165: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	134, // 166: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
 	83,  // 167: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
 	86,  // 168: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
 	88,  // 169: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
@@ -9243,111 +9566,117 @@ var file_manager_proto_depIdxs = []int32{
 	86,  // 180: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
 	87,  // 181: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
 	86,  // 182: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	129, // 183: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	133, // 183: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	87,  // 184: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
 	96,  // 185: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
 	97,  // 186: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	102, // 187: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	103, // 188: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	104, // 189: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	130, // 190: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	107, // 191: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	108, // 192: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	127, // 193: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	106, // 194: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	106, // 195: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	105, // 196: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	8,   // 197: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	130, // 198: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	141, // 199: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	141, // 200: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	147, // 201: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	130, // 202: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	130, // 203: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	147, // 204: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	148, // 205: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	14,  // 206: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	14,  // 207: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	129, // 208: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	64,  // 209: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	45,  // 210: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	46,  // 211: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	47,  // 212: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	141, // 213: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	48,  // 214: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	49,  // 215: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	129, // 216: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	54,  // 217: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	148, // 218: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	71,  // 219: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	69,  // 220: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	129, // 221: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	74,  // 222: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	78,  // 223: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	141, // 224: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	80,  // 225: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	82,  // 226: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	84,  // 227: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	87,  // 228: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 229: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 230: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	92,  // 231: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	93,  // 232: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	86,  // 233: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	98,  // 234: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	100, // 235: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	106, // 236: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	106, // 237: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	105, // 238: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	105, // 239: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	109, // 240: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	114, // 241: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	141, // 242: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	115, // 243: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	65,  // 244: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	19,  // 245: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	19,  // 246: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	148, // 247: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	36,  // 248: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	148, // 249: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	148, // 250: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	148, // 251: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	148, // 252: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	148, // 253: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	148, // 254: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	148, // 255: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	63,  // 256: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	66,  // 257: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	72,  // 258: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	148, // 259: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	73,  // 260: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	75,  // 261: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	79,  // 262: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	148, // 263: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	81,  // 264: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	148, // 265: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	85,  // 266: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	91,  // 267: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	148, // 268: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	148, // 269: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	148, // 270: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	148, // 271: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	97,  // 272: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	99,  // 273: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	101, // 274: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	148, // 275: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	148, // 276: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	148, // 277: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	106, // 278: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	110, // 279: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	148, // 280: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	148, // 281: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	148, // 282: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	244, // [244:283] is the sub-list for method output_type
-	205, // [205:244] is the sub-list for method input_type
-	205, // [205:205] is the sub-list for extension type_name
-	205, // [205:205] is the sub-list for extension extendee
-	0,   // [0:205] is the sub-list for field type_name
+	101, // 187: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	102, // 188: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	134, // 189: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	103, // 190: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	106, // 191: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	107, // 192: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	108, // 193: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	134, // 194: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	111, // 195: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	112, // 196: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	131, // 197: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	110, // 198: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	110, // 199: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	109, // 200: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	8,   // 201: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	134, // 202: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	145, // 203: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	145, // 204: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	151, // 205: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	134, // 206: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	134, // 207: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	151, // 208: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	152, // 209: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	14,  // 210: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	14,  // 211: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	133, // 212: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	64,  // 213: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	45,  // 214: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	46,  // 215: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	47,  // 216: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	145, // 217: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	48,  // 218: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	49,  // 219: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	133, // 220: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	54,  // 221: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	152, // 222: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	71,  // 223: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	69,  // 224: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	133, // 225: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	74,  // 226: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	78,  // 227: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	145, // 228: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	80,  // 229: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	82,  // 230: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	84,  // 231: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	87,  // 232: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 233: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	86,  // 234: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	92,  // 235: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	93,  // 236: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	86,  // 237: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	98,  // 238: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	104, // 239: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	110, // 240: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	110, // 241: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	109, // 242: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	109, // 243: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	113, // 244: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	118, // 245: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	145, // 246: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	119, // 247: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	133, // 248: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	65,  // 249: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	19,  // 250: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	19,  // 251: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	152, // 252: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	36,  // 253: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	152, // 254: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	152, // 255: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	152, // 256: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	152, // 257: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	152, // 258: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	152, // 259: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	152, // 260: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	63,  // 261: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	66,  // 262: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	72,  // 263: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	152, // 264: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	73,  // 265: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	75,  // 266: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	79,  // 267: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	152, // 268: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	81,  // 269: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	152, // 270: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	85,  // 271: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	91,  // 272: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	152, // 273: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	152, // 274: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	152, // 275: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	152, // 276: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	97,  // 277: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	99,  // 278: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	105, // 279: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	152, // 280: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	152, // 281: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	152, // 282: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	110, // 283: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	114, // 284: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	152, // 285: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	152, // 286: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	152, // 287: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	100, // 288: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	249, // [249:289] is the sub-list for method output_type
+	209, // [209:249] is the sub-list for method input_type
+	209, // [209:209] is the sub-list for extension type_name
+	209, // [209:209] is the sub-list for extension extendee
+	0,   // [0:209] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -9429,7 +9758,8 @@ func file_manager_proto_init() {
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
 	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[88].OneofWrappers = []any{
+	file_manager_proto_msgTypes[88].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[92].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
@@ -9440,7 +9770,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   115,
+			NumMessages:   119,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -75,6 +75,7 @@ const (
 	Manager_CordonNode_FullMethodName            = "/norsk.api.manager.Manager/CordonNode"
 	Manager_UncordonNode_FullMethodName          = "/norsk.api.manager.Manager/UncordonNode"
 	Manager_DrainNode_FullMethodName             = "/norsk.api.manager.Manager/DrainNode"
+	Manager_GetPlacement_FullMethodName          = "/norsk.api.manager.Manager/GetPlacement"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -152,6 +153,13 @@ type ManagerClient interface {
 	CordonNode(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	UncordonNode(ctx context.Context, in *commonpb.NodeId, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Added (issue 11 §3 "Explain"; docs/design/placement.md, "Explain"):
+	// where each role of a job runs, or for a role not placed the placement
+	// engine's last attempt with the nodes each filter removed.
+	// InvalidArgument for a bad job id; NotFound for an unknown job;
+	// FailedPrecondition on a manager that does not run the engine (a
+	// follower) when a role is not placed: the message names the leader.
+	GetPlacement(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*PlacementInfo, error)
 }
 
 type managerClient struct {
@@ -588,6 +596,16 @@ func (c *managerClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opt
 	return out, nil
 }
 
+func (c *managerClient) GetPlacement(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*PlacementInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlacementInfo)
+	err := c.cc.Invoke(ctx, Manager_GetPlacement_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -663,6 +681,13 @@ type ManagerServer interface {
 	CordonNode(context.Context, *CordonNodeRequest) (*emptypb.Empty, error)
 	UncordonNode(context.Context, *commonpb.NodeId) (*emptypb.Empty, error)
 	DrainNode(context.Context, *DrainNodeRequest) (*emptypb.Empty, error)
+	// Added (issue 11 §3 "Explain"; docs/design/placement.md, "Explain"):
+	// where each role of a job runs, or for a role not placed the placement
+	// engine's last attempt with the nodes each filter removed.
+	// InvalidArgument for a bad job id; NotFound for an unknown job;
+	// FailedPrecondition on a manager that does not run the engine (a
+	// follower) when a role is not placed: the message names the leader.
+	GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -789,6 +814,9 @@ func (UnimplementedManagerServer) UncordonNode(context.Context, *commonpb.NodeId
 }
 func (UnimplementedManagerServer) DrainNode(context.Context, *DrainNodeRequest) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedManagerServer) GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPlacement not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1485,6 +1513,24 @@ func _Manager_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_GetPlacement_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(commonpb.JobId)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).GetPlacement(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_GetPlacement_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).GetPlacement(ctx, req.(*commonpb.JobId))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1631,6 +1677,10 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrainNode",
 			Handler:    _Manager_DrainNode_Handler,
+		},
+		{
+			MethodName: "GetPlacement",
+			Handler:    _Manager_GetPlacement_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -68,6 +68,8 @@ type Engine struct {
 	// answered, when it may be decided again: pacing, so that a node or a
 	// job that refuses is not asked again every pass. Guarded by mu.
 	retryAt map[key]time.Time
+	// drain holds the StopJobs in flight and the drained nodes logged.
+	drain drainState
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before

@@ -53,6 +53,8 @@ type world struct {
 	// in flight; both set by Pass.
 	byKey map[key]*candidate
 	busy  map[key]bool
+	// running holds the instances the engine may stop (drain.go).
+	running []running
 }
 
 // readWorld reads the store at now.
@@ -76,6 +78,9 @@ func readWorld(store *persistence.Store, now time.Time) (*world, error) {
 		bundles := map[string]*internalpb.BundleRecord{}
 		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
 			w.addJob(rec)
+			if err := w.addRunning(r, bundles, rec, seq); err != nil {
+				return err
+			}
 			c, ok, err := w.candidateOf(r, bundles, rec, seq)
 			if err != nil {
 				return err

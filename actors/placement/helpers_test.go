@@ -168,7 +168,7 @@ type fakeRouter struct {
 	starts map[string]int
 	// stops counts StopJobs carried out, by "job/role".
 	stops map[string]int
-	hold   chan struct{}
+	hold  chan struct{}
 	// refuse, when set, answers every StartJob with it.
 	refuse *internalpb.Reply
 }

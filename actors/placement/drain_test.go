@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -177,4 +179,37 @@ func TestStopRequestID(t *testing.T) {
 	id := StopRequestID("j", "primary", 9)
 	require.Equal(t, "placement/stop/j/primary/9", id)
 	require.False(t, strings.HasPrefix(RequestID("j", "primary", 9), "placement/stop/"), "stops and starts never share an id")
+}
+
+func TestEngine_Drain_CoLocatedGroupMovesTogetherAndNodeDrainedLoggedOnce(t *testing.T) {
+	f := newFixture(t)
+	var buf bytes.Buffer
+	f.eng.log = slog.New(slog.NewTextHandler(&buf, nil))
+	f.putNode("d", 4, "z1", nil)
+	svc := &managerpb.Job{Services: []*commonpb.Service{{Name: "s"}}}
+	req := &managerpb.JobRequirements{RequiredCapacity: 1}
+	b := &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "bd"},
+		Jobs: []*managerpb.BundleJobSpec{
+			{JobName: "enc", Requirements: req, Job: svc},
+			{JobName: "pkg", Requirements: req, Job: svc, CoLocateWith: []string{"enc"}},
+		}}
+	f.putBundle(b, nil)
+	f.pass()
+	require.Equal(t, "d", f.nodeOf("bd.0.enc", "primary"))
+	require.Equal(t, "d", f.nodeOf("bd.0.pkg", "primary"))
+	f.putNode("o", 4, "z1", nil)
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+	f.pass()
+	require.Equal(t, 1, f.router.stopCount("bd.0.enc", "primary"), "the group moves as one")
+	require.Equal(t, 1, f.router.stopCount("bd.0.pkg", "primary"))
+	f.pass()
+	require.NotContains(t, buf.String(), "node drained", "not while its instances are stopping")
+	f.confirmStops()
+	f.pass()
+	require.Equal(t, "o", f.nodeOf("bd.0.enc", "primary"))
+	require.Equal(t, "o", f.nodeOf("bd.0.pkg", "primary"))
+	require.Contains(t, buf.String(), "node drained", "nothing auto-placed is left on it")
+	f.pass()
+	f.pass()
+	require.Equal(t, 1, strings.Count(buf.String(), `msg="node drained" node_id=d`), buf.String())
 }

@@ -80,6 +80,10 @@ type drainState struct {
 	// drained holds the draining nodes "node drained" was logged for in
 	// this term. Guarded by mu.
 	drained map[string]bool
+	// waiting holds why each (job, role) on a draining node fitting no
+	// other node was last left there, logged once per change. Guarded by
+	// mu.
+	waiting map[key]string
 }
 
 // StopRequestID is the request id of the engine's StopJob of (job, role)
@@ -92,11 +96,12 @@ func StopRequestID(job, role string, seq uint64) string {
 
 // stopPass decides the stops of pass w (placement.md, "Drain and dormant
 // jobs"): every instance of a dormant bundle job; on a DRAINING node every
-// instance of an auto-placed job, a bundle's one move (a job and its
+// instance of an auto-placed job that fits another node now (view, the
+// pass's view after its placements), a bundle's one move (a job and its
 // co_locate_with group) at a time and only while the other replica of each
 // of them runs. It runs after the placements of the same pass, so a role
 // placed in this pass counts as not running yet.
-func (e *Engine) stopPass(ctx context.Context, w *world) {
+func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 	e.drain.mu.Lock()
 	inflight := make(map[key]bool, len(e.drain.stops))
 	for k := range e.drain.stops {
@@ -118,6 +123,21 @@ func (e *Engine) stopPass(ctx context.Context, w *world) {
 		}
 	}
 	left := map[string]int{} // auto-placed instances left on each draining node
+	waiting := map[key]string{}
+	var placedBy map[key]scheduler.Placed
+	fits := func(group []*running) bool {
+		if placedBy == nil {
+			placedBy = make(map[key]scheduler.Placed, len(w.placed))
+			for _, p := range w.placed {
+				placedBy[key{p.Job, p.Role}] = p
+			}
+		}
+		why := e.fitsElsewhere(w, view, group, placedBy)
+		if why != "" {
+			waiting[group[0].key] = why
+		}
+		return why == ""
+	}
 	for i := range w.running {
 		r := &w.running[i]
 		if r.status == internalpb.InstanceStatus_INSTANCE_STOPPING || inflight[r.key] {
@@ -136,6 +156,9 @@ func (e *Engine) stopPass(ctx context.Context, w *world) {
 		}
 		left[r.node]++
 		if r.bundle == nil {
+			if !fits([]*running{r}) {
+				continue
+			}
 			e.stop(ctx, r, stopDrain)
 			inflight[r.key] = true
 			continue
@@ -145,7 +168,7 @@ func (e *Engine) stopPass(ctx context.Context, w *world) {
 			continue
 		}
 		group := moveGroup(r, byKey, inflight)
-		if !peersRunning(group, byKey, w) {
+		if !peersRunning(group, byKey, w) || !fits(group) {
 			continue
 		}
 		moving[bid] = true
@@ -155,6 +178,58 @@ func (e *Engine) stopPass(ctx context.Context, w *world) {
 		}
 	}
 	e.logDrained(w, left)
+	e.logWaiting(waiting)
+}
+
+// fitsElsewhere returns "" if group (a job, or a bundle job with its
+// co_locate_with group, all on one draining node) fits another node now,
+// holding that room in view for the rest of the pass so that two moves of
+// one pass do not count on the same free units; else why not (the chain's
+// explanation), with view as it was. A drain never stops a job that has
+// nowhere to go. placedBy is the pass's placed instances by (job, role).
+func (e *Engine) fitsElsewhere(w *world, view *scheduler.View, group []*running, placedBy map[key]scheduler.Placed) string {
+	var removed []scheduler.Placed
+	for _, m := range group {
+		if p, ok := placedBy[m.key]; ok && view.Remove(m.job, m.role) {
+			removed = append(removed, p)
+		}
+	}
+	first := group[0]
+	c := newCandidate(first.rec, first.seq, first.bundle, first.js)
+	var pool *managerpb.Pool
+	if c.pool != "" {
+		if pool = w.pools[c.pool]; pool == nil {
+			view.Add(removed...)
+			return fmt.Sprintf("pool %q does not exist", c.pool)
+		}
+	}
+	ask := e.askOf(w, &c, pool)
+	for _, m := range group[1:] {
+		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
+			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements())})
+	}
+	d, err := view.Select(ask)
+	if err != nil {
+		view.Add(removed...)
+		return err.Error()
+	}
+	view.Add(d.Placed...)
+	return ""
+}
+
+// logWaiting logs, once per change of its reason, each (job, role) a drain
+// leaves on its node because it fits no other node, and keeps waiting as
+// the pass's set.
+func (e *Engine) logWaiting(waiting map[key]string) {
+	e.drain.mu.Lock()
+	old := e.drain.waiting
+	e.drain.waiting = waiting
+	e.drain.mu.Unlock()
+	for k, why := range waiting {
+		if old[k] != why {
+			e.log.Warn("drain waiting: job fits no other node", "job_id", k.job, "role", k.role, "reason", why)
+		}
+	}
 }
 
 // moveGroup is what moves with r off its draining node: r and the

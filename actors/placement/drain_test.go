@@ -213,3 +213,31 @@ func TestEngine_Drain_CoLocatedGroupMovesTogetherAndNodeDrainedLoggedOnce(t *tes
 	f.pass()
 	require.Equal(t, 1, strings.Count(buf.String(), `msg="node drained" node_id=d`), buf.String())
 }
+
+func TestEngine_Drain_StopsOnlyWhatFitsElsewhere(t *testing.T) {
+	f := newFixture(t)
+	var buf bytes.Buffer
+	f.eng.log = slog.New(slog.NewTextHandler(&buf, nil))
+	f.putNode("d", 4, "z1", nil)
+	f.putJob(autoJob("a", 1, nil))
+	f.putJob(autoJob("b", 1, nil))
+	f.pass()
+	require.Equal(t, "d", f.nodeOf("a", "primary"))
+	require.Equal(t, "d", f.nodeOf("b", "primary"))
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+	f.pass()
+	require.Equal(t, 0, f.router.stopCount("a", "primary")+f.router.stopCount("b", "primary"), "no other node: nothing taken off air")
+	require.Equal(t, 2, strings.Count(buf.String(), "drain waiting"), "logged once per job: %s", buf.String())
+	require.Contains(t, buf.String(), "draining 1", "the chain's explanation says why")
+	f.pass()
+	require.Equal(t, 2, strings.Count(buf.String(), "drain waiting"), "not again while the reason is the same")
+
+	f.putNode("o", 1, "z1", nil) // room for one of the two
+	f.pass()
+	require.Equal(t, 1, f.router.stopCount("a", "primary")+f.router.stopCount("b", "primary"), "only what the free room holds")
+	f.confirmStops()
+	f.pass()
+	count := map[string]int{f.nodeOf("a", "primary"): 1}
+	count[f.nodeOf("b", "primary")]++
+	require.Equal(t, map[string]int{"o": 1, "d": 1}, count)
+}

@@ -68,7 +68,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 		}
 	}
 	e.cfg.Metrics.setUnplaced(unplaced)
-	e.stopPass(ctx, w)
+	e.stopPass(ctx, w, view)
 	return nil
 }
 

@@ -4,7 +4,10 @@
 // each decision out through the job grain's ordinary StartJob, the command
 // the gateway sends for a manual start. It restarts failed instances after
 // the pool's backoff and writes a job's terminal_state (through the job
-// grain's UpdateJob) once its restart ceiling is exceeded.
+// grain's UpdateJob) once its restart ceiling is exceeded. It stops
+// (through StopJob) the instances of dormant bundle jobs and those of
+// auto-placed jobs on a draining node, one bundle replica at a time, so
+// that the normal pass places them elsewhere.
 //
 // Rules (docs/design/placement.md, "The engine"):
 //

@@ -71,6 +71,8 @@ type Engine struct {
 	// decided holds the last decision of each (job, role) the job grain
 	// accepted, for Explain (explain.go). Guarded by mu; made on first use.
 	decided map[key]Decided
+	// drain holds the StopJobs in flight and the drained nodes logged.
+	drain drainState
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before

@@ -166,7 +166,9 @@ type fakeRouter struct {
 	cmds []*internalpb.JobCommand
 	// starts counts StartJobs carried out, by "job/role".
 	starts map[string]int
-	hold   chan struct{}
+	// stops counts StopJobs carried out, by "job/role".
+	stops map[string]int
+	hold  chan struct{}
 	// refuse, when set, answers every StartJob with it.
 	refuse *internalpb.Reply
 }
@@ -210,6 +212,16 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 			r.starts = map[string]int{}
 		}
 		r.starts[id+"/"+role]++
+	case *internalpb.JobCommand_Stop:
+		i := slices.IndexFunc(rec.GetInstances(), func(in *internalpb.Instance) bool { return in.GetRole() == x.Stop.GetRole() })
+		if i < 0 || rec.Instances[i].GetNodeId() != x.Stop.GetNodeId() {
+			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q: no instance on node %q", id, x.Stop.GetRole(), x.Stop.GetNodeId()), nil
+		}
+		rec.Instances[i].Status = internalpb.InstanceStatus_INSTANCE_STOPPING
+		if r.stops == nil {
+			r.stops = map[string]int{}
+		}
+		r.stops[id+"/"+x.Stop.GetRole()]++
 	case *internalpb.JobCommand_Update:
 		if x.Update.GetJob().GetCurrentHash() != rec.GetJob().GetJob().GetCurrentHash() {
 			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "stale hash"), nil
@@ -231,6 +243,29 @@ func (r *fakeRouter) startCount(id, role string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.starts[id+"/"+role]
+}
+
+func (r *fakeRouter) stopCount(id, role string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stops[id+"/"+role]
+}
+
+// confirmStops ends every STOPPING instance USER_REQUESTED, as the job
+// grain does when the worker reports job_stopped.
+func (f *fixture) confirmStops() {
+	f.t.Helper()
+	var jobs []*internalpb.JobRecord
+	require.NoError(f.t, f.store.View(func(r *persistence.Reader) error {
+		return r.Jobs(func(j *internalpb.JobRecord) error { jobs = append(jobs, j); return nil })
+	}))
+	for _, j := range jobs {
+		for _, in := range slices.Clone(j.GetInstances()) {
+			if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
+				f.endInstance(j, in.GetRole(), managerpb.JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED, "")
+			}
+		}
+	}
 }
 
 func (r *fakeRouter) sent() int {

@@ -18,7 +18,8 @@ import (
 
 // Pass reads the store once, decides every placeable (job, role) without
 // a StartJob in flight, and sends the StartJobs (and terminal_state
-// writes) it decided, without waiting for their answers. It returns an
+// writes) it decided, then the StopJobs of drains and dormant bundle jobs
+// (drain.go), without waiting for their answers. It returns an
 // error only when the store could not be read or the view not built;
 // per-job problems are kept as failures and logged.
 func (e *Engine) Pass(ctx context.Context) error {
@@ -67,6 +68,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 		}
 	}
 	e.cfg.Metrics.setUnplaced(unplaced)
+	e.stopPass(ctx, w, view)
 	return nil
 }
 

@@ -53,6 +53,8 @@ type world struct {
 	// in flight; both set by Pass.
 	byKey map[key]*candidate
 	busy  map[key]bool
+	// running holds the instances the engine may stop (drain.go).
+	running []running
 }
 
 // readWorld reads the store at now.
@@ -76,6 +78,9 @@ func readWorld(store *persistence.Store, now time.Time) (*world, error) {
 		bundles := map[string]*internalpb.BundleRecord{}
 		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
 			w.addJob(rec)
+			if err := w.addRunning(r, bundles, rec, seq); err != nil {
+				return err
+			}
 			c, ok, err := w.candidateOf(r, bundles, rec, seq)
 			if err != nil {
 				return err
@@ -134,10 +139,7 @@ func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalp
 	if !placeable(j, w.now) {
 		return candidate{}, false, nil
 	}
-	c := candidate{rec: rec, seq: seq}
-	c.job = scheduler.JobID(j.GetJobId().GetJobId())
-	c.role = scheduler.RolePrimary
-	c.pool = j.GetTags()[persistence.PoolTag]
+	c := newCandidate(rec, seq, nil, nil)
 	if bid, ok := j.GetTags()[bundle.TagBundleID]; ok {
 		b, err := bundleOf(r, bundles, bid)
 		if err != nil || b == nil {
@@ -147,14 +149,7 @@ func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalp
 		if js == nil || b.GetBundle().GetState() != managerpb.BundleState_BUNDLE_STATE_LIVE || js.GetDormant() {
 			return candidate{}, false, nil
 		}
-		c.bundle, c.replica, c.jobName = b, js.GetReplicaIndex(), js.GetJobName()
-		c.pool = b.GetBundle().GetPool()
-		if c.replica == 1 {
-			c.role = scheduler.RoleBackup
-			if p := b.GetBundle().GetResiliencePolicy().GetPool(); p != "" {
-				c.pool = p
-			}
-		}
+		c = newCandidate(rec, seq, b, js)
 	}
 	for _, in := range rec.GetInstances() {
 		if in.GetRole() == string(c.role) {
@@ -162,6 +157,31 @@ func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalp
 		}
 	}
 	return c, true, nil
+}
+
+// newCandidate is the (job, role) of rec read at seq, with its pool: a
+// plain job's (b and js nil) runs as primary in the pool of its pool tag;
+// a derived job's (js its state in bundle record b) as primary in the
+// bundle's pool for replica 0, as backup in the resilience policy's pool
+// (else the bundle's) for replica 1.
+func newCandidate(rec *internalpb.JobRecord, seq persistence.Seq, b *internalpb.BundleRecord, js *internalpb.BundleJobState) candidate {
+	j := rec.GetJob().GetJob()
+	c := candidate{rec: rec, seq: seq}
+	c.job = scheduler.JobID(j.GetJobId().GetJobId())
+	c.role = scheduler.RolePrimary
+	c.pool = j.GetTags()[persistence.PoolTag]
+	if b == nil {
+		return c
+	}
+	c.bundle, c.replica, c.jobName = b, js.GetReplicaIndex(), js.GetJobName()
+	c.pool = b.GetBundle().GetPool()
+	if c.replica == 1 {
+		c.role = scheduler.RoleBackup
+		if p := b.GetBundle().GetResiliencePolicy().GetPool(); p != "" {
+			c.pool = p
+		}
+	}
+	return c
 }
 
 // placeable applies the job-level rules: auto_placement set, ACTIVE (or

@@ -1,0 +1,330 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/actors/node"
+	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// Reasons the engine stops an instance, logged with the stop.
+const (
+	stopDrain   = "node draining"
+	stopDormant = "bundle job dormant"
+)
+
+// running is one recorded instance of a job the engine may have to stop:
+// of an auto-placed job, or of a job of a live bundle.
+type running struct {
+	key
+	rec    *internalpb.JobRecord
+	seq    persistence.Seq
+	node   string
+	status internalpb.InstanceStatus
+	// bundle and js are the bundle record and its state of this derived
+	// job; nil for a plain job, or a derived job its (live) bundle's
+	// record does not list.
+	bundle *internalpb.BundleRecord
+	js     *internalpb.BundleJobState
+}
+
+// bundleID is the id of r's bundle, "" for a plain job.
+func (r *running) bundleID() string { return r.bundle.GetBundle().GetBundleId().GetBundleId() }
+
+// addRunning records rec's instances the engine may have to stop (see
+// running). A derived job of a bundle that is not LIVE is left to the
+// bundle grain, which stops a DELETING bundle's jobs itself.
+func (w *world) addRunning(r *persistence.Reader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
+	if len(rec.GetInstances()) == 0 {
+		return nil
+	}
+	j := rec.GetJob().GetJob()
+	var b *internalpb.BundleRecord
+	var js *internalpb.BundleJobState
+	if bid, ok := j.GetTags()[bundle.TagBundleID]; ok {
+		var err error
+		if b, err = bundleOf(r, bundles, bid); err != nil {
+			return err
+		}
+		if b == nil || b.GetBundle().GetState() != managerpb.BundleState_BUNDLE_STATE_LIVE {
+			return nil
+		}
+		if js = derivedState(b, j.GetJobId().GetJobId()); js == nil {
+			return nil
+		}
+	} else if j.GetAutoPlacement() == nil {
+		return nil // started by hand: the operator's to stop
+	}
+	for _, in := range rec.GetInstances() {
+		w.running = append(w.running, running{key: key{scheduler.JobID(j.GetJobId().GetJobId()), scheduler.Role(in.GetRole())},
+			rec: rec, seq: seq, node: in.GetNodeId(), status: in.GetStatus(), bundle: b, js: js})
+	}
+	return nil
+}
+
+// drainState is the engine's memory of its stops: those in flight, and
+// the draining nodes already logged as drained. The zero value is ready.
+type drainState struct {
+	mu sync.Mutex
+	// stops holds the StopJobs sent and not yet answered. Guarded by mu.
+	stops map[key]bool
+	// drained holds the draining nodes "node drained" was logged for in
+	// this term. Guarded by mu.
+	drained map[string]bool
+	// waiting holds why each (job, role) on a draining node fitting no
+	// other node was last left there, logged once per change. Guarded by
+	// mu.
+	waiting map[key]string
+}
+
+// StopRequestID is the request id of the engine's StopJob of (job, role)
+// decided on the job record's sequence seq: "placement/stop/<job>/<role>/<seq>".
+// As for RequestID, every decision on the same record version sends the
+// same id, so the job grain applies it once.
+func StopRequestID(job, role string, seq uint64) string {
+	return fmt.Sprintf("placement/stop/%s/%s/%d", job, role, seq)
+}
+
+// stopPass decides the stops of pass w (placement.md, "Drain and dormant
+// jobs"): every instance of a dormant bundle job; on a DRAINING node every
+// instance of an auto-placed job that fits another node now (view, the
+// pass's view after its placements), a bundle's one move (a job and its
+// co_locate_with group) at a time and only while the other replica of each
+// of them runs. It runs after the placements of the same pass, so a role
+// placed in this pass counts as not running yet.
+func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
+	e.drain.mu.Lock()
+	inflight := make(map[key]bool, len(e.drain.stops))
+	for k := range e.drain.stops {
+		inflight[k] = true
+	}
+	e.drain.mu.Unlock()
+	byKey := make(map[key]*running, len(w.running))
+	moving := map[string]bool{}
+	for i := range w.running {
+		r := &w.running[i]
+		byKey[r.key] = r
+		if r.bundle != nil && (r.status != internalpb.InstanceStatus_INSTANCE_RUNNING || inflight[r.key]) {
+			moving[r.bundleID()] = true
+		}
+	}
+	for i := range w.candidates {
+		if c := &w.candidates[i]; c.bundle != nil {
+			moving[c.bundle.GetBundle().GetBundleId().GetBundleId()] = true
+		}
+	}
+	left := map[string]int{} // auto-placed instances left on each draining node
+	waiting := map[key]string{}
+	var placedBy map[key]scheduler.Placed
+	fits := func(group []*running) bool {
+		if placedBy == nil {
+			placedBy = make(map[key]scheduler.Placed, len(w.placed))
+			for _, p := range w.placed {
+				placedBy[key{p.Job, p.Role}] = p
+			}
+		}
+		why := e.fitsElsewhere(w, view, group, placedBy)
+		if why != "" {
+			waiting[group[0].key] = why
+		}
+		return why == ""
+	}
+	for i := range w.running {
+		r := &w.running[i]
+		if r.status == internalpb.InstanceStatus_INSTANCE_STOPPING || inflight[r.key] {
+			if node.Draining(w.nodeRecs[r.node]) {
+				left[r.node]++
+			}
+			continue
+		}
+		if r.js.GetDormant() {
+			e.stop(ctx, r, stopDormant)
+			inflight[r.key] = true
+			continue
+		}
+		if !node.Draining(w.nodeRecs[r.node]) {
+			continue
+		}
+		left[r.node]++
+		if r.bundle == nil {
+			if !fits([]*running{r}) {
+				continue
+			}
+			e.stop(ctx, r, stopDrain)
+			inflight[r.key] = true
+			continue
+		}
+		bid := r.bundleID()
+		if moving[bid] {
+			continue
+		}
+		group := moveGroup(r, byKey, inflight)
+		if !peersRunning(group, byKey, w) || !fits(group) {
+			continue
+		}
+		moving[bid] = true
+		for _, m := range group {
+			e.stop(ctx, m, stopDrain)
+			inflight[m.key] = true
+		}
+	}
+	e.logDrained(w, left)
+	e.logWaiting(waiting)
+}
+
+// fitsElsewhere returns "" if group (a job, or a bundle job with its
+// co_locate_with group, all on one draining node) fits another node now,
+// holding that room in view for the rest of the pass so that two moves of
+// one pass do not count on the same free units; else why not (the chain's
+// explanation), with view as it was. A drain never stops a job that has
+// nowhere to go. placedBy is the pass's placed instances by (job, role).
+func (e *Engine) fitsElsewhere(w *world, view *scheduler.View, group []*running, placedBy map[key]scheduler.Placed) string {
+	var removed []scheduler.Placed
+	for _, m := range group {
+		if p, ok := placedBy[m.key]; ok && view.Remove(m.job, m.role) {
+			removed = append(removed, p)
+		}
+	}
+	first := group[0]
+	c := newCandidate(first.rec, first.seq, first.bundle, first.js)
+	var pool *managerpb.Pool
+	if c.pool != "" {
+		if pool = w.pools[c.pool]; pool == nil {
+			view.Add(removed...)
+			return fmt.Sprintf("pool %q does not exist", c.pool)
+		}
+	}
+	ask := e.askOf(w, &c, pool)
+	for _, m := range group[1:] {
+		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
+			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements())})
+	}
+	d, err := view.Select(ask)
+	if err != nil {
+		view.Add(removed...)
+		return err.Error()
+	}
+	view.Add(d.Placed...)
+	return ""
+}
+
+// logWaiting logs, once per change of its reason, each (job, role) a drain
+// leaves on its node because it fits no other node, and keeps waiting as
+// the pass's set.
+func (e *Engine) logWaiting(waiting map[key]string) {
+	e.drain.mu.Lock()
+	old := e.drain.waiting
+	e.drain.waiting = waiting
+	e.drain.mu.Unlock()
+	for k, why := range waiting {
+		if old[k] != why {
+			e.log.Warn("drain waiting: job fits no other node", "job_id", k.job, "role", k.role, "reason", why)
+		}
+	}
+}
+
+// moveGroup is what moves with r off its draining node: r and the
+// instances of its co_locate_with group in the same replica on the same
+// node, so that the group is placed again as one (a member moved alone
+// could only go back to the group's node).
+func moveGroup(r *running, byKey map[key]*running, inflight map[key]bool) []*running {
+	group := []*running{r}
+	b := r.bundle.GetBundle()
+	for _, name := range coLocateGroup(b, r.js.GetJobName()) {
+		k := key{scheduler.JobID(bundle.JobID(b.GetBundleId().GetBundleId(), r.js.GetReplicaIndex(), name)), r.role}
+		if m, ok := byKey[k]; ok && m.node == r.node && !inflight[k] && m.status != internalpb.InstanceStatus_INSTANCE_STOPPING {
+			group = append(group, m)
+		}
+	}
+	return group
+}
+
+// peersRunning reports whether, for each member of group, the other
+// replica of the same bundle job runs (RUNNING, not being stopped): a job
+// is never taken off both replicas at once. A bundle job whose other
+// replica the bundle record does not list has no peer to wait for.
+func peersRunning(group []*running, byKey map[key]*running, w *world) bool {
+	for _, m := range group {
+		b := m.bundle.GetBundle()
+		other, role := uint32(1), scheduler.RoleBackup
+		if m.js.GetReplicaIndex() == 1 {
+			other, role = 0, scheduler.RolePrimary
+		}
+		id := bundle.JobID(b.GetBundleId().GetBundleId(), other, m.js.GetJobName())
+		if derivedState(m.bundle, id) == nil {
+			continue
+		}
+		p, ok := byKey[key{scheduler.JobID(id), role}]
+		if !ok || p.status != internalpb.InstanceStatus_INSTANCE_RUNNING {
+			return false
+		}
+	}
+	return true
+}
+
+// logDrained logs "node drained" once per term for each draining node with
+// no auto-placed instance left (left counts them), and forgets the nodes
+// no longer draining, so a second drain is logged again.
+func (e *Engine) logDrained(w *world, left map[string]int) {
+	e.drain.mu.Lock()
+	defer e.drain.mu.Unlock()
+	if e.drain.drained == nil {
+		e.drain.drained = map[string]bool{}
+	}
+	for id := range e.drain.drained {
+		if !node.Draining(w.nodeRecs[id]) {
+			delete(e.drain.drained, id)
+		}
+	}
+	for id, rec := range w.nodeRecs {
+		if !node.Draining(rec) || left[id] > 0 || e.drain.drained[id] {
+			continue
+		}
+		e.drain.drained[id] = true
+		e.log.Info("node drained", "node_id", id)
+	}
+}
+
+// stop sends the StopJob of r in the background, holding r's role in
+// flight until the job grain answers. A stop the grain finds already done
+// (no such instance, or on another node) is not an error.
+func (e *Engine) stop(ctx context.Context, r *running, why string) {
+	k := r.key
+	e.drain.mu.Lock()
+	if e.drain.stops == nil {
+		e.drain.stops = map[key]bool{}
+	}
+	e.drain.stops[k] = true
+	e.drain.mu.Unlock()
+	log := e.log.With("job_id", k.job, "role", k.role, "node_id", r.node, "reason", why)
+	cmd := &internalpb.JobCommand{RequestId: StopRequestID(string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
+		Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: string(k.role), NodeId: r.node}}}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer e.kick()
+		err := e.request(ctx, string(k.job), cmd)
+		e.drain.mu.Lock()
+		delete(e.drain.stops, k)
+		e.drain.mu.Unlock()
+		var re *actors.ReplyError
+		switch {
+		case err == nil:
+			log.Info("job stopped by placement")
+		case errors.As(err, &re) && re.Code == errorpb.Code_FAILED_PRECONDITION:
+			log.Debug("job role already stopped or moved", "reply", err)
+		case ctx.Err() != nil:
+		default:
+			log.Warn("stop job", "error", err)
+		}
+	}()
+}

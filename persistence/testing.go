@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,9 +55,13 @@ func TestRaftStore(t testing.TB) *RaftStore {
 // the log (opening accepts it and drops that entry, which was never
 // acknowledged). It only reads; for tests that kill writers and want to
 // know whether a kill hit that instant. A log that ends cleanly (after its
-// last entry come only zeros, or nothing) is not listed.
+// last entry come only zeros, or nothing) is not listed, and a dir that does
+// not exist yet has none.
 func TornLogs(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // not created yet (a kill before the first open): no logs
+	}
 	if err != nil {
 		return nil, err
 	}

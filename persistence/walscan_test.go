@@ -402,3 +402,12 @@ func randomBytes(n int) []byte {
 	}
 	return b
 }
+
+// TestTornLogs_MissingDir: a store dir not created yet (a writer killed
+// before its first open) has no torn logs, and that is not an error.
+func TestTornLogs_MissingDir(t *testing.T) {
+	torn, err := TornLogs(filepath.Join(t.TempDir(), "never-created"))
+	if err != nil || len(torn) != 0 {
+		t.Fatalf("TornLogs(missing dir) = %v, %v; want none, nil", torn, err)
+	}
+}

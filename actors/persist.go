@@ -17,8 +17,14 @@ import (
 )
 
 // MaxRecentRequests bounds how many request ids a record remembers for
-// answering retried commands.
-const MaxRecentRequests = 32
+// answering retried commands. It is a window counted in writes to the
+// entity, so it must outlast a retry's delay at the entity's write rate:
+// with 32, a retried UpdateJob of a job written ~20 times a second whose
+// first attempt committed during a 2 s actor-layer rejoin was no longer
+// recognised and was refused as a stale hash although it had been applied
+// (test/robustness, seed 10260787532910283385). 256 ids cost a hot
+// record about 10 KB; a record written less often holds fewer.
+const MaxRecentRequests = 256
 
 // RememberRequest returns recent with id appended, keeping the newest
 // MaxRecentRequests; an empty id leaves recent unchanged.

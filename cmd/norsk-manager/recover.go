@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,6 +163,7 @@ func runRecover(out io.Writer, o *recoverOptions, changed func(string) bool) err
 			lost = append(lost, string(s.ID))
 		}
 	}
+	slices.Sort(lost)
 	fmt.Fprintf(out, "recovered %s: %s (Raft address %s) is now a cluster of one\n", o.dataDir, name, res.Addr)
 	fmt.Fprintf(out, "  removed        %s\n", orNone(strings.Join(lost, ", ")))
 	fmt.Fprintf(out, "  applied index  %d (%d log entries applied by the recovery)\n", res.AppliedAfter, res.AppliedAfter-res.AppliedBefore)

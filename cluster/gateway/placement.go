@@ -2,16 +2,13 @@ package gateway
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors/placement"
-	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
-	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -34,17 +31,9 @@ func (s *Server) GetPlacement(ctx context.Context, in *commonpb.JobId) (*manager
 	if err != nil {
 		return nil, err
 	}
-	var rec *internalpb.JobRecord
-	err = s.view(ctx, func(r *persistence.Reader) error {
-		var err error
-		rec, _, err = r.Job(id)
-		return err
-	})
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "job %q not found", id)
-	}
+	rec, err := s.readJob(ctx, id)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	j := rec.GetJob().GetJob()
 	out := &managerpb.PlacementInfo{JobId: id, AutoPlaced: j.GetAutoPlacement() != nil, TerminalReason: j.GetTerminalState().GetFailureReason()}

@@ -348,17 +348,9 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 	if err != nil {
 		return nil, err
 	}
-	var rec *internalpb.JobRecord
-	err = s.view(ctx, func(r *persistence.Reader) error {
-		var err error
-		rec, _, err = r.Job(id)
-		return err
-	})
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "job %q not found", id)
-	}
+	rec, err := s.readJob(ctx, id)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures()}, nil
 }
@@ -399,4 +391,23 @@ func (s *Server) probeDialBack(ctx context.Context, address string, port uint32)
 			"cannot reach the worker at %s to dial it back: %v (check the worker's --listen / --advertise address)", target, err)
 	}
 	return conn.Close()
+}
+
+// readJob reads job id's record from the store (behind the read barrier,
+// as view does). A missing job is NotFound "job %q not found"; other
+// failures are mapped by toStatus.
+func (s *Server) readJob(ctx context.Context, id string) (*internalpb.JobRecord, error) {
+	var rec *internalpb.JobRecord
+	err := s.view(ctx, func(r *persistence.Reader) error {
+		var err error
+		rec, _, err = r.Job(id)
+		return err
+	})
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "job %q not found", id)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return rec, nil
 }

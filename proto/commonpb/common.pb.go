@@ -2933,7 +2933,22 @@ type NodeResources struct {
 	// Failure domain the worker says it is in (the operator's --zone); empty
 	// = not given. The manager resolves the node's zone from it and the
 	// provider (NodeInfo.zone).
-	Zone          string `protobuf:"bytes,5,opt,name=zone,proto3" json:"zone,omitempty"`
+	Zone string `protobuf:"bytes,5,opt,name=zone,proto3" json:"zone,omitempty"`
+	// Added (issue 11 §3; docs/design/nodes-capacity.md §2). The core ids
+	// (Linux logical CPU numbers) the worker offers to jobs that require
+	// whole cores (--cores; default every CPU of the worker's affinity
+	// mask), ascending, each at most once. The placement engine pins such a
+	// job to some of them (WorkerJob.norsk_cpu_list). Empty: none offered
+	// (or a worker that predates the field): no pinned job is placed there.
+	Cores []uint32 `protobuf:"varint,6,rep,packed,name=cores,proto3" json:"cores,omitempty"`
+	// The machine's architecture, from the worker's own build (GOARCH).
+	// Absent: not reported (a worker that predates the field).
+	Architecture *Architecture `protobuf:"varint,7,opt,name=architecture,proto3,enum=norsk.api.common.Architecture,oneof" json:"architecture,omitempty"`
+	// The node's shape (instance type) and subnet as the operator gives them
+	// (--shape, --subnet); empty = not given. For a cloud node the
+	// manager's create request wins (NodeInfo.shape, NodeInfo.subnet).
+	Shape         string `protobuf:"bytes,8,opt,name=shape,proto3" json:"shape,omitempty"`
+	Subnet        string `protobuf:"bytes,9,opt,name=subnet,proto3" json:"subnet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2999,6 +3014,34 @@ func (x *NodeResources) GetCapabilities() map[string]string {
 func (x *NodeResources) GetZone() string {
 	if x != nil {
 		return x.Zone
+	}
+	return ""
+}
+
+func (x *NodeResources) GetCores() []uint32 {
+	if x != nil {
+		return x.Cores
+	}
+	return nil
+}
+
+func (x *NodeResources) GetArchitecture() Architecture {
+	if x != nil && x.Architecture != nil {
+		return *x.Architecture
+	}
+	return Architecture_X86_64
+}
+
+func (x *NodeResources) GetShape() string {
+	if x != nil {
+		return x.Shape
+	}
+	return ""
+}
+
+func (x *NodeResources) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
 	}
 	return ""
 }
@@ -3199,16 +3242,21 @@ const file_shared_common_proto_rawDesc = "" +
 	"\aruntime\x18\x01 \x01(\tR\aruntime\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x97\x02\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xb5\x03\n" +
 	"\rNodeResources\x12\x1a\n" +
 	"\bcapacity\x18\x01 \x01(\x01R\bcapacity\x12!\n" +
 	"\fgpu_capacity\x18\x02 \x01(\x01R\vgpuCapacity\x12\x1b\n" +
 	"\tgpu_model\x18\x03 \x01(\tR\bgpuModel\x12U\n" +
 	"\fcapabilities\x18\x04 \x03(\v21.norsk.api.common.NodeResources.CapabilitiesEntryR\fcapabilities\x12\x12\n" +
-	"\x04zone\x18\x05 \x01(\tR\x04zone\x1a?\n" +
+	"\x04zone\x18\x05 \x01(\tR\x04zone\x12\x14\n" +
+	"\x05cores\x18\x06 \x03(\rR\x05cores\x12G\n" +
+	"\farchitecture\x18\a \x01(\x0e2\x1e.norsk.api.common.ArchitectureH\x00R\farchitecture\x88\x01\x01\x12\x14\n" +
+	"\x05shape\x18\b \x01(\tR\x05shape\x12\x16\n" +
+	"\x06subnet\x18\t \x01(\tR\x06subnet\x1a?\n" +
 	"\x11CapabilitiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*(\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
+	"\r_architecture*(\n" +
 	"\fArchitecture\x12\n" +
 	"\n" +
 	"\x06X86_64\x10\x00\x12\f\n" +
@@ -3327,11 +3375,12 @@ var file_shared_common_proto_depIdxs = []int32{
 	5,  // 37: norsk.api.common.WriteFile.mode:type_name -> norsk.api.common.OptionalInt
 	51, // 38: norsk.api.common.RuntimeCondition.since:type_name -> google.protobuf.Timestamp
 	49, // 39: norsk.api.common.NodeResources.capabilities:type_name -> norsk.api.common.NodeResources.CapabilitiesEntry
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	0,  // 40: norsk.api.common.NodeResources.architecture:type_name -> norsk.api.common.Architecture
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_shared_common_proto_init() }
@@ -3367,6 +3416,7 @@ func file_shared_common_proto_init() {
 		(*JobInfoMessage_ContainerEvent)(nil),
 		(*JobInfoMessage_ComposeMessage)(nil),
 	}
+	file_shared_common_proto_msgTypes[42].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -212,7 +212,12 @@ type Instance struct {
 	// Empty: unknown (recorded before instance ids, or adopted from a worker
 	// that predates them); reports about it then follow the rules of
 	// (job, role, node) alone.
-	InstanceId    string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Added (issue 11 §3). The core ids the instance was started pinned to,
+	// as sent in WorkerJob.norsk_cpu_list: the placement engine's
+	// assignment, else the job's own norsk_cpu_list; empty: not pinned. The
+	// engine counts them as taken on node_id (placement.md, "Cores").
+	CpuList       []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +306,13 @@ func (x *Instance) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *Instance) GetCpuList() []uint32 {
+	if x != nil {
+		return x.CpuList
+	}
+	return nil
 }
 
 // State of one job grain.
@@ -1988,9 +2000,13 @@ func (*DeleteJob) Descriptor() ([]byte, []int) {
 }
 
 type StartJob struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
-	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Role   string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Added (issue 11 §3). The core ids the placement engine assigned on
+	// node_id; when set they are sent as WorkerJob.norsk_cpu_list instead
+	// of the job's own. Empty: the job's own norsk_cpu_list (a manual start).
+	CpuList       []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2037,6 +2053,13 @@ func (x *StartJob) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *StartJob) GetCpuList() []uint32 {
+	if x != nil {
+		return x.CpuList
+	}
+	return nil
 }
 
 type StopJob struct {
@@ -4076,7 +4099,7 @@ var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\xbf\x04\n" +
+	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\xda\x04\n" +
 	"\bInstance\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x129\n" +
@@ -4086,7 +4109,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rnode_metadata\x18\x06 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12Y\n" +
 	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12\x1f\n" +
 	"\vinstance_id\x18\b \x01(\tR\n" +
-	"instanceId\x1an\n" +
+	"instanceId\x12\x19\n" +
+	"\bcpu_list\x18\x1e \x03(\rR\acpuList\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xa9\x02\n" +
@@ -4241,10 +4265,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"5\n" +
 	"\tUpdateJob\x12(\n" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"\v\n" +
-	"\tDeleteJob\"7\n" +
+	"\tDeleteJob\"R\n" +
 	"\bStartJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"6\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x19\n" +
+	"\bcpu_list\x18\x1e \x03(\rR\acpuList\"6\n" +
 	"\aStopJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\r\n" +

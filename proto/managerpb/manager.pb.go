@@ -4886,7 +4886,21 @@ type NodeInfo struct {
 	// Added (issue 11 §4). Whether new placements may go to the node
 	// (cordon, drain), who set it, when and why. Unset: ELIGIBLE, never
 	// changed.
-	Scheduling    *NodeSchedulingState `protobuf:"bytes,29,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
+	Scheduling *NodeSchedulingState `protobuf:"bytes,29,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
+	// Added (issue 11 §3; docs/design/nodes-capacity.md §4). What the node
+	// is, as the placement engine's architecture, shape, availabilityDomain
+	// and subnet filters see it; empty = unknown (a job constrained on it
+	// never lands there). architecture is "x86_64" or "aarch64".
+	// availability_domain is the node's zone (above).
+	Architecture       string `protobuf:"bytes,30,opt,name=architecture,proto3" json:"architecture,omitempty"`
+	Shape              string `protobuf:"bytes,31,opt,name=shape,proto3" json:"shape,omitempty"`
+	AvailabilityDomain string `protobuf:"bytes,32,opt,name=availability_domain,json=availabilityDomain,proto3" json:"availability_domain,omitempty"`
+	Subnet             string `protobuf:"bytes,33,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	// The core ids the node offers to jobs that require whole cores
+	// (resources.cores), and those of them pinned to a job instance
+	// recorded on the node, both ascending.
+	Cores         []uint32 `protobuf:"varint,34,rep,packed,name=cores,proto3" json:"cores,omitempty"`
+	PinnedCores   []uint32 `protobuf:"varint,35,rep,packed,name=pinned_cores,json=pinnedCores,proto3" json:"pinned_cores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5064,6 +5078,48 @@ func (x *NodeInfo) GetFreeGpuCapacity() float64 {
 func (x *NodeInfo) GetScheduling() *NodeSchedulingState {
 	if x != nil {
 		return x.Scheduling
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetArchitecture() string {
+	if x != nil {
+		return x.Architecture
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetShape() string {
+	if x != nil {
+		return x.Shape
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetAvailabilityDomain() string {
+	if x != nil {
+		return x.AvailabilityDomain
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetCores() []uint32 {
+	if x != nil {
+		return x.Cores
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetPinnedCores() []uint32 {
+	if x != nil {
+		return x.PinnedCores
 	}
 	return nil
 }
@@ -8852,7 +8908,8 @@ const file_manager_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\x12'\n" +
 	"\x0fmanager_version\x18\x02 \x01(\tR\x0emanagerVersion\x12\x1d\n" +
 	"\n" +
-	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xf5\b\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\"\xb1\n" +
+	"\n" +
 	"\bNodeInfo\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\bmetadata\x12P\n" +
 	"\x10running_metadata\x18\x02 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x0frunningMetadata\x12;\n" +
@@ -8878,7 +8935,13 @@ const file_manager_proto_rawDesc = "" +
 	"\x11free_gpu_capacity\x18\x1c \x01(\x01R\x0ffreeGpuCapacity\x12F\n" +
 	"\n" +
 	"scheduling\x18\x1d \x01(\v2&.norsk.api.manager.NodeSchedulingStateR\n" +
-	"schedulingB\x0e\n" +
+	"scheduling\x12\"\n" +
+	"\farchitecture\x18\x1e \x01(\tR\farchitecture\x12\x14\n" +
+	"\x05shape\x18\x1f \x01(\tR\x05shape\x12/\n" +
+	"\x13availability_domain\x18  \x01(\tR\x12availabilityDomain\x12\x16\n" +
+	"\x06subnet\x18! \x01(\tR\x06subnet\x12\x14\n" +
+	"\x05cores\x18\" \x03(\rR\x05cores\x12!\n" +
+	"\fpinned_cores\x18# \x03(\rR\vpinnedCoresB\x0e\n" +
 	"\f_stop_reason\"\x89\x03\n" +
 	"\x06Orphan\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x129\n" +

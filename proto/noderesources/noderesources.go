@@ -37,7 +37,7 @@ func DefaultCapacity(cores int) float64 {
 
 // FieldError is a NodeResources field that breaks a rule. Field is the
 // proto field name ("capacity", "gpu_capacity", "gpu_model",
-// "capabilities", "zone"), so that callers can name their own flag or
+// "capabilities", "zone", "cores", "shape", "subnet"), so that callers can name their own flag or
 // request field; Key is the capability name for a capabilities error.
 type FieldError struct {
 	Field  string
@@ -57,10 +57,12 @@ func (e *FieldError) Error() string {
 // Validate checks r and returns a *FieldError for the first field that
 // breaks a rule (in field order; capabilities by name), nil if r is nil or
 // valid: capacity finite, > 0 and at most MaxUnits; gpu_capacity finite,
-// >= 0 and at most MaxUnits; gpu_model, zone and capability names printable
-// without spaces and at most MaxNameLen bytes; at most MaxCapabilities
-// capabilities, each with a non-empty name and a printable value of at
-// most MaxValueLen bytes.
+// >= 0 and at most MaxUnits; gpu_model, zone, shape, subnet and capability
+// names printable without spaces and at most MaxNameLen bytes; at most
+// MaxCapabilities capabilities, each with a non-empty name and a printable
+// value of at most MaxValueLen bytes; cores ascending, each once, each at
+// most MaxCoreID. An architecture value this build does not know is
+// accepted (a newer worker's) and shown as unknown.
 func Validate(r *commonpb.NodeResources) error {
 	if r == nil {
 		return nil
@@ -90,7 +92,16 @@ func Validate(r *commonpb.NodeResources) error {
 			return &FieldError{Field: "capabilities", Key: name, Reason: fmt.Sprintf("value %q must be printable, at most %d bytes", v, MaxValueLen)}
 		}
 	}
-	return checkName("zone", r.GetZone(), true)
+	if err := checkName("zone", r.GetZone(), true); err != nil {
+		return err
+	}
+	if err := checkCores(r.GetCores()); err != nil {
+		return err
+	}
+	if err := checkName("shape", r.GetShape(), true); err != nil {
+		return err
+	}
+	return checkName("subnet", r.GetSubnet(), true)
 }
 
 func checkUnits(field string, v float64, zeroOK bool) error {

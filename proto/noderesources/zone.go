@@ -6,6 +6,26 @@ import "github.com/norsk-oss/norsk-manager/proto/managerpb"
 // no --zone (a cluster slot registered with tags {zone: …}).
 const ZoneTag = "zone"
 
+// ShapeTag and SubnetTag are the node tags that name a node's shape and
+// subnet when neither its create request nor its worker (--shape,
+// --subnet) does.
+const (
+	ShapeTag  = "shape"
+	SubnetTag = "subnet"
+)
+
+// FirstSet returns the first of values that is not empty, "" if none:
+// how a node fact is resolved from its sources in order of authority
+// (the cloud's create request, the worker's flag, the node's tag).
+func FirstSet(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 // Zone resolves a node's failure domain, the first that is set of:
 //   - an OCI node's availability domain (ociAD, from its create request:
 //     the cloud says where the instance is, whatever the worker claims);

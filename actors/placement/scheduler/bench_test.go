@@ -26,7 +26,7 @@ func benchFleet(n int) ([]Node, []Placed, Ask) {
 		nodes[i] = Node{
 			ID: id, Online: true, Zone: fmt.Sprint("z", i%3), Cloud: managerpb.Cloud_CLOUD_CLUSTER,
 			Tags: map[string]string{"tier": tier, "pool": "live"}, Capabilities: map[string]string{"sdi": "4"},
-			Capacity: 16, Cores: 16,
+			Capacity: 16, Cores: coreRange(0, 16),
 		}
 		for k := range 10 {
 			p := Placed{Job: JobID(fmt.Sprintf("job-%05d-%d", i, k)), Role: RolePrimary, Node: id, Capacity: 1}

@@ -46,17 +46,17 @@ func (f coresFilter) check(c *candidate) (bool, string) {
 	return len(c.usage.cores)-c.usage.coresUsed >= f.need, ""
 }
 
-// assignCores takes the lowest free core ids of u for each count in order,
-// without overlap with the placed instances or each other, and marks
-// nothing: the caller adds the decision to the view. The coresFilter has
-// checked that enough are free.
-func assignCores(u *usage, counts []int) [][]int {
+// assignCores takes the lowest free core ids of node n (u its usage) for
+// each count in order, without overlap with the placed instances or each
+// other, and marks nothing: the caller adds the decision to the view. The
+// coresFilter has checked that enough are free.
+func assignCores(n *Node, u *usage, counts []int) [][]int {
 	out := make([][]int, len(counts))
 	next := 0
 	for i, want := range counts {
 		for want > 0 && next < len(u.cores) {
 			if !u.cores[next] {
-				out[i] = append(out[i], next)
+				out[i] = append(out[i], n.Cores[next])
 				want--
 			}
 			next++

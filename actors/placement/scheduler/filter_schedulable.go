@@ -4,8 +4,8 @@ import "math"
 
 // schedulableFilter removes nodes that take no new placements: offline,
 // cordoned, draining, stopping (issue 11 §3), and nodes whose record has
-// impossible values (negative or non-finite capacity, a core count out of
-// range), which the view keeps so the explanation can show them.
+// impossible values (negative or non-finite capacity, core ids out of
+// range; NewView has sorted the ids), which the view keeps so the explanation can show them.
 type schedulableFilter struct{}
 
 func (schedulableFilter) name() string { return FilterSchedulable }
@@ -15,7 +15,7 @@ func (schedulableFilter) want() string { return "" }
 func (schedulableFilter) check(c *candidate) (bool, string) {
 	n := c.node
 	switch {
-	case !validAmount(n.Capacity) || !validAmount(n.GPUCapacity) || n.Cores < 0 || n.Cores > maxCores:
+	case !validAmount(n.Capacity) || !validAmount(n.GPUCapacity) || !validCores(n.Cores):
 		return false, "invalid record"
 	case n.Stopping:
 		return false, "stopping"

@@ -161,7 +161,7 @@ func TestFilter_GPUCapacity(t *testing.T) {
 }
 
 func TestFilter_Cores(t *testing.T) {
-	nodes := []Node{node("a", func(n *Node) { n.Cores = 1 }), node("b")}
+	nodes := []Node{node("a", func(n *Node) { n.Cores = []int{0} }), node("b")}
 	placed := []Placed{{Job: "x", Role: RolePrimary, Node: "b", Cores: []int{0, 1, 2, 3, 4, 5}}}
 	with := func(c int) Ask { a := ask("j", 1); a.Requirements.Cores = c; return a }
 	runSelectCases(t, []selectCase{
@@ -169,8 +169,12 @@ func TestFilter_Cores(t *testing.T) {
 			filtered: map[string]int{FilterCores: 1}},
 		{name: "too few free anywhere", nodes: nodes, placed: placed, ask: with(3),
 			filtered: map[string]int{FilterCores: 2}},
-		{name: "core ids out of range are ignored", nodes: []Node{node("a", func(n *Node) { n.Cores = 2 })},
-			placed: []Placed{{Job: "x", Role: RolePrimary, Node: "a", Cores: []int{-1, 7}}}, ask: with(2), want: "a"},
+		{name: "core ids the node does not offer are ignored", nodes: []Node{node("a", func(n *Node) { n.Cores = []int{3, 2} })},
+			placed: []Placed{{Job: "x", Role: RolePrimary, Node: "a", Cores: []int{-1, 0, 7}}}, ask: with(2), want: "a"},
+		{name: "no cores offered", nodes: []Node{node("a", func(n *Node) { n.Cores = nil })}, ask: with(1),
+			filtered: map[string]int{FilterCores: 1}},
+		{name: "core id out of range is an invalid record", nodes: []Node{node("a", func(n *Node) { n.Cores = []int{0, maxCoreID + 1} })},
+			ask: with(1), filtered: map[string]int{FilterSchedulable: 1}},
 	})
 }
 

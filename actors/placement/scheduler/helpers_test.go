@@ -6,13 +6,22 @@ import (
 	"testing"
 )
 
-// node returns an online node with 10 units and 8 cores, changed by opts.
+// node returns an online node with 10 units and cores 0-7, changed by opts.
 func node(id string, opts ...func(*Node)) Node {
-	n := Node{ID: NodeID(id), Online: true, Capacity: 10, Cores: 8}
+	n := Node{ID: NodeID(id), Online: true, Capacity: 10, Cores: coreRange(0, 8)}
 	for _, o := range opts {
 		o(&n)
 	}
 	return n
+}
+
+// coreRange is the core ids from, from+1, …, from+n-1.
+func coreRange(from, n int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = from + i
+	}
+	return ids
 }
 
 func withCapacity(c float64) func(*Node) { return func(n *Node) { n.Capacity = c } }

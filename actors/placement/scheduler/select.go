@@ -122,7 +122,7 @@ func (v *View) decide(a *Ask, i, tier int, shared []Domain, m Metrics) Decision 
 	for _, mem := range a.CoLocated {
 		counts = append(counts, mem.Requirements.Cores)
 	}
-	cores := assignCores(&v.usage[i], counts)
+	cores := assignCores(node, &v.usage[i], counts)
 	d := Decision{Job: a.Job, Role: a.Role, Node: node.ID, Cores: cores[0], TierIndex: tier, Degraded: shared, Metrics: m}
 	if len(a.Tiers) > 0 {
 		d.Tier = a.Tiers[tier].Name

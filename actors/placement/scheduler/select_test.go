@@ -122,6 +122,33 @@ func TestSelect_CoresWithoutOverlap(t *testing.T) {
 	}
 }
 
+// A node offers the ids its worker reported (--cores 2-5,9), not 0..n-1:
+// the decision hands out those ids, lowest first, and never one it does
+// not offer.
+func TestSelect_CoresOfferedIDs(t *testing.T) {
+	v, err := NewView([]Node{node("a", func(n *Node) { n.Cores = []int{9, 5, 4, 3, 2, 9} })}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]int
+	for _, job := range []string{"j1", "j2"} {
+		a := ask(job, 1)
+		a.Requirements.Cores = 2
+		d, err := v.Select(a)
+		if err != nil {
+			t.Fatalf("%s: %v", job, err)
+		}
+		v.Add(d.Placed...)
+		got = append(got, d.Cores)
+	}
+	if !slices.Equal(got[0], []int{2, 3}) || !slices.Equal(got[1], []int{4, 5}) {
+		t.Fatalf("cores %v; want [2 3] then [4 5]", got)
+	}
+	if _, _, free, _ := v.Free("a"); free != 1 {
+		t.Fatalf("free cores %d; want 1 (9)", free)
+	}
+}
+
 func TestSelect_CoLocatedGroup(t *testing.T) {
 	nodes := []Node{node("a", withCapacity(5)), node("b")}
 	// a is fuller per unit but cannot take the group's sum.

@@ -53,9 +53,11 @@ type Node struct {
 	GPUModel string
 	// Capabilities are the node's NAME=VALUE capabilities.
 	Capabilities map[string]string
-	// Cores is the number of cores the node has; their ids are 0..Cores-1.
-	// Only jobs with required cores are pinned to specific ids.
-	Cores int
+	// Cores are the core ids (Linux logical CPU numbers) the node offers
+	// to jobs with required cores, as its worker reported them (--cores);
+	// empty: none, and no such job fits. Any order; duplicates count once.
+	// Jobs without required cores share whatever is not pinned.
+	Cores []int
 	// Architecture, Shape, AvailabilityDomain and Subnet are what the node
 	// is, where known; a job's constraints of the same names match them.
 	Architecture       string
@@ -81,7 +83,7 @@ type Placed struct {
 	Capacity    float64
 	GPUCapacity float64
 	// Cores are the core ids pinned to it (its norsk_cpu_list); empty when
-	// it shares cores. Ids outside the node's 0..Cores-1 are ignored.
+	// it shares cores. Ids the node does not offer are ignored.
 	Cores []int
 }
 

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -33,7 +34,8 @@ type instanceKey struct {
 type usage struct {
 	capacity float64
 	gpu      float64
-	// cores[i] is true while core id i is pinned; len is the node's Cores.
+	// cores[i] is true while the node's i-th core id (Node.Cores, sorted
+	// by NewView) is pinned; len is the number of ids the node offers.
 	cores     []bool
 	coresUsed int
 }
@@ -57,17 +59,37 @@ func NewView(nodes []Node, placed []Placed) (*View, error) {
 			return nil, fmt.Errorf("%w: node id %q appears twice", ErrInvalidView, n.ID)
 		}
 		v.index[n.ID] = i
-		if n.Cores > 0 && n.Cores <= maxCores {
-			v.usage[i].cores = make([]bool, n.Cores)
+		n.Cores = slices.Compact(slices.Sorted(slices.Values(n.Cores)))
+		if validCores(n.Cores) {
+			v.usage[i].cores = make([]bool, len(n.Cores))
 		}
 	}
 	v.Add(placed...)
 	return v, nil
 }
 
-// maxCores bounds the core ids a view tracks per node; a node record with
-// more is filtered as invalid rather than allocating without limit.
-const maxCores = 4096
+// maxCores bounds the number of core ids a view tracks per node and
+// maxCoreID each id (Linux's largest NR_CPUS is 8192); a node record
+// beyond them is filtered as invalid rather than allocating without limit.
+const (
+	maxCores  = 4096
+	maxCoreID = 8191
+)
+
+// validCores reports whether ids (sorted, no duplicates) are a core list
+// a view tracks: at most maxCores ids, each in 0..maxCoreID.
+func validCores(ids []int) bool {
+	return len(ids) <= maxCores && (len(ids) == 0 || ids[0] >= 0 && ids[len(ids)-1] <= maxCoreID)
+}
+
+// corePos is the position of core id c in n's sorted Cores, and false if
+// the node does not offer it (or its list is invalid and untracked).
+func corePos(n *Node, u *usage, c int) (int, bool) {
+	if len(u.cores) == 0 {
+		return 0, false
+	}
+	return slices.BinarySearch(n.Cores, c)
+}
 
 // Add records instances as placed (a decision carried out, or one about to
 // be). An instance of a (job, role) the view already holds is added too: it
@@ -87,8 +109,8 @@ func (v *View) Add(placed ...Placed) {
 		u.capacity += finiteOrZero(p.Capacity)
 		u.gpu += finiteOrZero(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if c >= 0 && c < len(u.cores) && !u.cores[c] {
-				u.cores[c] = true
+			if k, ok := corePos(&v.nodes[i], u, c); ok && !u.cores[k] {
+				u.cores[k] = true
 				u.coresUsed++
 			}
 		}
@@ -112,8 +134,8 @@ func (v *View) Remove(job JobID, role Role) bool {
 		u.capacity -= finiteOrZero(p.Capacity)
 		u.gpu -= finiteOrZero(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if c >= 0 && c < len(u.cores) && u.cores[c] {
-				u.cores[c] = false
+			if k, ok := corePos(&v.nodes[i], u, c); ok && u.cores[k] {
+				u.cores[k] = false
 				u.coresUsed--
 			}
 		}

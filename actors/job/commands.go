@@ -156,17 +156,19 @@ func sessionNodes(store *persistence.Store) ([]string, error) {
 // attempt gets an instance id (newInstanceID), kept with the pending marker,
 // sent in the provision and recorded on the Instance. A refusal is returned
 // at once; otherwise the reply is sent from the continuation and start
-// returns nil.
+// returns nil. The provision's norsk_cpu_list is startCPUs'; the instance
+// records it (Instance.cpu_list).
 func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *internalpb.Reply {
 	if r := g.checkStartable(c.GetRole()); r != nil {
 		return r
 	}
 	role, node := c.GetRole(), c.GetNodeId()
-	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID)}
+	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID), cpus: startCPUs(g.rec.GetJob().GetJob(), c)}
 	g.pending[role] = p
 	delete(g.endedWhilePending, role)
 	wj := WorkerJob(g.rec.GetJob().GetJob(), role)
 	wj.InstanceId = p.instance
+	wj.NorskCpuList = p.cpus
 	cmd := &internalpb.NodeCommand{RequestId: reqID, NodeId: node, Cmd: &internalpb.NodeCommand_Provision{
 		Provision: &internalpb.Provision{Job: wj}}}
 	f := g.cfg.Router.RequestFuture(actors.KindNode, node, cmd, g.cfg.NodeTimeout)
@@ -176,6 +178,18 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *
 		delete(g.endedWhilePending, role)
 	})
 	return nil
+}
+
+// startCPUs is the cpu list a start of j sends the worker: the cores the
+// placement engine assigned (c.cpu_list), else the job's own
+// norsk_cpu_list (a manual start keeps its behaviour). The gateway refuses
+// a job with both auto_placement and norsk_cpu_list, so an engine start
+// never has a list of the job's own to override (placement.md, "Cores").
+func startCPUs(j *managerpb.Job, c *internalpb.StartJob) []uint32 {
+	if cpus := c.GetCpuList(); len(cpus) > 0 {
+		return slices.Clone(cpus)
+	}
+	return slices.Clone(j.GetNorskCpuList())
 }
 
 // checkStartable answers why (job, role) cannot be started now, or nil:
@@ -241,7 +255,7 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 	in := &internalpb.Instance{
 		Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
 		NodeMetadata: nodeRec.GetMetadata(), RunningNodeMetadata: nodeRec.GetRunningMetadata(),
-		InstanceId: p.instance,
+		InstanceId: p.instance, CpuList: p.cpus,
 	}
 	putInstance(next, in)
 	g.addHistory(next, hProvisioned(now, in))

@@ -23,6 +23,9 @@ type pendingStart struct {
 	node string
 	// instance is the id minted for this attempt (never empty).
 	instance string
+	// cpus are the core ids sent as the provision's norsk_cpu_list
+	// (startCPUs), recorded on the Instance; empty: not pinned.
+	cpus []uint32
 }
 
 // newInstanceID returns the id of the instance a StartJob provisions: 32

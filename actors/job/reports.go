@@ -147,6 +147,12 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			NodeMetadata:        r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(),
 			InstanceId: id,
 		}
+		if p, starting := g.pending[role]; starting {
+			// This start's instance reported running before the node
+			// grain's answer: it runs with the cores the start sent. An
+			// instance adopted otherwise has unknown cores (none recorded).
+			in.CpuList = p.cpus
+		}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in), hRunning(now, in))
 		g.log.Info("adopted an instance the worker reports running", "role", role, "node_id", node, "instance_id", id)
@@ -182,7 +188,7 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 		// record it as provisioning afterwards.
 		now := g.now()
 		in := &internalpb.Instance{Role: r.GetRole(), NodeId: r.GetNodeId(), Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
-			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(), InstanceId: p.instance}
+			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(), InstanceId: p.instance, CpuList: p.cpus}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in))
 		defer func() {

@@ -239,7 +239,7 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 		log = log.With("degraded", fmt.Sprint(d.Degraded))
 	}
 	cmd := &internalpb.JobCommand{RequestId: RequestID(string(k.job), string(k.role), uint64(c.seq)), JobId: string(k.job),
-		Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: string(k.role), NodeId: string(d.Node)}}}
+		Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: string(k.role), NodeId: string(d.Node), CpuList: coreIDs(p.Cores)}}}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -96,12 +96,11 @@ func readWorld(store *persistence.Store, now time.Time) (*world, error) {
 
 // schedNode is what the chain knows of a node record. Online is the
 // replicated lifecycle state STARTED: a session blip the node timers have
-// not declared a loss keeps the node online (issue 11 §4). Cores stay 0:
-// the cpu list of a pinned job is not carried by StartJob yet, so a job
-// requiring whole cores is explained as unplaceable rather than placed
-// unpinned.
+// not declared a loss keeps the node online (issue 11 §4). The core ids,
+// architecture, shape, availability domain and subnet are node.FactsOf.
 func schedNode(n *internalpb.NodeRecord) scheduler.Node {
 	res := n.GetResources()
+	facts := node.FactsOf(n)
 	return scheduler.Node{
 		ID:           scheduler.NodeID(n.GetNodeId()),
 		Online:       n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED,
@@ -114,10 +113,43 @@ func schedNode(n *internalpb.NodeRecord) scheduler.Node {
 		GPUCapacity:  res.GetGpuCapacity(),
 		GPUModel:     res.GetGpuModel(),
 		Capabilities: res.GetCapabilities(),
+
+		Cores:              coreInts(facts.Cores),
+		Architecture:       facts.Architecture,
+		Shape:              facts.Shape,
+		AvailabilityDomain: facts.AvailabilityDomain,
+		Subnet:             facts.Subnet,
 	}
 }
 
-// addJob records rec's instances as placed.
+// coreInts converts core ids of the wire to the scheduler's.
+func coreInts(ids []uint32) []int {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]int, len(ids))
+	for i, c := range ids {
+		out[i] = int(c)
+	}
+	return out
+}
+
+// coreIDs converts the scheduler's core ids to the wire's (they are
+// 0..8191, scheduler.View's bound).
+func coreIDs(ids []int) []uint32 {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]uint32, len(ids))
+	for i, c := range ids {
+		out[i] = uint32(c)
+	}
+	return out
+}
+
+// addJob records rec's instances as placed, each holding the core ids it
+// was started pinned to (Instance.cpu_list): read from the records, so a
+// new leader's view pins the same cores as the old one's.
 func (w *world) addJob(rec *internalpb.JobRecord) {
 	id := rec.GetJob().GetJob().GetJobId().GetJobId()
 	w.jobs[id] = rec
@@ -126,7 +158,7 @@ func (w *world) addJob(rec *internalpb.JobRecord) {
 		k := key{scheduler.JobID(id), scheduler.Role(in.GetRole())}
 		w.where[k] = in.GetNodeId()
 		w.placed = append(w.placed, scheduler.Placed{Job: k.job, Role: k.role, Node: scheduler.NodeID(in.GetNodeId()),
-			Capacity: capacity, GPUCapacity: gpu})
+			Capacity: capacity, GPUCapacity: gpu, Cores: coreInts(in.GetCpuList())})
 	}
 }
 

@@ -1,6 +1,9 @@
 package scheduler
 
-import "github.com/norsk-oss/norsk-manager/proto/managerpb"
+import (
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
+)
 
 // RequirementsFromProto converts a job's stored requirements; nil gives the
 // zero Requirements (no capacity, shared cores, no GPU). The float32 GPU
@@ -22,11 +25,14 @@ func RequirementsFromProto(r *managerpb.JobRequirements) Requirements {
 }
 
 // ConstraintsFromJob copies a job's placement fields (cloud, architecture,
-// shape, availabilityDomain, subnet); nil gives no constraints.
+// shape, availabilityDomain, subnet); nil gives no constraints. The
+// architecture is normalized (noderesources.NormalizeArchitecture: "amd64"
+// and "x86_64" both ask for x86_64, "arm64" for aarch64), as nodes name
+// theirs; the others are compared exactly.
 func ConstraintsFromJob(j *managerpb.Job) Constraints {
 	return Constraints{
 		Cloud:              j.GetCloud(),
-		Architecture:       j.GetArchitecture(),
+		Architecture:       noderesources.NormalizeArchitecture(j.GetArchitecture()),
 		Shape:              j.GetShape(),
 		AvailabilityDomain: j.GetAvailabilityDomain(),
 		Subnet:             j.GetSubnet(),

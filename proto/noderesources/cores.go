@@ -17,7 +17,7 @@ const MaxCoreID = 8191
 // Spaces around items are ignored. It returns the ids ascending without
 // duplicates, or an error naming the item that is not an id or a range
 // lo-hi with lo ≤ hi ≤ MaxCoreID. An empty list is an error: a worker
-// that offers no core says so by not pinning jobs, not by "--cores ”".
+// that offers no core has no --cores to give.
 func ParseCPUList(s string) ([]uint32, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("empty cpu list: want ids and ranges like 0-3,8")

@@ -206,7 +206,7 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 			return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already running", id, role), nil
 		}
 		rec.Instances = append(rec.Instances, &internalpb.Instance{Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING,
-			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: node}}})
+			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: node}}, CpuList: x.Start.GetCpuList()})
 		slices.SortFunc(rec.Instances, func(a, b *internalpb.Instance) int { return strings.Compare(a.GetRole(), b.GetRole()) })
 		if r.starts == nil {
 			r.starts = map[string]int{}

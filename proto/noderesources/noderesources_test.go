@@ -40,6 +40,12 @@ func TestValidate(t *testing.T) {
 		{"capability value too long", &commonpb.NodeResources{Capacity: 1, Capabilities: map[string]string{"a": strings.Repeat("v", MaxValueLen+1)}}, "capabilities", "a"},
 		{"zone too long", &commonpb.NodeResources{Capacity: 1, Zone: strings.Repeat("z", MaxNameLen+1)}, "zone", ""},
 		{"zone with tab", &commonpb.NodeResources{Capacity: 1, Zone: "z\t1"}, "zone", ""},
+		{"facts", &commonpb.NodeResources{Capacity: 1, Cores: []uint32{0, 2, 3, MaxCoreID}, Shape: "c6i.xlarge", Subnet: "subnet-1"}, "", ""},
+		{"cores unsorted", &commonpb.NodeResources{Capacity: 1, Cores: []uint32{3, 2}}, "cores", ""},
+		{"cores duplicate", &commonpb.NodeResources{Capacity: 1, Cores: []uint32{2, 2}}, "cores", ""},
+		{"core id too big", &commonpb.NodeResources{Capacity: 1, Cores: []uint32{MaxCoreID + 1}}, "cores", ""},
+		{"shape with space", &commonpb.NodeResources{Capacity: 1, Shape: "VM Standard"}, "shape", ""},
+		{"subnet too long", &commonpb.NodeResources{Capacity: 1, Subnet: strings.Repeat("s", MaxNameLen+1)}, "subnet", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

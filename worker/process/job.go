@@ -12,6 +12,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/cpuset"
 	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/svcplan"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -303,10 +304,23 @@ func writeJobFile(workDir string, wf *commonpb.WriteFile) error {
 	return os.Chmod(path, mode)
 }
 
-// launch starts (or restarts) s and watches its exit.
+// launch starts (or restarts) s and watches its exit. A pinned job's
+// service (norsk_cpu_list, checked by planCPUs at Start) is started from a
+// thread with that affinity mask (cpuset.Pinned), so it and everything it
+// forks run on the job's cores from their first instruction.
 func (j *job) launch(s *service) error {
 	env := svcplan.MergeEnv(j.r.cfg.Environ, s.spec.Env)
-	p, err := spawn(j.r.cfg.Shell, s.spec.Command, j.paths.work, env, s.stdout, s.stderr, s.exitFile)
+	var p *proc
+	start := func() (err error) {
+		p, err = spawn(j.r.cfg.Shell, s.spec.Command, j.paths.work, env, s.stdout, s.stderr, s.exitFile)
+		return err
+	}
+	var err error
+	if cpus := j.def().GetNorskCpuList(); len(cpus) > 0 {
+		err = cpuset.Pinned(cpus, start)
+	} else {
+		err = start()
+	}
 	if err != nil {
 		return err
 	}

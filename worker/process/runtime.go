@@ -12,6 +12,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/cpuset"
 	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
 	"google.golang.org/protobuf/proto"
@@ -165,11 +166,19 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 	if err != nil {
 		return nil, false, err
 	}
+	allowed, err := cpuset.Allowed()
+	if err != nil {
+		return nil, false, err
+	}
+	cpus, err := planCPUs(def, allowed)
+	if err != nil {
+		return nil, false, err
+	}
 	if err := r.reservePortsLocked(key, specs); err != nil {
 		return nil, false, fmt.Errorf("resolve ports: %w", err)
 	}
 	for _, s := range specs {
-		s.Env = serviceEnv(key, s)
+		s.Env = serviceEnv(key, s, cpus)
 		s.mappings = nil
 	}
 	j = r.newJob(key, proto.Clone(def).(*workerpb.WorkerJob), specs)

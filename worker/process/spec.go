@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
@@ -128,8 +129,10 @@ func validateFiles(files []*commonpb.WriteFile, services map[string]int) error {
 // and NORSK_SERVICE_NAME, then the service's environment_variables, then
 // NORSK_PORT_<container_port> (and NORSK_PORT_<container_port>_TCP/_UDP)
 // for its resolved ports and NORSK_ADDR_<container_port> (host:port, the
-// host address to bind), which win over anything above.
-func serviceEnv(key worker.JobKey, spec *serviceSpec) []string {
+// host address to bind), and NORSK_CPU_LIST ("0,2,3": the job's
+// norsk_cpu_list, ascending, when it is pinned), which win over anything
+// above.
+func serviceEnv(key worker.JobKey, spec *serviceSpec, cpus []uint32) []string {
 	env := []string{
 		"NORSK_JOB_ID=" + string(key.JobID),
 		"NORSK_JOB_ROLE=" + key.Role,
@@ -146,5 +149,28 @@ func serviceEnv(key worker.JobKey, spec *serviceSpec) []string {
 		}
 		env = append(env, fmt.Sprintf("NORSK_PORT_%d_%s=%s", p.ContainerPort, strings.ToUpper(p.Network()), port))
 	}
+	if len(cpus) > 0 {
+		env = append(env, "NORSK_CPU_LIST="+noderesources.FormatCPUList(cpus))
+	}
 	return env
+}
+
+// planCPUs checks job's norsk_cpu_list against allowed (the CPUs this
+// worker may run on, ascending) and returns it ascending without
+// duplicates; nil when the job is not pinned. A CPU outside allowed is an
+// ErrInvalidJob naming it: the kernel would silently narrow the mask to
+// the allowed ones, and the job would run on fewer cores than it was
+// given.
+func planCPUs(job *workerpb.WorkerJob, allowed []uint32) ([]uint32, error) {
+	if len(job.GetNorskCpuList()) == 0 {
+		return nil, nil
+	}
+	cpus := slices.Compact(slices.Sorted(slices.Values(job.GetNorskCpuList())))
+	for _, c := range cpus {
+		if _, ok := slices.BinarySearch(allowed, c); !ok {
+			return nil, fmt.Errorf("%w: norsk_cpu_list names cpu %d, which this worker may not run on (its affinity mask allows %s)",
+				worker.ErrInvalidJob, c, noderesources.FormatCPURanges(allowed))
+		}
+	}
+	return cpus, nil
 }

@@ -69,10 +69,13 @@ type Config struct {
 	Tags map[string]string
 
 	// Resources is what the worker offers for placement (capacity in
-	// reference units, GPU capacity and model, capabilities, zone), sent in
+	// reference units, GPU capacity and model, capabilities, zone, the
+	// core ids for pinned jobs, architecture, shape, subnet), sent in
 	// ClusterMemberRegister and in every hello; the manager keeps the last
-	// one it received (docs/design/nodes-capacity.md). DefaultConfig sets
-	// the capacity to noderesources.DefaultCapacity of this host's CPUs.
+	// one it received (docs/design/nodes-capacity.md). DefaultConfig
+	// offers every CPU of the process's affinity mask as cores, half of
+	// them as capacity (noderesources.DefaultCapacity), and the binary's
+	// architecture.
 	// Nil sends none, as a worker that predates it: the manager then
 	// counts the node's capacity as unknown (0 units). Must not be
 	// modified once the agent runs.
@@ -153,8 +156,23 @@ func DefaultConfig() Config {
 		OfflineInfoBytes:      256 << 10,
 		OfflineInfoTotalBytes: 16 << 20,
 		SessionQueue:          1024,
-		Resources:             &commonpb.NodeResources{Capacity: noderesources.DefaultCapacity(runtime.NumCPU())},
+		Resources:             defaultResources(),
 	}
+}
+
+// defaultResources is what a worker offers when it is not told: every CPU
+// it may run on as cores for pinned jobs, half of them as capacity, and
+// the binary's architecture.
+func defaultResources() *commonpb.NodeResources {
+	cpus, err := AllowedCPUs()
+	if err != nil {
+		return &commonpb.NodeResources{Capacity: noderesources.DefaultCapacity(runtime.NumCPU())}
+	}
+	r := &commonpb.NodeResources{Capacity: noderesources.DefaultCapacity(len(cpus)), Cores: cpus}
+	if arch, ok := noderesources.HostArchitecture(); ok {
+		r.Architecture = &arch
+	}
+	return r
 }
 
 // DevConfig returns a Config for tests and --dev: loopback on a free port

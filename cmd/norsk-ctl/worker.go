@@ -272,7 +272,7 @@ func (o *workerOptions) config() (worker.Config, error) {
 	case o.stopGrace < 0:
 		return cfg, fmt.Errorf("--stop-grace %s must not be negative", o.stopGrace)
 	}
-	if cfg.Resources, err = o.resources.resources(hostCores()); err != nil {
+	if cfg.Resources, err = o.resources.resources(hostCPUs()); err != nil {
 		return cfg, err
 	}
 	cfg.Token, cfg.ManagerURLs = o.token, urls

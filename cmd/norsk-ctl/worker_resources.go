@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/noderesources"
+	"github.com/norsk-oss/norsk-manager/worker"
 )
 
 // resourceFlags holds the flags of --mode=worker that say what the worker
@@ -21,6 +23,9 @@ type resourceFlags struct {
 	gpuModel     string
 	capabilities []string // NAME=VALUE
 	zone         string
+	cores        string // a cpu list; "" = every allowed cpu
+	shape        string
+	subnet       string
 }
 
 // unitsFlag is a float flag that remembers whether it was given, so that
@@ -57,7 +62,7 @@ func addResourceFlags(cmd *cobra.Command, r *resourceFlags) {
 	f := cmd.Flags()
 	f.Var(&r.capacity, "capacity",
 		"worker mode: the node's capacity for placement in reference units (1 unit = one real-time H.264 1080p30 medium-preset encode; a number > 0, e.g. 3.5). "+
-			"Default: half the host's logical CPUs, at least 0.5 (a cautious estimate: benchmark the host and set it). Jobs use units by auto_placement.requirements.required_capacity")
+			"Default: half the CPUs of --cores (by default every CPU the worker may run on), at least 0.5 (a cautious estimate: benchmark the host and set it). Jobs use units by auto_placement.requirements.required_capacity")
 	f.Var(&r.gpuCapacity, "gpu-capacity",
 		"worker mode: the node's GPU capacity in the same reference units (default 0: no GPU work is placed on it)")
 	f.StringVar(&r.gpuModel, "gpu-model", "",
@@ -66,22 +71,50 @@ func addResourceFlags(cmd *cobra.Command, r *resourceFlags) {
 		"worker mode: NAME=VALUE, a capability of the node, matched against a job's required_capabilities; repeatable")
 	f.StringVar(&r.zone, "zone", "",
 		"worker mode: the node's failure domain (a rack, a site; for a cloud node its availability zone or domain), "+
-			"so that a job's primary and backup can be kept apart. Default: none (a cluster slot's \"zone\" tag applies)")
+			"so that a job's primary and backup can be kept apart; a job's availabilityDomain matches it. Default: none (a cluster slot's \"zone\" tag applies)")
+	f.StringVar(&r.cores, "cores", "",
+		"worker mode: LIST, the CPUs (Linux ids, e.g. 2-7 or 0,2-5) jobs that require whole cores (required_cores) are pinned to; "+
+			"leave the others out to keep them for the host. Default: every CPU the worker may run on (its affinity mask). "+
+			"Jobs without required_cores are not pinned")
+	f.StringVar(&r.shape, "shape", "",
+		"worker mode: the node's shape or instance type, matched against a job's shape (a cloud node created by the manager uses its create request's). Default: none (a \"shape\" tag applies)")
+	f.StringVar(&r.subnet, "subnet", "",
+		"worker mode: the node's subnet, matched against a job's subnet (an OCI node created by the manager uses its create request's). Default: none (a \"subnet\" tag applies)")
 }
 
 // resourceFlagNames maps a noderesources.FieldError field to its flag.
 var resourceFlagNames = map[string]string{
 	"capacity": "--capacity", "gpu_capacity": "--gpu-capacity", "gpu_model": "--gpu-model",
-	"capabilities": "--capability", "zone": "--zone",
+	"capabilities": "--capability", "zone": "--zone", "cores": "--cores", "shape": "--shape", "subnet": "--subnet",
 }
 
 // resources turns the flags into the NodeResources the worker reports,
-// deriving the capacity from cores when --capacity is not given. Errors
-// name the flag at fault.
-func (r *resourceFlags) resources(cores int) (*commonpb.NodeResources, error) {
-	res := &commonpb.NodeResources{Capacity: r.capacity.v, GpuCapacity: r.gpuCapacity.v, GpuModel: r.gpuModel, Zone: r.zone}
+// given the CPUs the worker may run on (allowed, ascending): the cores
+// offered are --cores (each of them allowed) or else every allowed CPU;
+// the capacity, when --capacity is not given, is derived from how many
+// there are; the architecture is the binary's. Errors name the flag at
+// fault.
+func (r *resourceFlags) resources(allowed []uint32) (*commonpb.NodeResources, error) {
+	res := &commonpb.NodeResources{Capacity: r.capacity.v, GpuCapacity: r.gpuCapacity.v, GpuModel: r.gpuModel, Zone: r.zone,
+		Cores: allowed, Shape: r.shape, Subnet: r.subnet}
+	if arch, ok := noderesources.HostArchitecture(); ok {
+		res.Architecture = &arch
+	}
+	if r.cores != "" {
+		cores, err := noderesources.ParseCPUList(r.cores)
+		if err != nil {
+			return nil, fmt.Errorf("--cores %q: %w", r.cores, err)
+		}
+		for _, c := range cores {
+			if _, ok := slices.BinarySearch(allowed, c); !ok {
+				return nil, fmt.Errorf("--cores %q: cpu %d is not one this worker may run on (its affinity mask allows %s)",
+					r.cores, c, noderesources.FormatCPURanges(allowed))
+			}
+		}
+		res.Cores = cores
+	}
 	if !r.capacity.set {
-		res.Capacity = noderesources.DefaultCapacity(cores)
+		res.Capacity = noderesources.DefaultCapacity(len(res.Cores))
 	}
 	for _, c := range r.capabilities {
 		name, value, ok := strings.Cut(c, "=")
@@ -110,6 +143,16 @@ func (r *resourceFlags) resources(cores int) (*commonpb.NodeResources, error) {
 	return res, nil
 }
 
-// hostCores is the number of logical CPUs the default capacity is derived
-// from.
-func hostCores() int { return runtime.NumCPU() }
+// hostCPUs is the CPUs the worker may run on, the default of --cores and
+// the bound of any given; if the affinity mask cannot be read, CPUs
+// 0..NumCPU-1.
+func hostCPUs() []uint32 {
+	if cpus, err := worker.AllowedCPUs(); err == nil {
+		return cpus
+	}
+	cpus := make([]uint32, runtime.NumCPU())
+	for i := range cpus {
+		cpus[i] = uint32(i)
+	}
+	return cpus
+}

@@ -9,11 +9,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
-// TestWorkerResourceFlags parses the capacity, GPU, capability and zone
-// flags as the worker does (8 logical CPUs) and checks the resources it
-// would report, or that the error names the flag.
+// TestWorkerResourceFlags parses the capacity, GPU, capability, zone,
+// cores, shape and subnet flags as the worker does (allowed to run on
+// CPUs 0-7) and checks the resources it would report (the cores 0-7 and
+// this binary's architecture unless said otherwise), or that the error
+// names the flag.
 func TestWorkerResourceFlags(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -39,7 +42,15 @@ func TestWorkerResourceFlags(t *testing.T) {
 		{"capability twice", []string{"--capability=a=1", "--capability=a=2"}, nil, `--capability "a=2": a is given twice`},
 		{"capability value control character", []string{"--capability=a=x\x01"}, nil, "--capability a: value"},
 		{"zone with space", []string{"--zone=rack 1"}, nil, "--zone \"rack 1\" must be printable characters without spaces"},
+		{"cores kept for the host", []string{"--cores=2-5, 7", "--shape=bare-metal-32", "--subnet=lan-2"},
+			&commonpb.NodeResources{Capacity: 2.5, Cores: []uint32{2, 3, 4, 5, 7}, Shape: "bare-metal-32", Subnet: "lan-2"}, ""},
+		{"cores and capacity", []string{"--cores=0", "--capacity=3"}, &commonpb.NodeResources{Capacity: 3, Cores: []uint32{0}}, ""},
+		{"core not allowed", []string{"--cores=6-9"}, nil, `--cores "6-9": cpu 8 is not one this worker may run on (its affinity mask allows 0-7)`},
+		{"cores not a list", []string{"--cores=two"}, nil, `--cores "two": "two" is not a cpu id or range`},
+		{"cores backwards", []string{"--cores=5-3"}, nil, `--cores "5-3": range "5-3" runs backwards`},
+		{"shape with space", []string{"--shape=VM Standard"}, nil, `--shape "VM Standard" must be printable characters without spaces`},
 	}
+	arch, archKnown := noderesources.HostArchitecture()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var r resourceFlags
@@ -48,7 +59,7 @@ func TestWorkerResourceFlags(t *testing.T) {
 			err := cmd.ParseFlags(tc.args)
 			var got *commonpb.NodeResources
 			if err == nil {
-				got, err = r.resources(8)
+				got, err = r.resources([]uint32{0, 1, 2, 3, 4, 5, 6, 7})
 			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -58,6 +69,12 @@ func TestWorkerResourceFlags(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.want.Cores == nil {
+				tc.want.Cores = []uint32{0, 1, 2, 3, 4, 5, 6, 7}
+			}
+			if archKnown {
+				tc.want.Architecture = &arch
 			}
 			if !proto.Equal(got, tc.want) {
 				t.Fatalf("resources = %v, want %v", got, tc.want)
@@ -69,7 +86,7 @@ func TestWorkerResourceFlags(t *testing.T) {
 // TestCtl_Worker_BadCapacity: a bad resource flag is a usage error (exit
 // 2) naming the flag, before the worker listens.
 func TestCtl_Worker_BadCapacity(t *testing.T) {
-	for _, args := range [][]string{{"--capacity=0"}, {"--capacity=x"}, {"--capability=nvenc"}} {
+	for _, args := range [][]string{{"--capacity=0"}, {"--capacity=x"}, {"--capability=nvenc"}, {"--cores=99999"}} {
 		r := runCtl(t, testCtx(), "", append([]string{"--mode=worker", "--listen=127.0.0.1:0",
 			"--state-dir=" + filepath.Join(t.TempDir(), "w")}, args...)...)
 		flag, _, _ := strings.Cut(args[0], "=")

@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 )
@@ -19,6 +20,9 @@ type Allocation struct {
 	GPUCapacity float64
 	// Instances is the number of instances recorded on the node.
 	Instances int
+	// PinnedCores are the core ids pinned to the node's instances
+	// (Instance.cpu_list), ascending, each once.
+	PinnedCores []uint32
 }
 
 // JobAllocation returns what one instance of the job rec takes of a node:
@@ -36,7 +40,10 @@ func JobAllocation(rec *internalpb.JobRecord) (capacity, gpu float64) {
 // record is read once. ErrCorrupt for a malformed index key, or for an
 // index entry whose job record is missing.
 func (r *Reader) NodeAllocations() (map[string]Allocation, error) {
-	type units struct{ capacity, gpu float64 }
+	type units struct {
+		capacity, gpu float64
+		rec           *internalpb.JobRecord
+	}
 	jobs := map[string]units{}
 	out := map[string]Allocation{}
 	err := r.AllInstances(func(node string, ref InstanceRef) error {
@@ -50,14 +57,26 @@ func (r *Reader) NodeAllocations() (map[string]Allocation, error) {
 				return err
 			}
 			u.capacity, u.gpu = JobAllocation(rec)
+			u.rec = rec
 			jobs[ref.JobID] = u
 		}
 		a := out[node]
 		a.Capacity += u.capacity
 		a.GPUCapacity += u.gpu
 		a.Instances++
+		for _, in := range u.rec.GetInstances() {
+			if in.GetRole() == ref.Role && in.GetNodeId() == node {
+				a.PinnedCores = append(a.PinnedCores, in.GetCpuList()...)
+			}
+		}
 		out[node] = a
 		return nil
 	})
+	for node, a := range out {
+		if len(a.PinnedCores) > 0 {
+			a.PinnedCores = slices.Compact(slices.Sorted(slices.Values(a.PinnedCores)))
+			out[node] = a
+		}
+	}
 	return out, err
 }

@@ -72,3 +72,31 @@ func TestReader_NodeAllocations(t *testing.T) {
 	}))
 	require.Equal(t, map[string]Allocation{"n1": {Capacity: 1.5, Instances: 2}, "n2": {Capacity: 0.5, Instances: 1}}, got)
 }
+
+// The cores pinned to a node's instances (Instance.cpu_list) are listed
+// per node, ascending, once each; another node's pins do not count.
+func TestReader_NodeAllocations_PinnedCores(t *testing.T) {
+	ctx := context.Background()
+	store, log := TestStore(t)
+	rec := &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: &managerpb.Job{JobId: &commonpb.JobId{JobId: "p"}}},
+		Instances: []*internalpb.Instance{
+			{Role: "backup", NodeId: "n2", CpuList: []uint32{0, 1}},
+			{Role: "primary", NodeId: "n1", CpuList: []uint32{5, 4}},
+		}}
+	other := &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: &managerpb.Job{JobId: &commonpb.JobId{JobId: "q"}}},
+		Instances: []*internalpb.Instance{{Role: "primary", NodeId: "n1", CpuList: []uint32{2}}}}
+	for _, r := range []*internalpb.JobRecord{rec, other} {
+		b, err := proto.Marshal(r)
+		require.NoError(t, err)
+		_, err = log.Append(ctx, JobKey(r.GetJob().GetJob().GetJobId().GetJobId()), 0, Change{Record: b})
+		require.NoError(t, err)
+	}
+	var got map[string]Allocation
+	require.NoError(t, store.View(func(r *Reader) error {
+		var err error
+		got, err = r.NodeAllocations()
+		return err
+	}))
+	require.Equal(t, []uint32{2, 4, 5}, got["n1"].PinnedCores)
+	require.Equal(t, []uint32{0, 1}, got["n2"].PinnedCores)
+}

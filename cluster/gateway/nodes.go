@@ -94,8 +94,9 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 }
 
 // setCapacity fills info's placement fields from the node record n (what
-// its worker reported; unknown counts as 0 units) and alloc, what the job
-// records place on it (persistence.Reader.NodeAllocations).
+// its worker reported, unknown counting as 0 units; what it is,
+// node.FactsOf) and alloc, what the job records place on it
+// (persistence.Reader.NodeAllocations), the pinned cores included.
 func setCapacity(info *managerpb.NodeInfo, n *internalpb.NodeRecord, alloc persistence.Allocation) {
 	res := n.GetResources()
 	info.Resources = res
@@ -104,6 +105,9 @@ func setCapacity(info *managerpb.NodeInfo, n *internalpb.NodeRecord, alloc persi
 	info.AllocatedCapacity, info.AllocatedGpuCapacity = alloc.Capacity, alloc.GPUCapacity
 	info.FreeCapacity = res.GetCapacity() - alloc.Capacity
 	info.FreeGpuCapacity = res.GetGpuCapacity() - alloc.GPUCapacity
+	facts := node.FactsOf(n)
+	info.Architecture, info.Shape, info.AvailabilityDomain, info.Subnet = facts.Architecture, facts.Shape, facts.AvailabilityDomain, facts.Subnet
+	info.Cores, info.PinnedCores = facts.Cores, alloc.PinnedCores
 }
 
 // ListClusterNodes returns every cluster slot, bound or not, with its token.

@@ -13,6 +13,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/client/format"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // findNode returns node id as ListNodes shows it; for a node the manager
@@ -118,8 +119,31 @@ func writeNodeCapacity(field func(name, value string), n *managerpb.NodeInfo) {
 	}
 	field("GPU", gpu)
 	field("Capability", format.Tags(res.GetCapabilities()))
+	field("Cores", nodeCores(n))
 	field("Zone", format.Zone(n.GetZone()))
 	field("Cloud", format.Enum(n.GetCloud().String(), "CLOUD_"))
+	field("Machine", fmt.Sprintf("%s; shape %s; subnet %s", unknownDash(n.GetArchitecture()), unknownDash(n.GetShape()), unknownDash(n.GetSubnet())))
+}
+
+// nodeCores renders the cores a node offers to pinned jobs and those
+// pinned: "0-7, 2 pinned (2-3)", "0-7, none pinned", "none offered".
+func nodeCores(n *managerpb.NodeInfo) string {
+	if len(n.GetCores()) == 0 {
+		return "none offered (no job requiring cores is placed here)"
+	}
+	s := noderesources.FormatCPURanges(n.GetCores())
+	if p := n.GetPinnedCores(); len(p) > 0 {
+		return fmt.Sprintf("%s, %d pinned (%s)", s, len(p), noderesources.FormatCPURanges(p))
+	}
+	return s + ", none pinned"
+}
+
+// unknownDash is s, or "-" when it is empty (unknown).
+func unknownDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // writeOrphans renders the orphans of nodes as a table.

@@ -196,6 +196,7 @@ func TestWriteNodeDetails(t *testing.T) {
 		"Jobs:       -\n",
 		"Capacity:   unknown (the worker reported none), 0 units allocated\n", "GPU:        none\n", "Capability: -\n",
 		"Zone:       -\n", "Cloud:      unspecified\n",
+		"Cores:      none offered (no job requiring cores is placed here)\n", "Machine:    -; shape -; subnet -\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
@@ -204,6 +205,8 @@ func TestWriteNodeDetails(t *testing.T) {
 	n.Resources = &commonpb.NodeResources{Capacity: 4, GpuCapacity: 2, GpuModel: "nvidia-l4", Capabilities: map[string]string{"nvenc": "true", "av1": "hw"}}
 	n.AllocatedCapacity, n.FreeCapacity, n.AllocatedGpuCapacity, n.FreeGpuCapacity = 1.5, 2.5, 0.5, 1.5
 	n.Zone, n.Cloud = "z1", managerpb.Cloud_CLOUD_CLUSTER
+	n.Cores, n.PinnedCores = []uint32{0, 1, 2, 3, 4, 5, 6, 7}, []uint32{2, 3, 6}
+	n.Architecture, n.Shape, n.Subnet = "x86_64", "bare-metal-32", "lan-2"
 	b.Reset()
 	if err := writeNodeDetails(&b, now, n); err != nil {
 		t.Fatal(err)
@@ -211,6 +214,7 @@ func TestWriteNodeDetails(t *testing.T) {
 	for _, want := range []string{
 		"Capacity:   4 units, 1.5 allocated, 2.5 free\n", "GPU:        2 units, 0.5 allocated, 1.5 free (nvidia-l4)\n",
 		"Capability: av1=hw,nvenc=true\n", "Zone:       z1\n", "Cloud:      cluster\n",
+		"Cores:      0-7, 3 pinned (2-3,6)\n", "Machine:    x86_64; shape bare-metal-32; subnet lan-2\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())

@@ -122,6 +122,10 @@ func validateBundleJob(f string, j *managerpb.BundleJobSpec, index map[string]in
 		if err := validateJob(t); err != nil {
 			return prefixField(err, f+".")
 		}
+		if len(t.GetNorskCpuList()) > 0 {
+			return invalid(f+".job.norsk_cpu_list", "cannot be set on a bundle job: the placement engine picks the node and its cores; "+
+				"ask for whole cores with requirements.required_cores")
+		}
 		for k := range t.GetTags() {
 			if bundle.IsReservedTag(k) {
 				return invalid(f+".job.tags", "key %q is reserved (in any case): the manager stamps %s on derived jobs", k, strings.Join(bundle.ReservedTags(), ", "))

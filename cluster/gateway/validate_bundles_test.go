@@ -58,6 +58,7 @@ func TestValidateBundle(t *testing.T) {
 		{"no jobs", bundle("b"), "bundle.jobs"},
 		{"65 jobs", bundle("b", many...), "bundle.jobs"},
 		{"empty job name", bundle("b", js("")), "bundle.jobs[0].job_name"},
+		{"bundle job with a cpu list", bundle("b", js("a", tmpl(&managerpb.Job{NorskCpuList: []uint32{3}}))), "bundle.jobs[0].job.norsk_cpu_list"},
 		{"job name with dot", bundle("b", js("a.b")), "bundle.jobs[0].job_name"},
 		{"job name too long", bundle("b", js(strings.Repeat("n", maxJobNameLen+1))), "bundle.jobs[0].job_name"},
 		{"duplicate job name", bundle("b", js("a"), js("a")), "bundle.jobs[1].job_name"},

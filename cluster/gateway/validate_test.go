@@ -46,6 +46,8 @@ func TestValidateJob(t *testing.T) {
 		{"the Norsk Media container may be depended on and given files", &managerpb.Job{Services: []*commonpb.Service{svc("a", "norsk-media")},
 			WriteFiles: []*commonpb.WriteFile{{Path: "/etc/m.conf", Services: []string{"norsk-media"}}}}, ""},
 		{"opaque json is not parsed", &managerpb.Job{LaunchConfigJson: strPtr("{not json")}, ""},
+		{"cpu list of a manual job", &managerpb.Job{NorskCpuList: []uint32{0, 1}}, ""},
+		{"cpu list with auto_placement", &managerpb.Job{NorskCpuList: []uint32{0, 1}, AutoPlacement: &managerpb.AutoPlacement{}}, "job.norsk_cpu_list"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

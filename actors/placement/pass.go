@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -105,7 +106,9 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 			ask.AvoidNodes = hist.nodes
 		}
 	}
+	t0 := time.Now()
 	d, err := view.Select(ask)
+	e.cfg.Metrics.observeDecision(time.Since(t0))
 	var nf *scheduler.Failure
 	switch {
 	case errors.As(err, &nf):

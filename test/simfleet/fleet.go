@@ -230,6 +230,12 @@ func (f *Fleet) RunningOn(job, role string) []string {
 	return f.ledger.nodesOf(worker.JobKey{JobID: worker.JobID(job), Role: role})
 }
 
+// FirstStart returns when the fleet first received a start of (job,
+// role), and false if it never did.
+func (f *Fleet) FirstStart(job, role string) (time.Time, bool) {
+	return f.ledger.firstStart(worker.JobKey{JobID: worker.JobID(job), Role: role})
+}
+
 // Errors returns, by node name, the agents that stopped on their own
 // with an error (a refused registration, a lost listener).
 func (f *Fleet) Errors() map[string]error {

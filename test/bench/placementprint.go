@@ -150,7 +150,7 @@ func printPlacement(e *env, rs []placementResult) {
 	printPlacementTargets(e, rs)
 	for _, r := range rs {
 		if r.profile != "" {
-			printProfileTop(context.Background(), e, fmt.Sprintf("CPU profile of the manager, %s, the first 30 s after the first CreateJob", r.size), r.profile, "-top")
+			printProfileTop(context.Background(), e, fmt.Sprintf("CPU profile of the manager, %s, the first 30 s after the first CreateJob", r.size), r.profile, "-top", "-cum")
 		}
 	}
 }

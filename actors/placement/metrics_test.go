@@ -51,7 +51,25 @@ func TestMetrics_PlacementsAndUnplaced(t *testing.T) {
 	f.pass()
 	require.Equal(t, 2.0, gathered(t, reg, "norsk_manager_placements_total", ResultPlaced))
 	require.Equal(t, 0.0, gathered(t, reg, "norsk_manager_unplaced_jobs", ""))
+	// a, b (no node), b again (no node), b (placed): one observation per
+	// decision, whatever its outcome.
+	require.Equal(t, uint64(4), decisions(t, reg))
 
 	_, err = NewMetrics(reg)
 	require.Error(t, err, "registered twice")
+}
+
+// decisions returns the sample count of
+// norsk_manager_placement_decision_seconds in reg.
+func decisions(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "norsk_manager_placement_decision_seconds" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("norsk_manager_placement_decision_seconds not gathered")
+	return 0
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,14 +25,22 @@ import (
 // error only when the store could not be read or the view not built;
 // per-job problems are kept as failures and logged.
 func (e *Engine) Pass(ctx context.Context) error {
+	// The StartJobs in flight before the read: one answered while the
+	// store is read may be missing from the view (its answer came after
+	// the view was taken), so it counts as in flight for this pass too,
+	// rather than being decided (and counted placed) a second time.
+	e.mu.Lock()
+	pre := maps.Clone(e.inflight)
+	e.mu.Unlock()
 	w, err := readWorld(e.cfg.Store, e.cfg.Clock())
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
-	inflight := make([]scheduler.Placed, 0, len(e.inflight))
-	busy := make(map[key]bool, len(e.inflight))
-	for k, p := range e.inflight {
+	maps.Copy(pre, e.inflight)
+	inflight := make([]scheduler.Placed, 0, len(pre))
+	busy := make(map[key]bool, len(pre))
+	for k, p := range pre {
 		if _, recorded := w.where[k]; !recorded {
 			inflight = append(inflight, p)
 			w.where[k] = string(p.Node)
@@ -105,7 +115,9 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 			ask.AvoidNodes = hist.nodes
 		}
 	}
+	t0 := time.Now()
 	d, err := view.Select(ask)
+	e.cfg.Metrics.observeDecision(time.Since(t0))
 	var nf *scheduler.Failure
 	switch {
 	case errors.As(err, &nf):

@@ -9,7 +9,8 @@
 //	go run ./test/bench docker      # the Docker runtime: StartJob → job_running, StopJob → job_stopped of a two-container job (real worker, --runtime=docker)
 //	go run ./test/bench storeopen   # store open on 10k/100k jobs: plain badger vs every table checksum-verified first, and verify
 //	go run ./test/bench storecrash  # writers SIGKILLed --crash-iterations times per store (test/storecrash), every restart first time
-//	go run ./test/bench all         # all of the above (docker is skipped with a note where no Docker engine answers)
+//	go run ./test/bench placement   # the placement engine on simulated fleets (test/simfleet): 100×1,000 and 1,000×10,000 nodes×jobs (--fleet-sizes)
+//	go run ./test/bench all         # all of the above but placement (docker is skipped with a note where no Docker engine answers)
 //
 // An HA cluster of manager processes (--cluster-timings lan, what operators
 // run, unless --cluster-timings local):
@@ -64,7 +65,9 @@ type settings struct {
 	trials     int   // startjob
 	slots      int   // register
 	jobs       []int // recovery, storeopen
-	probes     int   // recovery: restarts measured per size; storeopen: opens per size and mode
+	// fleetSizes: placement runs, simulated nodes × auto-placed jobs.
+	fleetSizes []fleetSize
+	probes     int // recovery: restarts measured per size; storeopen: opens per size and mode
 	// crashIterations: storecrash kills per store and kind set.
 	crashIterations int
 	pprof           bool // recovery: print the top of a heap profile of the largest size
@@ -116,6 +119,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"recovery":  runRecovery,
 	"docker":    runDocker,
 	"snapshot":  runSnapshot,
+	"placement": runPlacement,
 
 	"storeopen":  runStoreOpen,
 	"storecrash": runStoreCrash,
@@ -168,6 +172,7 @@ func main() {
 
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
+		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile]\n" +
 		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +
@@ -236,7 +241,9 @@ func parseFlags(name string, args []string) (*settings, error) {
 	dockerJobNetwork := fs.Bool("docker-job-network", true, "docker: also measure a worker with --docker-network=job (a bridge network per job)")
 	engineReps := fs.Int("engine-reps", 10, "docker: repetitions of the directly timed Engine API calls per network mode, and containers of the SIGTERM-right-after-start check")
 	pprof := fs.Bool("pprof", true, "recovery: print go tool pprof -top of the heap at the largest job count")
-	cpuProfile := fs.Bool("manager-cpu-profile", false, "createjob: run the manager as the bench binary with a CPU profile (same agent code) and print go tool pprof -top per client count")
+	cpuProfile := fs.Bool("manager-cpu-profile", false, "createjob: run the manager as the bench binary with a CPU profile (same agent code) and print go tool pprof -top per client count; "+
+		"placement: profile norsk-manager (--enable-debug) for the first 30 s after the first CreateJob and print the top")
+	fleetSizes := fs.String("fleet-sizes", "100x1000,1000x10000", "placement: runs as NODESxJOBS (simulated nodes × auto-placed jobs of 1 unit), each on a fresh manager")
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
 	workDir := fs.String("work-dir", "", "parent of the scratch directories (default: the system temp dir; keep it on the disk you want to measure)")
 	keep := fs.Bool("keep", false, "keep the scratch directories")
@@ -272,6 +279,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "trials", trials, 10)
 		quickDefault(set, "slots", slots, 10)
 		quickDefault(set, "jobs", jobs, "1000,5000")
+		quickDefault(set, "fleet-sizes", fleetSizes, "20x200")
 		quickDefault(set, "probes", probes, 1)
 		quickDefault(set, "crash-iterations", crashIterations, 20)
 		quickDefault(set, "docker-trials", dockerTrials, 5)
@@ -302,6 +310,9 @@ func parseFlags(name string, args []string) (*settings, error) {
 	}
 	s.clientsSet = set["clients"]
 	if s.jobs, err = parseInts("--jobs", *jobs); err != nil {
+		return nil, err
+	}
+	if s.fleetSizes, err = parseFleetSizes(*fleetSizes); err != nil {
 		return nil, err
 	}
 	if s.convergenceSizes, err = parseInts("--convergence-sizes", *convergenceSizes); err != nil {

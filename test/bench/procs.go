@@ -195,8 +195,9 @@ type manager struct {
 // startManager runs norsk-manager on dataDir with default durability
 // (fsync on) and waits until its API answers. With a profile path it runs
 // the same agent in a bench process that writes a CPU profile there when
-// stopped.
-func (e *env) startManager(ctx context.Context, dataDir string, profile string) (*manager, error) {
+// stopped. extra flags are given to norsk-manager (not to the profiled
+// bench process).
+func (e *env) startManager(ctx context.Context, dataDir string, profile string, extra ...string) (*manager, error) {
 	bin, err := e.binaries(ctx)
 	if err != nil {
 		return nil, err
@@ -207,7 +208,7 @@ func (e *env) startManager(ctx context.Context, dataDir string, profile string) 
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	name, exe := "norsk-manager", filepath.Join(bin, "norsk-manager")
-	args := []string{"--data-dir", dataDir, "--api-addr", addr, "--log-level", "warn"}
+	args := append([]string{"--data-dir", dataDir, "--api-addr", addr, "--log-level", "warn"}, extra...)
 	if e.noSync {
 		args = append(args, "--unsafe-no-fsync")
 	}

@@ -23,6 +23,9 @@ type pendingStart struct {
 	node string
 	// instance is the id minted for this attempt (never empty).
 	instance string
+	// note is the placement engine's note of the StartJob (nil: by hand),
+	// kept on the instance whichever path records it.
+	note *internalpb.PlacementNote
 }
 
 // newInstanceID returns the id of the instance a StartJob provisions: 32

@@ -118,7 +118,7 @@ backup), the failure domains it shares with the other replica against the
 resilience policy (DEGRADED; "fix available" when a node sharing less has
 room now, the job not being moved; "resolved" once the other replica moved
 away), and for a job the placement engine could not place, why.`,
-		Args:  ctlArgs("BUNDLE_ID"),
+		Args: ctlArgs("BUNDLE_ID"),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
 			info, err := m.GetBundle(ctx, client.BundleID(args[0]))
 			if err != nil {

@@ -7398,8 +7398,8 @@ type RolePlacement struct {
 	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	// The node the role runs on; empty if not placed.
 	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// The pool tier the engine chose; empty if the job has no pool or the
-	// decision was made by another leadership term or by hand.
+	// The pool tier the engine chose; empty if the job has no pool or it was
+	// started by hand.
 	Tier string `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
 	// Failure domains ("node", "zone", "cloud") the role shares with its
 	// other replica against the resilience policy because nothing else fit.

@@ -163,7 +163,7 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *
 		return r
 	}
 	role, node := c.GetRole(), c.GetNodeId()
-	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID), cpus: startCPUs(g.rec.GetJob().GetJob(), c)}
+	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID), cpus: startCPUs(g.rec.GetJob().GetJob(), c), note: c.GetPlacement()}
 	g.pending[role] = p
 	delete(g.endedWhilePending, role)
 	wj := WorkerJob(g.rec.GetJob().GetJob(), role)
@@ -259,7 +259,8 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 	}
 	putInstance(next, in)
 	g.addHistory(next, hProvisioned(now, in))
-	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+	events := append([]*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}, NotePlaced(next, in, p.note, now)...)
+	if r := g.commit(reqID, next, events...); r != nil {
 		// The commit reloaded the record. If another activation of this
 		// grain recorded the very same instance meanwhile (two activations
 		// overlap during a topology change), it runs as wanted: stopping

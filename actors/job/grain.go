@@ -248,6 +248,10 @@ func (g *grain) dispatch(ctx actor.Context, m *internalpb.JobCommand) *internalp
 		return g.instanceReport(ctx, m.GetRequestId(), c.InstanceReport)
 	case *internalpb.JobCommand_NodeGone:
 		return g.nodeGone(m.GetRequestId(), c.NodeGone)
+	case *internalpb.JobCommand_RecordPlacementFailure:
+		return g.recordPlacementFailure(m.GetRequestId(), c.RecordPlacementFailure)
+	case *internalpb.JobCommand_RecheckPlacement:
+		return g.recheckPlacement(m.GetRequestId(), c.RecheckPlacement)
 	}
 	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
 }

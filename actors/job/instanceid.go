@@ -26,6 +26,9 @@ type pendingStart struct {
 	// cpus are the core ids sent as the provision's norsk_cpu_list
 	// (startCPUs), recorded on the Instance; empty: not pinned.
 	cpus []uint32
+	// note is the placement engine's note of the StartJob (nil: by hand),
+	// kept on the instance whichever path records it.
+	note *internalpb.PlacementNote
 }
 
 // newInstanceID returns the id of the instance a StartJob provisions: 32

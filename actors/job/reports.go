@@ -101,6 +101,7 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 	}
 	now := g.now()
 	next := g.next()
+	var placed []*managerpb.EventStreamEvent // a pending start's job_placed
 	if i := instanceIndex(g.rec, role); i >= 0 {
 		in := next.Instances[i]
 		switch {
@@ -155,12 +156,16 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 		}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in), hRunning(now, in))
+		if p, ok := g.pending[role]; ok {
+			// Started before the provision's answer: the note of the start.
+			placed = NotePlaced(next, in, p.note, now)
+		}
 		g.log.Info("adopted an instance the worker reports running", "role", role, "node_id", node, "instance_id", id)
 	}
 	if next.Job.Job.State == managerpb.Job_PRE {
 		next.Job.Job.State = managerpb.Job_ACTIVE
 	}
-	if rep := g.commit(reqID, next, updatedEvent(next.GetJob())); rep != nil {
+	if rep := g.commit(reqID, next, append([]*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}, placed...)...); rep != nil {
 		return rep
 	}
 	g.log.Info("job running", "role", role, "node_id", node, "instance_id", id)
@@ -179,6 +184,7 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 	}
 	i := instanceIndex(g.rec, r.GetRole())
 	next := g.next()
+	var placed []*managerpb.EventStreamEvent // a pending start's job_placed
 	p, pending := g.pending[r.GetRole()]
 	switch {
 	case i < 0 && pending && p.node == r.GetNodeId() && r.GetKind() != internalpb.InstanceReport_MISSING:
@@ -191,6 +197,7 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(), InstanceId: p.instance, CpuList: p.cpus}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in))
+		placed = NotePlaced(next, in, p.note, now)
 		defer func() {
 			if g.rec == next { // committed
 				g.endedWhilePending[r.GetRole()] = r.GetNodeId()
@@ -212,7 +219,7 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 		recordFailure(next, &managerpb.InstanceFailure{Role: r.GetRole(), NodeId: &commonpb.NodeId{NodeId: r.GetNodeId()},
 			Reason: r.GetReason(), At: g.now()})
 	}
-	events := []*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}
+	events := append([]*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}, placed...)
 	if r.GetReason() != "" {
 		// The history's stopping reason is an enum; the worker's words go
 		// to the event stream as job_info, so operators see why.

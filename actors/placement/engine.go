@@ -73,6 +73,9 @@ type Engine struct {
 	decided map[key]Decided
 	// drain holds the StopJobs in flight and the drained nodes logged.
 	drain drainState
+	// notes holds the failure and re-check writes in flight and their
+	// budget (failures.go). Guarded by mu.
+	notes noteWrites
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before
@@ -163,8 +166,8 @@ func (e *Engine) kick() {
 	}
 }
 
-// Unplaced is why a (job, role) was last found unplaceable: for logs now,
-// for GetPlacement (next step).
+// Unplaced is why a (job, role) was last found unplaceable: for logs, for
+// GetPlacement, and written to the job record (failures.go).
 type Unplaced struct {
 	// Reason is the text an operator reads: the decision's explanation
 	// ("job J role R fits no node: 3 nodes evaluated: capacity exhausted on

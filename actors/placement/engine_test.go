@@ -55,7 +55,11 @@ func TestEngine_Pass_Placeable(t *testing.T) {
 			f.putJob(rec)
 			f.pass()
 			if !tc.placed {
-				require.Equal(t, 0, f.router.sent(), "nothing sent")
+				// Nothing started; an unknown pool is a placement failure,
+				// recorded (once) on the job.
+				failures, _ := f.router.writes("j/primary")
+				require.Equal(t, failures, f.router.sent(), "nothing but a failure record sent")
+				require.Zero(t, f.router.startCount("j", "primary"))
 				require.Empty(t, f.nodeOf("j", "primary"))
 				return
 			}

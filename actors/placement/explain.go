@@ -2,6 +2,7 @@ package placement
 
 import (
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 )
 
 // Decided is what the engine chose for a (job, role) the job grain
@@ -49,12 +50,9 @@ func (e *Engine) Explain(job string) []RoleExplanation {
 	return out
 }
 
-// remember keeps d as the accepted decision of k.
-func (e *Engine) remember(k key, d scheduler.Decision) {
-	dd := Decided{Node: string(d.Node), Tier: d.Tier}
-	for _, x := range d.Degraded {
-		dd.Degraded = append(dd.Degraded, string(x))
-	}
+// remember keeps d, carried out with note, as the accepted decision of k.
+func (e *Engine) remember(k key, d scheduler.Decision, note *internalpb.PlacementNote) {
+	dd := Decided{Node: string(d.Node), Tier: d.Tier, Degraded: note.GetDegradedAtPlacement()}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.decided == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
@@ -53,14 +54,14 @@ func (f *fixture) pass() {
 	f.eng.settle()
 }
 
-// put writes rec under k at the entity's current sequence.
-func (f *fixture) put(k persistence.EntityKey, rec proto.Message) {
+// put writes rec under k at the entity's current sequence, with events.
+func (f *fixture) put(k persistence.EntityKey, rec proto.Message, events ...*managerpb.EventStreamEvent) {
 	f.t.Helper()
 	seq, err := f.store.Seq(k)
 	require.NoError(f.t, err)
 	b, err := proto.Marshal(rec)
 	require.NoError(f.t, err)
-	_, err = f.log.Append(context.Background(), k, seq, persistence.Change{Record: b})
+	_, err = f.log.Append(context.Background(), k, seq, persistence.Change{Record: b, Events: events})
 	require.NoError(f.t, err)
 }
 
@@ -171,6 +172,9 @@ type fakeRouter struct {
 	hold  chan struct{}
 	// refuse, when set, answers every StartJob with it.
 	refuse *internalpb.Reply
+	// failureWrites and rechecks count the RecordPlacementFailure and
+	// RecheckPlacement commands carried out, by "job/role".
+	failureWrites, rechecks map[string]int
 }
 
 func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error) {
@@ -199,14 +203,35 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 		return actors.OK(), nil
 	}
 	rec.RecentRequests = append(rec.RecentRequests, c.GetRequestId())
+	var events []*managerpb.EventStreamEvent
+	at := timestamppb.New(r.f.now)
 	switch x := c.GetCmd().(type) {
+	case *internalpb.JobCommand_RecordPlacementFailure:
+		ev, fail := job.ApplyPlacementFailure(rec, x.RecordPlacementFailure, at)
+		if fail != nil {
+			return fail, nil
+		}
+		events = append(events, ev)
+		r.count(&r.failureWrites, id+"/"+x.RecordPlacementFailure.GetRole())
+	case *internalpb.JobCommand_RecheckPlacement:
+		ev, fail := job.ApplyRecheck(rec, x.RecheckPlacement, at)
+		if fail != nil || ev == nil {
+			if fail == nil {
+				return actors.OK(), nil
+			}
+			return fail, nil
+		}
+		events = append(events, ev)
+		r.count(&r.rechecks, id+"/"+x.RecheckPlacement.GetRole())
 	case *internalpb.JobCommand_Start:
 		role, node := x.Start.GetRole(), x.Start.GetNodeId()
 		if slices.ContainsFunc(rec.GetInstances(), func(in *internalpb.Instance) bool { return in.GetRole() == role }) {
 			return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already running", id, role), nil
 		}
-		rec.Instances = append(rec.Instances, &internalpb.Instance{Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING,
-			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: node}}, CpuList: x.Start.GetCpuList()})
+		in := &internalpb.Instance{Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING,
+			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: node}}, CpuList: x.Start.GetCpuList()}
+		rec.Instances = append(rec.Instances, in)
+		events = append(events, job.NotePlaced(rec, in, x.Start.GetPlacement(), at)...)
 		slices.SortFunc(rec.Instances, func(a, b *internalpb.Instance) int { return strings.Compare(a.GetRole(), b.GetRole()) })
 		if r.starts == nil {
 			r.starts = map[string]int{}
@@ -230,8 +255,46 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 	default:
 		return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "fake router: unexpected command %T", c.GetCmd()), nil
 	}
-	r.f.putJob(rec)
+	r.f.put(persistence.JobKey(id), rec, events...)
 	return actors.OK(), nil
+}
+
+// count adds one to (*m)[k], making the map on first use. Called with mu held.
+func (r *fakeRouter) count(m *map[string]int, k string) {
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[k]++
+}
+
+// writes returns how many failure writes and re-check writes were carried
+// out for "job/role".
+func (r *fakeRouter) writes(k string) (failures, rechecks int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failureWrites[k], r.rechecks[k]
+}
+
+// events returns the events of kind logged after index from (each as
+// the EventStreamEvent), kind being a oneof type such as
+// *managerpb.EventStreamEvent_JobPlaced.
+func events[T any](f *fixture, from persistence.Index) []T {
+	f.t.Helper()
+	evs, err := f.store.ReadEvents(from+1, 100000)
+	require.NoError(f.t, err)
+	var out []T
+	for _, e := range evs {
+		if x, ok := e.GetEvent().GetEvent().(T); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// head is the newest event log index.
+func (f *fixture) head() persistence.Index {
+	_, h := f.store.EventBounds()
+	return h
 }
 
 func (r *fakeRouter) RequestFuture(string, string, proto.Message, time.Duration) *actor.Future {

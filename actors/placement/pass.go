@@ -79,6 +79,8 @@ func (e *Engine) Pass(ctx context.Context) error {
 	}
 	e.cfg.Metrics.setUnplaced(unplaced)
 	e.stopPass(ctx, w, view)
+	e.recordFailures(ctx, w)
+	e.recheckPass(ctx, w, view)
 	return nil
 }
 
@@ -134,7 +136,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 			m = members[i-1]
 		}
 		w.where[key{p.Job, p.Role}] = string(d.Node)
-		e.start(ctx, m, d, p)
+		e.start(ctx, m, d, p, w.noteOf(m, d, i == 0, ask.Peer))
 	}
 	return true
 }
@@ -241,17 +243,17 @@ func RequestID(job, role string, seq uint64) string {
 
 // start sends the StartJob of p (c's part of decision d) in the
 // background, holding the role in flight until the job grain answers.
-func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, p scheduler.Placed) {
+func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, p scheduler.Placed, note *internalpb.PlacementNote) {
 	k := c.key
 	e.mu.Lock()
 	e.inflight[k] = p
 	e.mu.Unlock()
 	log := e.log.With("job_id", k.job, "role", k.role, "node_id", d.Node, "tier", d.Tier, "pool", c.pool)
-	if len(d.Degraded) > 0 {
-		log = log.With("degraded", fmt.Sprint(d.Degraded))
+	if len(note.GetDegradedAtPlacement()) > 0 {
+		log = log.With("degraded", fmt.Sprint(note.GetDegradedAtPlacement()))
 	}
 	cmd := &internalpb.JobCommand{RequestId: RequestID(string(k.job), string(k.role), uint64(c.seq)), JobId: string(k.job),
-		Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: string(k.role), NodeId: string(d.Node), CpuList: coreIDs(p.Cores)}}}
+		Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: string(k.role), NodeId: string(d.Node), CpuList: coreIDs(p.Cores), Placement: note}}}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -265,8 +267,8 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 		case err == nil:
 			e.cfg.Metrics.count(ResultPlaced)
 			e.placedOK(k)
-			e.remember(k, d)
-			log.Info("job placed", "decision", d.String())
+			e.remember(k, d, note)
+			log.Info("job placed", "decision", note.GetDecision())
 		case errors.As(err, &re) && re.Code == errorpb.Code_ALREADY_EXISTS:
 			// Another decision (a previous leader's) got there first.
 			e.placedOK(k)

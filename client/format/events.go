@@ -82,6 +82,21 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		return "pool_updated", PoolEventDetails(e.PoolUpdated.GetPool())
 	case *managerpb.EventStreamEvent_PoolDeleted:
 		return "pool_deleted", "pool=" + Value(e.PoolDeleted.GetName().GetName())
+	case *managerpb.EventStreamEvent_JobPlaced:
+		p := e.JobPlaced
+		return "job_placed", join(fmt.Sprintf("job=%s role=%s node=%s", Value(p.GetJobId().GetJobId()), Value(p.GetRole()), Value(p.GetNodeId().GetNodeId())),
+			kv("pool", p.GetPool()), kv("tier", p.GetTier()), kv("degraded", strings.Join(p.GetDegradedDomains(), ",")))
+	case *managerpb.EventStreamEvent_PlacementFailed:
+		p := e.PlacementFailed
+		return "placement_failed", fmt.Sprintf("job=%s role=%s: %s", Value(p.GetJobId().GetJobId()), Value(p.GetRole()), p.GetAttempt().GetReason())
+	case *managerpb.EventStreamEvent_PlacementDegraded:
+		p := e.PlacementDegraded
+		head := join(fmt.Sprintf("job=%s role=%s node=%s state=%s", Value(p.GetJobId().GetJobId()), Value(p.GetRole()),
+			Value(p.GetNodeId().GetNodeId()), Enum(p.GetState().String(), "")), kv("domains", strings.Join(p.GetDomains(), ",")))
+		if p.GetMessage() == "" {
+			return "placement_degraded", head
+		}
+		return "placement_degraded", head + ": " + p.GetMessage()
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

@@ -77,6 +77,21 @@ func TestEventLine(t *testing.T) {
 		{"pool_deleted", &managerpb.EventStreamEvent{LogIndex: 10, Event: &managerpb.EventStreamEvent_PoolDeleted{PoolDeleted: &managerpb.PoolDeleted{
 			Name: &managerpb.PoolName{Name: "live"}}}},
 			"#10    pool_deleted            pool=live"},
+		{"job_placed", &managerpb.EventStreamEvent{LogIndex: 11, Event: &managerpb.EventStreamEvent_JobPlaced{JobPlaced: &managerpb.JobPlaced{
+			JobId: &commonpb.JobId{JobId: "bd.1.web"}, Role: "backup", NodeId: &commonpb.NodeId{NodeId: "a2"}, Pool: "live", Tier: "onprem",
+			DegradedDomains: []string{"zone"}}}},
+			"#11    job_placed              job=bd.1.web role=backup node=a2 pool=live tier=onprem degraded=zone"},
+		{"placement_failed", &managerpb.EventStreamEvent{LogIndex: 12, Event: &managerpb.EventStreamEvent_PlacementFailed{PlacementFailed: &managerpb.PlacementFailed{
+			JobId: &commonpb.JobId{JobId: "big"}, Role: "primary", Attempt: &managerpb.PlacementAttempt{
+				Reason: "job big role primary fits no node: 2 nodes evaluated: capacity exhausted on 2 nodes (needs 9 units)"}}}},
+			"#12    placement_failed        job=big role=primary: job big role primary fits no node: 2 nodes evaluated: capacity exhausted on 2 nodes (needs 9 units)"},
+		{"placement_degraded", &managerpb.EventStreamEvent{LogIndex: 13, Event: &managerpb.EventStreamEvent_PlacementDegraded{PlacementDegraded: &managerpb.PlacementDegraded{
+			JobId: &commonpb.JobId{JobId: "bd.1.web"}, Role: "backup", NodeId: &commonpb.NodeId{NodeId: "a2"}, Domains: []string{"zone"},
+			State: managerpb.PlacementDegraded_FIX_AVAILABLE, Message: "node b1 has room"}}},
+			"#13    placement_degraded      job=bd.1.web role=backup node=a2 state=fix_available domains=zone: node b1 has room"},
+		{"placement_degraded resolved", &managerpb.EventStreamEvent{LogIndex: 14, Event: &managerpb.EventStreamEvent_PlacementDegraded{PlacementDegraded: &managerpb.PlacementDegraded{
+			JobId: &commonpb.JobId{JobId: "bd.1.web"}, Role: "backup", NodeId: &commonpb.NodeId{NodeId: "a2"}, State: managerpb.PlacementDegraded_RESOLVED}}},
+			"#14    placement_degraded      job=bd.1.web role=backup node=a2 state=resolved"},
 		{"node_starting", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_NodeStarting{NodeStarting: &managerpb.NodeStarting{NodeMetadata: nodeMD}}},
 			"#6     node_starting           node=n1 tags=pool=a"},
 		{"node_started", &managerpb.EventStreamEvent{LogIndex: 7, Event: &managerpb.EventStreamEvent_NodeStarted{NodeStarted: &managerpb.NodeStarted{NodeMetadata: nodeMD, RunningNodeMetadata: running}}},
@@ -161,5 +176,23 @@ func TestHealthList(t *testing.T) {
 				t.Errorf("HealthList = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDegradation(t *testing.T) {
+	cases := []struct {
+		domains []string
+		state   managerpb.PlacementDegraded_State
+		want    string
+	}{
+		{nil, managerpb.PlacementDegraded_PLACEMENT_DEGRADED_UNSPECIFIED, "-"},
+		{[]string{"node", "zone"}, managerpb.PlacementDegraded_DEGRADED, "node,zone"},
+		{[]string{"zone"}, managerpb.PlacementDegraded_FIX_AVAILABLE, "zone (fix available, not moved)"},
+		{nil, managerpb.PlacementDegraded_RESOLVED, "resolved"},
+	}
+	for _, tc := range cases {
+		if got := format.Degradation(tc.domains, tc.state); got != tc.want {
+			t.Errorf("Degradation(%v, %v) = %q, want %q", tc.domains, tc.state, got, tc.want)
+		}
 	}
 }

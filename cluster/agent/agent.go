@@ -281,7 +281,6 @@ func (a *Agent) Start() error {
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier
 		gcfg.LeaderKnown = func() bool { return a.cl.rep.Leader() != "" }
-		gcfg.Leader = a.cl.rep.Leader
 		gcfg.Members = a.clusterMembers
 		gcfg.LiveView = a.liveView
 	} else {

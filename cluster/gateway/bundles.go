@@ -100,11 +100,14 @@ func (s *Server) GetBundle(ctx context.Context, in *managerpb.BundleId) (*manage
 	if err := checkBundleID("bundle_id", in.GetBundleId()); err != nil {
 		return nil, err
 	}
-	var rec *internalpb.BundleRecord
+	var info *managerpb.BundleInfo
 	err := s.view(ctx, func(r *persistence.Reader) error {
-		var err error
-		rec, _, err = r.Bundle(in.GetBundleId())
-		return err
+		rec, _, err := r.Bundle(in.GetBundleId())
+		if err != nil {
+			return err
+		}
+		info = bundle.Info(rec)
+		return addBundlePlacement(r, info)
 	})
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "bundle %q not found", in.GetBundleId())
@@ -112,7 +115,7 @@ func (s *Server) GetBundle(ctx context.Context, in *managerpb.BundleId) (*manage
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return bundle.Info(rec), nil
+	return info, nil
 }
 
 // ListBundles returns every bundle (DELETING ones included) in id order,
@@ -127,8 +130,9 @@ func (s *Server) ListBundles(ctx context.Context, _ *managerpb.ListBundlesReques
 		}
 		resp.LogIndex = uint64(head)
 		return r.Bundles(func(rec *internalpb.BundleRecord) error {
-			resp.Bundles = append(resp.Bundles, bundle.Info(rec))
-			return nil
+			info := bundle.Info(rec)
+			resp.Bundles = append(resp.Bundles, info)
+			return addBundlePlacement(r, info)
 		})
 	})
 	if err != nil {

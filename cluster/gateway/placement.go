@@ -3,12 +3,9 @@ package gateway
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -19,13 +16,14 @@ type PlacementExplainer interface {
 	Explain(job string) []placement.RoleExplanation
 }
 
-// GetPlacement answers where each role of a job runs (node from the job
-// record, on any manager; tier and degraded domains when this manager's
-// engine decided it) and, for a role not placed, the engine's last
-// attempt. InvalidArgument for a bad job_id; NotFound for an unknown job;
-// FailedPrecondition naming the leader when this manager runs no engine
-// and a role of an auto-placed job is not placed, since only the leader's
-// engine knows why (docs/design/placement.md, "Explain").
+// GetPlacement answers where each role of a job runs and, for a role not
+// placed, the placement engine's last attempt, from the job record on any
+// manager (docs/design/placement.md, "Explain"): the node, and the pool,
+// tier and degradation of the engine's note on the instance; the failure
+// the engine recorded (rate-limited, so up to 30 s old). On the leader the
+// engine's memory is fresher and wins: its last failure of a role not
+// placed, and its decision for an instance recorded without a note.
+// InvalidArgument for a bad job_id; NotFound for an unknown job.
 func (s *Server) GetPlacement(ctx context.Context, in *commonpb.JobId) (*managerpb.PlacementInfo, error) {
 	id, err := jobID("job_id", in)
 	if err != nil {
@@ -49,44 +47,33 @@ func (s *Server) GetPlacement(ctx context.Context, in *commonpb.JobId) (*manager
 	}
 	running := map[string]bool{}
 	for _, inst := range rec.GetInstances() {
-		rp := &managerpb.RolePlacement{Role: inst.GetRole(), NodeId: inst.GetNodeId()}
-		if d := known[inst.GetRole()].Decided; d != nil && d.Node == inst.GetNodeId() {
+		rp := rolePlacement(inst)
+		if d := known[inst.GetRole()].Decided; inst.GetPlacement() == nil && d != nil && d.Node == inst.GetNodeId() {
 			rp.Tier, rp.DegradedDomains = d.Tier, d.Degraded
 		}
 		running[inst.GetRole()] = true
 		out.Roles = append(out.Roles, rp)
 	}
-	if eng == nil {
-		if out.AutoPlaced && out.TerminalReason == "" && len(running) == 0 {
-			leader := ""
-			if s.cfg.Leader != nil {
-				leader = s.cfg.Leader()
-			}
-			if leader == "" {
-				return nil, status.Errorf(codes.FailedPrecondition, "job %q is not placed and this manager does not run the placement engine (no leader known): ask the leader once one is elected", id)
-			}
-			return nil, status.Errorf(codes.FailedPrecondition, "job %q is not placed and this manager does not run the placement engine: ask the leader, manager %s", id, leader)
-		}
-		return out, nil
-	}
 	for _, role := range []string{"primary", "backup"} {
-		x, ok := known[role]
-		if !ok || running[role] || x.Failure == nil {
+		if running[role] {
 			continue
 		}
-		out.Roles = append(out.Roles, &managerpb.RolePlacement{Role: role, LastAttempt: attemptOf(x.Failure)})
+		if x, ok := known[role]; ok && x.Failure != nil {
+			out.Roles = append(out.Roles, &managerpb.RolePlacement{Role: role, LastAttempt: placement.AttemptOf(x.Failure)})
+			continue
+		}
+		for _, f := range rec.GetPlacementFailures() {
+			if f.GetRole() == role && !f.GetCleared() {
+				out.Roles = append(out.Roles, &managerpb.RolePlacement{Role: role, LastAttempt: f.GetAttempt()})
+			}
+		}
 	}
 	return out, nil
 }
 
-// attemptOf is the wire form of an engine failure.
-func attemptOf(u *placement.Unplaced) *managerpb.PlacementAttempt {
-	a := &managerpb.PlacementAttempt{Since: timestamppb.New(u.Since), Reason: u.Reason}
-	if m := u.Metrics; m != nil {
-		a.NodesEvaluated = uint32(m.NodesEvaluated)
-		for _, f := range m.Filtered {
-			a.Filters = append(a.Filters, &managerpb.PlacementFilterCount{Filter: f.Filter, NodesRemoved: uint32(f.Nodes), Detail: f.String()})
-		}
-	}
-	return a
+// rolePlacement is where inst runs, with the engine's note on it.
+func rolePlacement(inst *internalpb.Instance) *managerpb.RolePlacement {
+	n := inst.GetPlacement()
+	return &managerpb.RolePlacement{Role: inst.GetRole(), NodeId: inst.GetNodeId(), Pool: n.GetPool(), Tier: n.GetTier(),
+		DegradedDomains: n.GetDegraded(), Degradation: n.GetDegradation()}
 }

@@ -2,14 +2,12 @@ package gateway
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -17,8 +15,10 @@ import (
 )
 
 // TestServer_GetPlacement_Follower: a manager that runs no placement
-// engine answers a placed job from its replica and refuses a job not
-// placed with FailedPrecondition naming the leader.
+// engine answers from its replica: a placed job with the node, pool, tier
+// and degradation of the engine's note on the instance; a job not placed
+// with the failure the engine recorded on the job (a cleared one is not
+// shown); a job with neither with no roles.
 func TestServer_GetPlacement_Follower(t *testing.T) {
 	store, log := persistence.TestStore(t)
 	put := func(rec *internalpb.JobRecord) {
@@ -34,31 +34,62 @@ func TestServer_GetPlacement_Follower(t *testing.T) {
 		return &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: &managerpb.Job{
 			JobId: &commonpb.JobId{JobId: id}, State: managerpb.Job_ACTIVE, AutoPlacement: &managerpb.AutoPlacement{}}}}
 	}
+	attempt := &managerpb.PlacementAttempt{Reason: "job waiting role primary fits no node: 2 nodes evaluated: capacity exhausted on 2 nodes (needs 3 units)",
+		NodesEvaluated: 2, Filters: []*managerpb.PlacementFilterCount{{Filter: "capacity", NodesRemoved: 2, Detail: "capacity exhausted on 2 nodes (needs 3 units)"}}}
 	placed := job("placed")
-	placed.Instances = []*internalpb.Instance{{Role: "primary", NodeId: "n1"}}
+	placed.Instances = []*internalpb.Instance{{Role: "backup", NodeId: "n1", Placement: &internalpb.PlacementNote{Pool: "p", Tier: "cheap",
+		DegradedAtPlacement: []string{"zone"}, Degraded: []string{"zone"}, Degradation: managerpb.PlacementDegraded_FIX_AVAILABLE}}}
+	placed.PlacementFailures = []*internalpb.PlacementFailureRecord{{Role: "backup", Attempt: attempt, Cleared: true}}
 	put(placed)
-	put(job("waiting"))
-	cases := []struct {
-		name, job, leader string
-		want              codes.Code
-		msg               string
-	}{
-		{"placed", "placed", "m1", codes.OK, ""},
-		{"not placed, leader known", "waiting", "m1", codes.FailedPrecondition, "ask the leader, manager m1"},
-		{"not placed, no leader", "waiting", "", codes.FailedPrecondition, "no leader known"},
+	waiting := job("waiting")
+	waiting.PlacementFailures = []*internalpb.PlacementFailureRecord{{Role: "primary", Attempt: attempt}}
+	put(waiting)
+	put(job("new"))
+	s := New(Config{Store: store, Placement: func() PlacementExplainer { return nil }})
+	get := func(id string) *managerpb.PlacementInfo {
+		p, err := s.GetPlacement(context.Background(), &commonpb.JobId{JobId: id})
+		require.NoError(t, err)
+		return p
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := New(Config{Store: store, Placement: func() PlacementExplainer { return nil }, Leader: func() string { return tc.leader }})
-			p, err := s.GetPlacement(context.Background(), &commonpb.JobId{JobId: tc.job})
-			require.Equal(t, tc.want, status.Code(err), "error %v", err)
-			if tc.want != codes.OK {
-				require.True(t, strings.Contains(status.Convert(err).Message(), tc.msg), "message %q", status.Convert(err).Message())
-				return
-			}
-			require.Len(t, p.GetRoles(), 1)
-			require.Equal(t, "n1", p.GetRoles()[0].GetNodeId())
-			require.Empty(t, p.GetRoles()[0].GetTier(), "no engine here: the tier is not known")
-		})
-	}
+
+	p := get("placed")
+	require.Len(t, p.GetRoles(), 1)
+	r := p.GetRoles()[0]
+	require.Equal(t, "n1", r.GetNodeId())
+	require.Equal(t, "p", r.GetPool())
+	require.Equal(t, "cheap", r.GetTier())
+	require.Equal(t, []string{"zone"}, r.GetDegradedDomains())
+	require.Equal(t, managerpb.PlacementDegraded_FIX_AVAILABLE, r.GetDegradation())
+	require.Nil(t, r.GetLastAttempt())
+
+	p = get("waiting")
+	require.Len(t, p.GetRoles(), 1)
+	require.Empty(t, p.GetRoles()[0].GetNodeId())
+	require.True(t, proto.Equal(attempt, p.GetRoles()[0].GetLastAttempt()), "got %v", p.GetRoles()[0].GetLastAttempt())
+
+	require.Empty(t, get("new").GetRoles(), "no attempt recorded yet")
+}
+
+// stubExplainer is an engine's memory for GetPlacement tests.
+type stubExplainer map[string][]placement.RoleExplanation
+
+func (s stubExplainer) Explain(job string) []placement.RoleExplanation { return s[job] }
+
+// TestServer_GetPlacement_LeaderMemoryWins: on the leader the engine's
+// last failure (fresher than the rate-limited record) is answered.
+func TestServer_GetPlacement_LeaderMemoryWins(t *testing.T) {
+	store, log := persistence.TestStore(t)
+	rec := &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: &managerpb.Job{
+		JobId: &commonpb.JobId{JobId: "j"}, State: managerpb.Job_ACTIVE, AutoPlacement: &managerpb.AutoPlacement{}}},
+		PlacementFailures: []*internalpb.PlacementFailureRecord{{Role: "primary", Attempt: &managerpb.PlacementAttempt{Reason: "older"}}}}
+	b, err := proto.Marshal(rec)
+	require.NoError(t, err)
+	_, err = log.Append(context.Background(), persistence.JobKey("j"), 0, persistence.Change{Record: b})
+	require.NoError(t, err)
+	eng := stubExplainer{"j": {{Role: "primary", Failure: &placement.Unplaced{Reason: "newer"}}}}
+	s := New(Config{Store: store, Placement: func() PlacementExplainer { return eng }})
+	p, err := s.GetPlacement(context.Background(), &commonpb.JobId{JobId: "j"})
+	require.NoError(t, err)
+	require.Len(t, p.GetRoles(), 1)
+	require.Equal(t, "newer", p.GetRoles()[0].GetLastAttempt().GetReason())
 }

@@ -66,12 +66,9 @@ type Config struct {
 	LeaderWait time.Duration
 	// Placement, if set, returns the placement engine running on this
 	// manager, or nil when it runs none (a follower): GetPlacement's
-	// source for the last attempts. Nil: GetPlacement answers from the
-	// store only.
+	// fresher source for the last attempts. Nil: GetPlacement answers from
+	// the store only.
 	Placement func() PlacementExplainer
-	// Leader, if set, names the Raft leader ("" if none is known), for
-	// GetPlacement's FailedPrecondition on a follower.
-	Leader func() string
 	// LiveView, if set, returns the liveness of every node's worker
 	// session across the cluster (each manager knows only the sessions of
 	// the node grains it hosts); nil uses Liveness alone.

@@ -112,7 +112,13 @@ func newBundleGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get BUNDLE_ID",
 		Short: "Show a bundle and the state of its derived jobs",
-		Args:  ctlArgs("BUNDLE_ID"),
+		Long: `Show a bundle and the state of its derived jobs: per job its replica,
+whether it is dormant, the node its role runs on (replica 0 as primary, 1 as
+backup), the failure domains it shares with the other replica against the
+resilience policy (DEGRADED; "fix available" when a node sharing less has
+room now, the job not being moved; "resolved" once the other replica moved
+away), and for a job the placement engine could not place, why.`,
+		Args: ctlArgs("BUNDLE_ID"),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
 			info, err := m.GetBundle(ctx, client.BundleID(args[0]))
 			if err != nil {
@@ -167,10 +173,24 @@ func writeBundleJobs(w io.Writer, jobs []*managerpb.BundleJobStatus) error {
 		if j.GetLastError() != "" {
 			status += ": " + j.GetLastError()
 		}
+		node := orDash(j.GetNodeId())
+		if j.GetLastAttempt() != nil {
+			node = "(not placed)"
+		}
 		rows = append(rows, []string{strconv.FormatUint(uint64(j.GetReplicaIndex()), 10), j.GetJobName(),
-			j.GetJobId().GetJobId(), ctlYesNo(j.GetDormant()), status})
+			j.GetJobId().GetJobId(), ctlYesNo(j.GetDormant()), node, format.Degradation(j.GetDegradedDomains(), j.GetDegradation()), status})
 	}
-	return ctlTable(w, []string{"REPLICA", "JOB NAME", "JOB ID", "DORMANT", "STATUS"}, rows)
+	if err := ctlTable(w, []string{"REPLICA", "JOB NAME", "JOB ID", "DORMANT", "NODE", "DEGRADED", "STATUS"}, rows); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, j := range jobs {
+		if a := j.GetLastAttempt(); a != nil {
+			fmt.Fprintf(&b, "\nNot placed (%s): %s\n", j.GetJobId().GetJobId(), a.GetReason())
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // newBundleListCommand builds "bundle list".

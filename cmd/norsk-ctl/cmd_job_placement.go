@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/client/format"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -21,8 +22,13 @@ func newJobPlacementCommand() *cobra.Command {
 failure domains) or, for a role not placed, the placement engine's last
 attempt: when it was first seen, the reason, and the nodes each filter
 removed ("constraint cloud filtered 3 nodes; capacity exhausted on 2
-nodes"). Only the leader runs the engine: a follower answers
-FailedPrecondition naming it for a job not placed.`,
+nodes"). Any manager answers from its replica of the job record; the
+leader's engine knows a failure first (the record is written at most once
+per 30 s per role, on a change of the reason). DEGRADED names the failure
+domains shared with the other replica against the bundle's resilience
+policy, with the engine's re-check: "fix available" when a node sharing
+less has room now (the job is not moved), "resolved" once the other
+replica moved away.`,
 		Args: ctlArgs("JOB_ID"),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
 			p, err := m.GetPlacement(ctx, client.JobID(args[0]))
@@ -59,7 +65,7 @@ func writePlacement(w io.Writer, p *managerpb.PlacementInfo) error {
 	}
 	rows := make([][]string, 0, len(p.GetRoles()))
 	for _, r := range p.GetRoles() {
-		node, tier, degraded := orDash(r.GetNodeId()), orDash(r.GetTier()), orDash(strings.Join(r.GetDegradedDomains(), ","))
+		node, tier, degraded := orDash(r.GetNodeId()), orDash(r.GetTier()), format.Degradation(r.GetDegradedDomains(), r.GetDegradation())
 		if r.GetNodeId() == "" {
 			node = "(not placed)"
 		}

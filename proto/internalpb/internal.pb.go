@@ -139,7 +139,7 @@ func (x CloudNode_Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CloudNode_Phase.Descriptor instead.
 func (CloudNode_Phase) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{5, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type InstanceReport_Kind int32
@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -217,7 +217,10 @@ type Instance struct {
 	// as sent in WorkerJob.norsk_cpu_list: the placement engine's
 	// assignment, else the job's own norsk_cpu_list; empty: not pinned. The
 	// engine counts them as taken on node_id (placement.md, "Cores").
-	CpuList       []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
+	CpuList []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
+	// What the placement engine decided for this instance (its StartJob's
+	// note, updated by its re-checks); unset for a start by hand.
+	Placement     *PlacementNote `protobuf:"bytes,20,opt,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +318,195 @@ func (x *Instance) GetCpuList() []uint32 {
 	return nil
 }
 
+func (x *Instance) GetPlacement() *PlacementNote {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// The placement engine's note on an instance it started
+// (docs/design/placement.md, "Events").
+type PlacementNote struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pool  string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier  string                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	// Domains shared with the other replica when it was placed.
+	DegradedAtPlacement []string `protobuf:"bytes,3,rep,name=degraded_at_placement,json=degradedAtPlacement,proto3" json:"degraded_at_placement,omitempty"`
+	// Domains shared as last re-checked (equal to degraded_at_placement until
+	// a re-check changes them).
+	Degraded    []string                          `protobuf:"bytes,4,rep,name=degraded,proto3" json:"degraded,omitempty"`
+	Degradation managerpb.PlacementDegraded_State `protobuf:"varint,5,opt,name=degradation,proto3,enum=norsk.api.manager.PlacementDegraded_State" json:"degradation,omitempty"`
+	// The decision text ("job J role R on node N (tier T; ...)").
+	Decision string `protobuf:"bytes,6,opt,name=decision,proto3" json:"decision,omitempty"`
+	// The other replica's node at the last decision or re-check.
+	PeerNodeId string `protobuf:"bytes,7,opt,name=peer_node_id,json=peerNodeId,proto3" json:"peer_node_id,omitempty"`
+	// When the note was last written (placement or re-check): re-checks are
+	// written at most once per 30 s per instance.
+	NotedAt       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=noted_at,json=notedAt,proto3" json:"noted_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementNote) Reset() {
+	*x = PlacementNote{}
+	mi := &file_internal_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementNote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementNote) ProtoMessage() {}
+
+func (x *PlacementNote) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementNote.ProtoReflect.Descriptor instead.
+func (*PlacementNote) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PlacementNote) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *PlacementNote) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *PlacementNote) GetDegradedAtPlacement() []string {
+	if x != nil {
+		return x.DegradedAtPlacement
+	}
+	return nil
+}
+
+func (x *PlacementNote) GetDegraded() []string {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
+}
+
+func (x *PlacementNote) GetDegradation() managerpb.PlacementDegraded_State {
+	if x != nil {
+		return x.Degradation
+	}
+	return managerpb.PlacementDegraded_State(0)
+}
+
+func (x *PlacementNote) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *PlacementNote) GetPeerNodeId() string {
+	if x != nil {
+		return x.PeerNodeId
+	}
+	return ""
+}
+
+func (x *PlacementNote) GetNotedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotedAt
+	}
+	return nil
+}
+
+// The placement engine's last failure to place one role of a job.
+type PlacementFailureRecord struct {
+	state   protoimpl.MessageState      `protogen:"open.v1"`
+	Role    string                      `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Attempt *managerpb.PlacementAttempt `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When it was written: the engine writes a failure of the role at most
+	// once per 30 s (docs/design/placement.md, "Events").
+	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	// The role was placed since (the StartJob that recorded its instance set
+	// it): not shown, kept for recorded_at.
+	Cleared       bool `protobuf:"varint,4,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementFailureRecord) Reset() {
+	*x = PlacementFailureRecord{}
+	mi := &file_internal_internal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementFailureRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementFailureRecord) ProtoMessage() {}
+
+func (x *PlacementFailureRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementFailureRecord.ProtoReflect.Descriptor instead.
+func (*PlacementFailureRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PlacementFailureRecord) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PlacementFailureRecord) GetAttempt() *managerpb.PlacementAttempt {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *PlacementFailureRecord) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
+func (x *PlacementFailureRecord) GetCleared() bool {
+	if x != nil {
+		return x.Cleared
+	}
+	return false
+}
+
 // State of one job grain.
 type JobRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -331,14 +523,16 @@ type JobRecord struct {
 	// Stops acknowledged but never confirmed by the worker: the instance was
 	// STOPPING when its node was declared lost. If that worker comes back
 	// still running it, the stop is carried out instead of adopting it.
-	StopsOwed     []*StopOwed `protobuf:"bytes,5,rep,name=stops_owed,json=stopsOwed,proto3" json:"stops_owed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StopsOwed []*StopOwed `protobuf:"bytes,5,rep,name=stops_owed,json=stopsOwed,proto3" json:"stops_owed,omitempty"`
+	// The placement engine's last failure per role (by role, sorted).
+	PlacementFailures []*PlacementFailureRecord `protobuf:"bytes,20,rep,name=placement_failures,json=placementFailures,proto3" json:"placement_failures,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_internal_internal_proto_msgTypes[1]
+	mi := &file_internal_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +544,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[1]
+	mi := &file_internal_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +557,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{1}
+	return file_internal_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobRecord) GetJob() *managerpb.JobWithHistory {
@@ -401,6 +595,13 @@ func (x *JobRecord) GetStopsOwed() []*StopOwed {
 	return nil
 }
 
+func (x *JobRecord) GetPlacementFailures() []*PlacementFailureRecord {
+	if x != nil {
+		return x.PlacementFailures
+	}
+	return nil
+}
+
 // An acknowledged stop of (role, node_id) the worker never confirmed.
 type StopOwed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -413,7 +614,7 @@ type StopOwed struct {
 
 func (x *StopOwed) Reset() {
 	*x = StopOwed{}
-	mi := &file_internal_internal_proto_msgTypes[2]
+	mi := &file_internal_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +626,7 @@ func (x *StopOwed) String() string {
 func (*StopOwed) ProtoMessage() {}
 
 func (x *StopOwed) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[2]
+	mi := &file_internal_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +639,7 @@ func (x *StopOwed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOwed.ProtoReflect.Descriptor instead.
 func (*StopOwed) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{2}
+	return file_internal_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StopOwed) GetRole() string {
@@ -477,7 +678,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_internal_internal_proto_msgTypes[3]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +690,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[3]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +703,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{3}
+	return file_internal_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Tombstone) GetRecentRequests() []string {
@@ -563,7 +764,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +776,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +789,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+	return file_internal_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NodeRecord) GetNodeId() string {
@@ -792,7 +993,7 @@ type CloudNode struct {
 
 func (x *CloudNode) Reset() {
 	*x = CloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +1005,7 @@ func (x *CloudNode) String() string {
 func (*CloudNode) ProtoMessage() {}
 
 func (x *CloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +1018,7 @@ func (x *CloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudNode.ProtoReflect.Descriptor instead.
 func (*CloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{5}
+	return file_internal_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CloudNode) GetRequest() isCloudNode_Request {
@@ -931,7 +1132,7 @@ type ProviderHealthRecord struct {
 
 func (x *ProviderHealthRecord) Reset() {
 	*x = ProviderHealthRecord{}
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1144,7 @@ func (x *ProviderHealthRecord) String() string {
 func (*ProviderHealthRecord) ProtoMessage() {}
 
 func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1157,7 @@ func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderHealthRecord.ProtoReflect.Descriptor instead.
 func (*ProviderHealthRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{6}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProviderHealthRecord) GetHealth() *managerpb.ProviderHealth {
@@ -984,7 +1185,7 @@ type MockPoolRecord struct {
 
 func (x *MockPoolRecord) Reset() {
 	*x = MockPoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1197,7 @@ func (x *MockPoolRecord) String() string {
 func (*MockPoolRecord) ProtoMessage() {}
 
 func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1210,7 @@ func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockPoolRecord.ProtoReflect.Descriptor instead.
 func (*MockPoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MockPoolRecord) GetNext() uint32 {
@@ -1058,7 +1259,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1271,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1284,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BundleRecord) GetBundle() *managerpb.Bundle {
@@ -1155,7 +1356,7 @@ type BundleJobState struct {
 
 func (x *BundleJobState) Reset() {
 	*x = BundleJobState{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1368,7 @@ func (x *BundleJobState) String() string {
 func (*BundleJobState) ProtoMessage() {}
 
 func (x *BundleJobState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1381,7 @@ func (x *BundleJobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
 func (*BundleJobState) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BundleJobState) GetJobId() string {
@@ -1254,7 +1455,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1467,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1480,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -1341,7 +1542,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1554,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1567,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -1388,7 +1589,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1601,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1614,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -1454,7 +1655,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1667,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1680,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -1658,6 +1859,8 @@ type JobCommand struct {
 	//	*JobCommand_Activate
 	//	*JobCommand_InstanceReport
 	//	*JobCommand_NodeGone
+	//	*JobCommand_RecordPlacementFailure
+	//	*JobCommand_RecheckPlacement
 	Cmd           isJobCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1665,7 +1868,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1880,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1893,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -1811,6 +2014,24 @@ func (x *JobCommand) GetNodeGone() *NodeGone {
 	return nil
 }
 
+func (x *JobCommand) GetRecordPlacementFailure() *RecordPlacementFailure {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_RecordPlacementFailure); ok {
+			return x.RecordPlacementFailure
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetRecheckPlacement() *RecheckPlacement {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_RecheckPlacement); ok {
+			return x.RecheckPlacement
+		}
+	}
+	return nil
+}
+
 type isJobCommand_Cmd interface {
 	isJobCommand_Cmd()
 }
@@ -1855,6 +2076,14 @@ type JobCommand_NodeGone struct {
 	NodeGone *NodeGone `protobuf:"bytes,19,opt,name=node_gone,json=nodeGone,proto3,oneof"`
 }
 
+type JobCommand_RecordPlacementFailure struct {
+	RecordPlacementFailure *RecordPlacementFailure `protobuf:"bytes,20,opt,name=record_placement_failure,json=recordPlacementFailure,proto3,oneof"`
+}
+
+type JobCommand_RecheckPlacement struct {
+	RecheckPlacement *RecheckPlacement `protobuf:"bytes,21,opt,name=recheck_placement,json=recheckPlacement,proto3,oneof"`
+}
+
 func (*JobCommand_Create) isJobCommand_Cmd() {}
 
 func (*JobCommand_Update) isJobCommand_Cmd() {}
@@ -1875,6 +2104,10 @@ func (*JobCommand_InstanceReport) isJobCommand_Cmd() {}
 
 func (*JobCommand_NodeGone) isJobCommand_Cmd() {}
 
+func (*JobCommand_RecordPlacementFailure) isJobCommand_Cmd() {}
+
+func (*JobCommand_RecheckPlacement) isJobCommand_Cmd() {}
+
 type CreateJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *managerpb.Job         `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -1884,7 +2117,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2129,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2142,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -1928,7 +2161,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2173,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2186,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -1971,7 +2204,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2216,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2229,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 type StartJob struct {
@@ -2006,14 +2239,17 @@ type StartJob struct {
 	// Added (issue 11 §3). The core ids the placement engine assigned on
 	// node_id; when set they are sent as WorkerJob.norsk_cpu_list instead
 	// of the job's own. Empty: the job's own norsk_cpu_list (a manual start).
-	CpuList       []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
+	CpuList []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
+	// Set by the placement engine: kept on the instance it records, and the
+	// commit raises job_placed (and placement_degraded when degraded).
+	Placement     *PlacementNote `protobuf:"bytes,20,opt,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2261,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2274,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartJob) GetRole() string {
@@ -2062,6 +2298,156 @@ func (x *StartJob) GetCpuList() []uint32 {
 	return nil
 }
 
+func (x *StartJob) GetPlacement() *PlacementNote {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// Sent by the placement engine: record why role fits no node (raises
+// placement_failed). FAILED_PRECONDITION if the role has an instance or a
+// start in flight.
+type RecordPlacementFailure struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Role          string                      `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Attempt       *managerpb.PlacementAttempt `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordPlacementFailure) Reset() {
+	*x = RecordPlacementFailure{}
+	mi := &file_internal_internal_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordPlacementFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordPlacementFailure) ProtoMessage() {}
+
+func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordPlacementFailure.ProtoReflect.Descriptor instead.
+func (*RecordPlacementFailure) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RecordPlacementFailure) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RecordPlacementFailure) GetAttempt() *managerpb.PlacementAttempt {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+// Sent by the placement engine when its re-check of a degraded instance
+// changed: the note's degraded, degradation and peer_node_id are replaced
+// (raises placement_degraded). FAILED_PRECONDITION if role has no instance
+// on node_id. The instance is not moved.
+type RecheckPlacement struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Role          string                            `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId        string                            `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Degraded      []string                          `protobuf:"bytes,3,rep,name=degraded,proto3" json:"degraded,omitempty"`
+	Degradation   managerpb.PlacementDegraded_State `protobuf:"varint,4,opt,name=degradation,proto3,enum=norsk.api.manager.PlacementDegraded_State" json:"degradation,omitempty"`
+	PeerNodeId    string                            `protobuf:"bytes,5,opt,name=peer_node_id,json=peerNodeId,proto3" json:"peer_node_id,omitempty"`
+	Message       string                            `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecheckPlacement) Reset() {
+	*x = RecheckPlacement{}
+	mi := &file_internal_internal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecheckPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecheckPlacement) ProtoMessage() {}
+
+func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecheckPlacement.ProtoReflect.Descriptor instead.
+func (*RecheckPlacement) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RecheckPlacement) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RecheckPlacement) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecheckPlacement) GetDegraded() []string {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
+}
+
+func (x *RecheckPlacement) GetDegradation() managerpb.PlacementDegraded_State {
+	if x != nil {
+		return x.Degradation
+	}
+	return managerpb.PlacementDegraded_State(0)
+}
+
+func (x *RecheckPlacement) GetPeerNodeId() string {
+	if x != nil {
+		return x.PeerNodeId
+	}
+	return ""
+}
+
+func (x *RecheckPlacement) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type StopJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
@@ -2072,7 +2458,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2470,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2483,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StopJob) GetRole() string {
@@ -2122,7 +2508,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2520,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2533,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 type GetJob struct {
@@ -2158,7 +2544,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2556,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2569,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2195,7 +2581,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2593,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2606,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -2250,7 +2636,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2648,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2661,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -2352,7 +2738,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2750,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2763,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -2429,7 +2815,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2827,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2840,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -2728,7 +3114,7 @@ type SetScheduling struct {
 
 func (x *SetScheduling) Reset() {
 	*x = SetScheduling{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +3126,7 @@ func (x *SetScheduling) String() string {
 func (*SetScheduling) ProtoMessage() {}
 
 func (x *SetScheduling) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +3139,7 @@ func (x *SetScheduling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
 func (*SetScheduling) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetScheduling) GetState() managerpb.NodeScheduling {
@@ -2793,7 +3179,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +3191,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +3204,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -2860,7 +3246,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +3258,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3271,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -2916,7 +3302,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3314,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3327,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -2996,7 +3382,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3394,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3407,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -3060,7 +3446,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3458,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3471,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3145,7 +3531,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3543,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3556,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 type TerminateNode struct {
@@ -3181,7 +3567,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3579,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3592,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 type CreateMockNode struct {
@@ -3219,7 +3605,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3617,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3630,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -3270,7 +3656,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3668,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3681,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3318,7 +3704,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3716,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3729,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -3375,7 +3761,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3773,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3786,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -3412,7 +3798,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3810,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3823,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 type UpdatePhysicalNode struct {
@@ -3449,7 +3835,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3461,7 +3847,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3474,7 +3860,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3496,7 +3882,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3894,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3907,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -3545,7 +3931,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3943,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3956,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -3615,7 +4001,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +4013,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +4026,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -3667,7 +4053,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +4065,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +4078,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -3828,7 +4214,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +4226,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +4239,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -3872,7 +4258,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +4270,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +4283,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -3915,7 +4301,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +4313,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +4326,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{50}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -3955,7 +4341,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4353,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4366,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -4012,7 +4398,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4410,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4423,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{52}
 }
 
 // The record of one pool.
@@ -4053,7 +4439,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4451,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4464,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{49}
+	return file_internal_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4099,7 +4485,7 @@ var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\xda\x04\n" +
+	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\x9a\x05\n" +
 	"\bInstance\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x129\n" +
@@ -4110,17 +4496,35 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12\x1f\n" +
 	"\vinstance_id\x18\b \x01(\tR\n" +
 	"instanceId\x12\x19\n" +
-	"\bcpu_list\x18\x1e \x03(\rR\acpuList\x1an\n" +
+	"\bcpu_list\x18\x1e \x03(\rR\acpuList\x12>\n" +
+	"\tplacement\x18\x14 \x01(\v2 .norsk.internal.v1.PlacementNoteR\tplacement\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xa9\x02\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xca\x02\n" +
+	"\rPlacementNote\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\x122\n" +
+	"\x15degraded_at_placement\x18\x03 \x03(\tR\x13degradedAtPlacement\x12\x1a\n" +
+	"\bdegraded\x18\x04 \x03(\tR\bdegraded\x12L\n" +
+	"\vdegradation\x18\x05 \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\vdegradation\x12\x1a\n" +
+	"\bdecision\x18\x06 \x01(\tR\bdecision\x12 \n" +
+	"\fpeer_node_id\x18\a \x01(\tR\n" +
+	"peerNodeId\x125\n" +
+	"\bnoted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\anotedAt\"\xc2\x01\n" +
+	"\x16PlacementFailureRecord\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12=\n" +
+	"\aattempt\x18\x02 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\x12;\n" +
+	"\vrecorded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\x12\x18\n" +
+	"\acleared\x18\x04 \x01(\bR\acleared\"\x83\x03\n" +
 	"\tJobRecord\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
 	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\x12G\n" +
 	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\x12:\n" +
 	"\n" +
-	"stops_owed\x18\x05 \x03(\v2\x1b.norsk.internal.v1.StopOwedR\tstopsOwed\"i\n" +
+	"stops_owed\x18\x05 \x03(\v2\x1b.norsk.internal.v1.StopOwedR\tstopsOwed\x12X\n" +
+	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\"i\n" +
 	"\bStopOwed\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
@@ -4242,7 +4646,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
 	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
 	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
-	"\apayload\"\xc5\x05\n" +
+	"\apayload\"\x80\a\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
@@ -4259,17 +4663,31 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x03get\x18\x10 \x01(\v2\x19.norsk.internal.v1.GetJobH\x00R\x03get\x12<\n" +
 	"\bactivate\x18\x11 \x01(\v2\x1e.norsk.internal.v1.ActivateJobH\x00R\bactivate\x12L\n" +
 	"\x0finstance_report\x18\x12 \x01(\v2!.norsk.internal.v1.InstanceReportH\x00R\x0einstanceReport\x12:\n" +
-	"\tnode_gone\x18\x13 \x01(\v2\x1b.norsk.internal.v1.NodeGoneH\x00R\bnodeGoneB\x05\n" +
+	"\tnode_gone\x18\x13 \x01(\v2\x1b.norsk.internal.v1.NodeGoneH\x00R\bnodeGone\x12e\n" +
+	"\x18record_placement_failure\x18\x14 \x01(\v2).norsk.internal.v1.RecordPlacementFailureH\x00R\x16recordPlacementFailure\x12R\n" +
+	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacementB\x05\n" +
 	"\x03cmd\"5\n" +
 	"\tCreateJob\x12(\n" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"5\n" +
 	"\tUpdateJob\x12(\n" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"\v\n" +
-	"\tDeleteJob\"R\n" +
+	"\tDeleteJob\"\x92\x01\n" +
 	"\bStartJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x19\n" +
-	"\bcpu_list\x18\x1e \x03(\rR\acpuList\"6\n" +
+	"\bcpu_list\x18\x1e \x03(\rR\acpuList\x12>\n" +
+	"\tplacement\x18\x14 \x01(\v2 .norsk.internal.v1.PlacementNoteR\tplacement\"k\n" +
+	"\x16RecordPlacementFailure\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12=\n" +
+	"\aattempt\x18\x02 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\"\xe5\x01\n" +
+	"\x10RecheckPlacement\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\bdegraded\x18\x03 \x03(\tR\bdegraded\x12L\n" +
+	"\vdegradation\x18\x04 \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\vdegradation\x12 \n" +
+	"\fpeer_node_id\x18\x05 \x01(\tR\n" +
+	"peerNodeId\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"6\n" +
 	"\aStopJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\r\n" +
@@ -4438,204 +4856,221 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
 	(InstanceReport_Kind)(0),                        // 2: norsk.internal.v1.InstanceReport.Kind
 	(*Instance)(nil),                                // 3: norsk.internal.v1.Instance
-	(*JobRecord)(nil),                               // 4: norsk.internal.v1.JobRecord
-	(*StopOwed)(nil),                                // 5: norsk.internal.v1.StopOwed
-	(*Tombstone)(nil),                               // 6: norsk.internal.v1.Tombstone
-	(*NodeRecord)(nil),                              // 7: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                               // 8: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                    // 9: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                          // 10: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                            // 11: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                          // 12: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                           // 13: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                             // 14: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                             // 15: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                   // 16: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                              // 17: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 18: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 19: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 20: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 21: norsk.internal.v1.StartJob
-	(*StopJob)(nil),                                 // 22: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                             // 23: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 24: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 25: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 26: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 27: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 28: norsk.internal.v1.NodeCommand
-	(*SetScheduling)(nil),                           // 29: norsk.internal.v1.SetScheduling
-	(*OrphanFound)(nil),                             // 30: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 31: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 32: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 33: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 34: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 35: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 36: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 37: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 38: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 39: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 40: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 41: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 42: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 43: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 44: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 45: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 46: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 47: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 48: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 49: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 50: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 51: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 52: norsk.internal.v1.PoolRecord
-	nil,                                             // 53: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 54: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 55: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 56: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 57: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 58: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 59: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 60: norsk.api.common.RunningNodeMetadata
-	(*managerpb.JobWithHistory)(nil),                // 61: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 62: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 63: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 64: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 65: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 66: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 67: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 68: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 69: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 70: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 71: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 72: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 73: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 74: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 75: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 76: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 77: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 78: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 79: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 80: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 81: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 82: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 83: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 84: norsk.api.manager.Pool
-	(*commonpb.ResolvedPortMappings)(nil),           // 85: norsk.api.common.ResolvedPortMappings
+	(*PlacementNote)(nil),                           // 4: norsk.internal.v1.PlacementNote
+	(*PlacementFailureRecord)(nil),                  // 5: norsk.internal.v1.PlacementFailureRecord
+	(*JobRecord)(nil),                               // 6: norsk.internal.v1.JobRecord
+	(*StopOwed)(nil),                                // 7: norsk.internal.v1.StopOwed
+	(*Tombstone)(nil),                               // 8: norsk.internal.v1.Tombstone
+	(*NodeRecord)(nil),                              // 9: norsk.internal.v1.NodeRecord
+	(*CloudNode)(nil),                               // 10: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                    // 11: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                          // 12: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                            // 13: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                          // 14: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                           // 15: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                             // 16: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                             // 17: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                   // 18: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                              // 19: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                               // 20: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 21: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 22: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 23: norsk.internal.v1.StartJob
+	(*RecordPlacementFailure)(nil),                  // 24: norsk.internal.v1.RecordPlacementFailure
+	(*RecheckPlacement)(nil),                        // 25: norsk.internal.v1.RecheckPlacement
+	(*StopJob)(nil),                                 // 26: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                             // 27: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 28: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 29: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 30: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 31: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 32: norsk.internal.v1.NodeCommand
+	(*SetScheduling)(nil),                           // 33: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 34: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 35: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 36: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 37: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 38: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 39: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 40: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 41: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 42: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 43: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 44: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 45: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 46: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 47: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 48: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 49: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 50: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 51: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 52: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 53: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 54: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 55: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
+	nil,                                             // 57: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 58: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 59: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 60: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 61: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 62: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 63: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 64: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 65: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 66: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 67: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 68: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 69: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 70: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 71: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 72: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 73: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 74: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 75: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 76: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 77: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 78: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 79: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 80: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 81: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 82: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 83: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 84: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 85: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 86: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 87: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 88: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 89: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 90: norsk.api.manager.Pool
+	(*commonpb.ResolvedPortMappings)(nil),           // 91: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	53,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	58,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	59,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	60,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	61,  // 5: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
-	3,   // 6: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	62,  // 7: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	5,   // 8: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
-	58,  // 9: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	63,  // 10: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	64,  // 11: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	59,  // 12: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	60,  // 13: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	65,  // 14: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	58,  // 15: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	66,  // 16: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	58,  // 17: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	67,  // 18: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	8,   // 19: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	68,  // 20: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	69,  // 21: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	70,  // 22: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	71,  // 23: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 24: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	58,  // 25: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	58,  // 26: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	58,  // 27: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	65,  // 28: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	72,  // 29: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	73,  // 30: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	12,  // 31: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	12,  // 32: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	74,  // 33: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	58,  // 34: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	13,  // 35: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	74,  // 36: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	58,  // 37: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	75,  // 38: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	76,  // 39: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	4,   // 40: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	7,   // 41: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	77,  // 42: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	78,  // 43: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	11,  // 44: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	79,  // 45: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	58,  // 46: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	18,  // 47: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	19,  // 48: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	20,  // 49: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	21,  // 50: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	22,  // 51: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	23,  // 52: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	24,  // 53: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	25,  // 54: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	26,  // 55: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	27,  // 56: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	80,  // 57: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	80,  // 58: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	2,   // 59: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	54,  // 60: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	59,  // 61: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	60,  // 62: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	81,  // 63: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	58,  // 64: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	33,  // 65: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	34,  // 66: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	35,  // 67: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	36,  // 68: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	37,  // 69: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	38,  // 70: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	39,  // 71: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	40,  // 72: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	41,  // 73: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	42,  // 74: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	43,  // 75: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	32,  // 76: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	30,  // 77: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	31,  // 78: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	29,  // 79: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	82,  // 80: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	55,  // 81: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	70,  // 82: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	71,  // 83: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	56,  // 84: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	66,  // 85: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	67,  // 86: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	57,  // 87: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	83,  // 88: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	45,  // 89: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	58,  // 90: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	47,  // 91: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	48,  // 92: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	49,  // 93: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	50,  // 94: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	51,  // 95: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	41,  // 96: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	73,  // 97: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	73,  // 98: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	84,  // 99: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	85,  // 100: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	85,  // 101: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	85,  // 102: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	103, // [103:103] is the sub-list for method output_type
-	103, // [103:103] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	57,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	62,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	63,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	64,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
+	65,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	62,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	66,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	62,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	67,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
+	68,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
+	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
+	62,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	69,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	70,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	63,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	64,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	71,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	62,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	72,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	62,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	73,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	74,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	75,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	76,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	77,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	62,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	62,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	71,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	78,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	79,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	80,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	62,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	15,  // 41: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	80,  // 42: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	62,  // 43: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	81,  // 44: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	82,  // 45: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 46: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	9,   // 47: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	83,  // 48: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	84,  // 49: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	13,  // 50: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	85,  // 51: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	62,  // 52: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	20,  // 53: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	21,  // 54: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	22,  // 55: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	23,  // 56: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	26,  // 57: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	27,  // 58: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	28,  // 59: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	29,  // 60: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	30,  // 61: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	31,  // 62: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	24,  // 63: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	25,  // 64: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	86,  // 65: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	86,  // 66: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 67: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	66,  // 68: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	65,  // 69: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 70: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	58,  // 71: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	63,  // 72: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	64,  // 73: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	87,  // 74: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	62,  // 75: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	37,  // 76: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	38,  // 77: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	39,  // 78: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	40,  // 79: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	41,  // 80: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	42,  // 81: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	43,  // 82: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	44,  // 83: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	45,  // 84: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	46,  // 85: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	47,  // 86: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	36,  // 87: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	34,  // 88: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	35,  // 89: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	33,  // 90: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	88,  // 91: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	59,  // 92: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	76,  // 93: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	77,  // 94: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	60,  // 95: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	72,  // 96: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	73,  // 97: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	61,  // 98: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	89,  // 99: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	49,  // 100: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	62,  // 101: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	51,  // 102: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	52,  // 103: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	53,  // 104: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	54,  // 105: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	55,  // 106: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	45,  // 107: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	79,  // 108: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	79,  // 109: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	90,  // 110: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	91,  // 111: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	91,  // 112: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	91,  // 113: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	114, // [114:114] is the sub-list for method output_type
+	114, // [114:114] is the sub-list for method input_type
+	114, // [114:114] is the sub-list for extension type_name
+	114, // [114:114] is the sub-list for extension extendee
+	0,   // [0:114] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -4643,12 +5078,12 @@ func file_internal_internal_proto_init() {
 	if File_internal_internal_proto != nil {
 		return
 	}
-	file_internal_internal_proto_msgTypes[4].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[5].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[6].OneofWrappers = []any{}
+	file_internal_internal_proto_msgTypes[7].OneofWrappers = []any{
 		(*CloudNode_Aws)(nil),
 		(*CloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[13].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[15].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
@@ -4658,7 +5093,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Bundle)(nil),
 		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[14].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[16].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -4669,8 +5104,10 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_Activate)(nil),
 		(*JobCommand_InstanceReport)(nil),
 		(*JobCommand_NodeGone)(nil),
+		(*JobCommand_RecordPlacementFailure)(nil),
+		(*JobCommand_RecheckPlacement)(nil),
 	}
-	file_internal_internal_proto_msgTypes[25].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[29].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -4687,14 +5124,14 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_StopOrphan)(nil),
 		(*NodeCommand_SetScheduling)(nil),
 	}
-	file_internal_internal_proto_msgTypes[29].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[41].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[45].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[43].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -4708,7 +5145,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -779,6 +779,62 @@ func (NodeAlert_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{48, 0}
 }
 
+type PlacementDegraded_State int32
+
+const (
+	PlacementDegraded_PLACEMENT_DEGRADED_UNSPECIFIED PlacementDegraded_State = 0
+	// Placed sharing domains: no node keeping out of them fitted.
+	PlacementDegraded_DEGRADED PlacementDegraded_State = 1
+	// Still sharing domains, but a node sharing fewer has room now. The
+	// running job is not moved (a restart or a drain will use it).
+	PlacementDegraded_FIX_AVAILABLE PlacementDegraded_State = 2
+	// No longer shares a forbidden domain (the other replica moved).
+	PlacementDegraded_RESOLVED PlacementDegraded_State = 3
+)
+
+// Enum value maps for PlacementDegraded_State.
+var (
+	PlacementDegraded_State_name = map[int32]string{
+		0: "PLACEMENT_DEGRADED_UNSPECIFIED",
+		1: "DEGRADED",
+		2: "FIX_AVAILABLE",
+		3: "RESOLVED",
+	}
+	PlacementDegraded_State_value = map[string]int32{
+		"PLACEMENT_DEGRADED_UNSPECIFIED": 0,
+		"DEGRADED":                       1,
+		"FIX_AVAILABLE":                  2,
+		"RESOLVED":                       3,
+	}
+)
+
+func (x PlacementDegraded_State) Enum() *PlacementDegraded_State {
+	p := new(PlacementDegraded_State)
+	*p = x
+	return p
+}
+
+func (x PlacementDegraded_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlacementDegraded_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[13].Descriptor()
+}
+
+func (PlacementDegraded_State) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[13]
+}
+
+func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlacementDegraded_State.Descriptor instead.
+func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92, 0}
+}
+
 // `Hello` is sent to the client at the start of a status channel, and gives
 // information about the current Norsk runtime
 type Hello struct {
@@ -4252,6 +4308,9 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_NodeAlert
 	//	*EventStreamEvent_PoolUpdated
 	//	*EventStreamEvent_PoolDeleted
+	//	*EventStreamEvent_JobPlaced
+	//	*EventStreamEvent_PlacementFailed
+	//	*EventStreamEvent_PlacementDegraded
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4488,6 +4547,33 @@ func (x *EventStreamEvent) GetPoolDeleted() *PoolDeleted {
 	return nil
 }
 
+func (x *EventStreamEvent) GetJobPlaced() *JobPlaced {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_JobPlaced); ok {
+			return x.JobPlaced
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetPlacementFailed() *PlacementFailed {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_PlacementFailed); ok {
+			return x.PlacementFailed
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_PlacementDegraded); ok {
+			return x.PlacementDegraded
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4600,6 +4686,27 @@ type EventStreamEvent_PoolDeleted struct {
 	PoolDeleted *PoolDeleted `protobuf:"bytes,20,opt,name=pool_deleted,json=poolDeleted,proto3,oneof"`
 }
 
+type EventStreamEvent_JobPlaced struct {
+	// Added (ours; issue 11 §3, docs/design/placement.md "Events"). The
+	// placement engine started a job role on a node: raised in the commit
+	// that records the instance. A log event.
+	JobPlaced *JobPlaced `protobuf:"bytes,21,opt,name=job_placed,json=jobPlaced,proto3,oneof"`
+}
+
+type EventStreamEvent_PlacementFailed struct {
+	// Added (ours). The placement engine found no node for a job role:
+	// rate-limited (a change of the reason, at most once per 30 s per job
+	// role). A log event.
+	PlacementFailed *PlacementFailed `protobuf:"bytes,22,opt,name=placement_failed,json=placementFailed,proto3,oneof"`
+}
+
+type EventStreamEvent_PlacementDegraded struct {
+	// Added (ours). A job role was placed against its bundle's resilience
+	// policy (sharing a forbidden failure domain with the other replica),
+	// or such a placement's state changed on re-check. A log event.
+	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4639,6 +4746,12 @@ func (*EventStreamEvent_NodeAlert) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_PoolUpdated) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PoolDeleted) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_JobPlaced) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6954,10 +7067,12 @@ func (x *BundleDeleted) GetBundleId() *BundleId {
 // Added (ours). One derived job of a bundle as GetBundle / ListBundles show
 // it.
 type BundleJobStatus struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	ReplicaIndex uint32                 `protobuf:"varint,1,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
-	JobName      string                 `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
-	JobId        *commonpb.JobId        `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added fields 20+ (placement, docs/design/placement.md "Events"): read
+	// from the derived job's record in the same view as the bundle.
+	ReplicaIndex uint32          `protobuf:"varint,1,opt,name=replica_index,json=replicaIndex,proto3" json:"replica_index,omitempty"`
+	JobName      string          `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	JobId        *commonpb.JobId `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The derived job carries the dormant tag (start_mode "manual" until
 	// StartBundleJob, or after StopBundleJob).
 	Dormant bool `protobuf:"varint,4,opt,name=dormant,proto3" json:"dormant,omitempty"`
@@ -6968,7 +7083,20 @@ type BundleJobStatus struct {
 	Removing bool `protobuf:"varint,6,opt,name=removing,proto3" json:"removing,omitempty"`
 	// Why the manager could not bring the job in line last time it tried
 	// (it keeps retrying); empty if it could.
-	LastError     string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The node the job's role runs on (replica 0: primary, 1: backup); empty
+	// if it has no instance.
+	NodeId string `protobuf:"bytes,20,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The failure domains ("node", "zone", "cloud") the instance shares with
+	// the other replica against the resilience policy, as last re-checked;
+	// empty when the policy is kept.
+	DegradedDomains []string `protobuf:"bytes,21,rep,name=degraded_domains,json=degradedDomains,proto3" json:"degraded_domains,omitempty"`
+	// The state of a degraded (or once degraded) placement; unspecified when
+	// the instance was never degraded.
+	Degradation PlacementDegraded_State `protobuf:"varint,22,opt,name=degradation,proto3,enum=norsk.api.manager.PlacementDegraded_State" json:"degradation,omitempty"`
+	// The placement engine's last failure to place the job's role, from the
+	// job record (rate-limited; see placement_failed); unset when placed.
+	LastAttempt   *PlacementAttempt `protobuf:"bytes,23,opt,name=last_attempt,json=lastAttempt,proto3" json:"last_attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7050,6 +7178,34 @@ func (x *BundleJobStatus) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *BundleJobStatus) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BundleJobStatus) GetDegradedDomains() []string {
+	if x != nil {
+		return x.DegradedDomains
+	}
+	return nil
+}
+
+func (x *BundleJobStatus) GetDegradation() PlacementDegraded_State {
+	if x != nil {
+		return x.Degradation
+	}
+	return PlacementDegraded_PLACEMENT_DEGRADED_UNSPECIFIED
+}
+
+func (x *BundleJobStatus) GetLastAttempt() *PlacementAttempt {
+	if x != nil {
+		return x.LastAttempt
+	}
+	return nil
 }
 
 // Added (ours). Answer of GetBundle; one element of ListBundles.
@@ -7298,14 +7454,20 @@ type RolePlacement struct {
 	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	// The node the role runs on; empty if not placed.
 	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// The pool tier the engine chose; empty if the job has no pool or the
-	// decision was made by another leadership term or by hand.
+	// The pool tier the engine chose; empty if the job has no pool or it was
+	// started by hand.
 	Tier string `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
 	// Failure domains ("node", "zone", "cloud") the role shares with its
 	// other replica against the resilience policy because nothing else fit.
 	DegradedDomains []string `protobuf:"bytes,4,rep,name=degraded_domains,json=degradedDomains,proto3" json:"degraded_domains,omitempty"`
 	// The last failed attempt of a role not placed; unset when placed.
-	LastAttempt   *PlacementAttempt `protobuf:"bytes,5,opt,name=last_attempt,json=lastAttempt,proto3,oneof" json:"last_attempt,omitempty"`
+	LastAttempt *PlacementAttempt `protobuf:"bytes,5,opt,name=last_attempt,json=lastAttempt,proto3,oneof" json:"last_attempt,omitempty"`
+	// Added. The pool the role was placed into; empty for none (or a start by
+	// hand).
+	Pool string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Added. The state of a degraded placement (re-checked by the engine
+	// every pass without moving the job); unspecified when never degraded.
+	Degradation   PlacementDegraded_State `protobuf:"varint,7,opt,name=degradation,proto3,enum=norsk.api.manager.PlacementDegraded_State" json:"degradation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7373,6 +7535,20 @@ func (x *RolePlacement) GetLastAttempt() *PlacementAttempt {
 		return x.LastAttempt
 	}
 	return nil
+}
+
+func (x *RolePlacement) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *RolePlacement) GetDegradation() PlacementDegraded_State {
+	if x != nil {
+		return x.Degradation
+	}
+	return PlacementDegraded_PLACEMENT_DEGRADED_UNSPECIFIED
 }
 
 // Added (ours). One failed placement attempt, as the engine last saw it.
@@ -7450,6 +7626,269 @@ func (x *PlacementAttempt) GetFilters() []*PlacementFilterCount {
 	return nil
 }
 
+// Added (ours). job_placed: the placement engine started a job role.
+type JobPlaced struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// "primary" or "backup".
+	Role   string           `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId *commonpb.NodeId `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The pool and its tier; empty for a job without a pool.
+	Pool string `protobuf:"bytes,4,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier string `protobuf:"bytes,5,opt,name=tier,proto3" json:"tier,omitempty"`
+	// Failure domains shared with the other replica against the resilience
+	// policy (a placement_degraded event follows in the same commit); empty
+	// when the policy is kept.
+	DegradedDomains []string `protobuf:"bytes,6,rep,name=degraded_domains,json=degradedDomains,proto3" json:"degraded_domains,omitempty"`
+	// The decision as an operator reads it ("job J role primary on node n1
+	// (tier cheap; 3 of 4 nodes fit)").
+	Decision      string `protobuf:"bytes,7,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPlaced) Reset() {
+	*x = JobPlaced{}
+	mi := &file_manager_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPlaced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPlaced) ProtoMessage() {}
+
+func (x *JobPlaced) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPlaced.ProtoReflect.Descriptor instead.
+func (*JobPlaced) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *JobPlaced) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *JobPlaced) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *JobPlaced) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *JobPlaced) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *JobPlaced) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *JobPlaced) GetDegradedDomains() []string {
+	if x != nil {
+		return x.DegradedDomains
+	}
+	return nil
+}
+
+func (x *JobPlaced) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+// Added (ours). placement_failed: no node fits a job role.
+type PlacementFailed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Role  string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The attempt: first seen, the reason with the filter counts in Nomad's
+	// style ("... 6 nodes evaluated: constraint cloud filtered 3 nodes
+	// (wants CLOUD_AWS), capacity exhausted on 2 nodes (needs 3 units)").
+	Attempt       *PlacementAttempt `protobuf:"bytes,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementFailed) Reset() {
+	*x = PlacementFailed{}
+	mi := &file_manager_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementFailed) ProtoMessage() {}
+
+func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementFailed.ProtoReflect.Descriptor instead.
+func (*PlacementFailed) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *PlacementFailed) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *PlacementFailed) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PlacementFailed) GetAttempt() *PlacementAttempt {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+// Added (ours). placement_degraded: a placement sharing a failure domain
+// with the other replica against the resilience policy (best effort, issue
+// 11 §3), or a change found when the engine re-checked it.
+type PlacementDegraded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Role  string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The node the degraded instance runs on.
+	NodeId *commonpb.NodeId `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The domains shared now ("node", "zone", "cloud"); empty when RESOLVED.
+	Domains []string                `protobuf:"bytes,4,rep,name=domains,proto3" json:"domains,omitempty"`
+	State   PlacementDegraded_State `protobuf:"varint,5,opt,name=state,proto3,enum=norsk.api.manager.PlacementDegraded_State" json:"state,omitempty"`
+	// What happened and what to do, for an operator.
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// The node of the other replica the domains are shared with.
+	PeerNodeId    *commonpb.NodeId `protobuf:"bytes,7,opt,name=peer_node_id,json=peerNodeId,proto3" json:"peer_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementDegraded) Reset() {
+	*x = PlacementDegraded{}
+	mi := &file_manager_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementDegraded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementDegraded) ProtoMessage() {}
+
+func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
+func (*PlacementDegraded) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *PlacementDegraded) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PlacementDegraded) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *PlacementDegraded) GetDomains() []string {
+	if x != nil {
+		return x.Domains
+	}
+	return nil
+}
+
+func (x *PlacementDegraded) GetState() PlacementDegraded_State {
+	if x != nil {
+		return x.State
+	}
+	return PlacementDegraded_PLACEMENT_DEGRADED_UNSPECIFIED
+}
+
+func (x *PlacementDegraded) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PlacementDegraded) GetPeerNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.PeerNodeId
+	}
+	return nil
+}
+
 // Added (ours). The nodes one filter removed.
 type PlacementFilterCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7465,7 +7904,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7477,7 +7916,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7490,7 +7929,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{90}
+	return file_manager_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -7523,7 +7962,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7535,7 +7974,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7548,7 +7987,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{91}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -7566,7 +8005,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7578,7 +8017,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7591,7 +8030,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -7680,7 +8119,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7692,7 +8131,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7705,7 +8144,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -7783,7 +8222,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7795,7 +8234,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7808,7 +8247,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -7839,7 +8278,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7851,7 +8290,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7864,7 +8303,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -7891,7 +8330,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7903,7 +8342,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7916,7 +8355,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *PoolName) GetName() string {
@@ -7952,7 +8391,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7964,7 +8403,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7977,7 +8416,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *Pool) GetName() string {
@@ -8038,7 +8477,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8050,7 +8489,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8063,7 +8502,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8102,7 +8541,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8114,7 +8553,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8127,7 +8566,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8153,7 +8592,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8165,7 +8604,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8178,7 +8617,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 // Added (ours).
@@ -8195,7 +8634,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8207,7 +8646,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8220,7 +8659,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -8248,7 +8687,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8260,7 +8699,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8273,7 +8712,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -8293,7 +8732,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8305,7 +8744,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8318,7 +8757,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -8345,7 +8784,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8357,7 +8796,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8370,7 +8809,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -8413,7 +8852,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8425,7 +8864,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8438,7 +8877,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8467,7 +8906,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8479,7 +8918,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8492,7 +8931,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8519,7 +8958,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8531,7 +8970,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8865,7 +9304,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa7\f\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8e\x0e\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -8892,7 +9331,11 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"node_alert\x18\x12 \x01(\v2\x1c.norsk.api.manager.NodeAlertH\x00R\tnodeAlert\x12C\n" +
 	"\fpool_updated\x18\x13 \x01(\v2\x1e.norsk.api.manager.PoolUpdatedH\x00R\vpoolUpdated\x12C\n" +
-	"\fpool_deleted\x18\x14 \x01(\v2\x1e.norsk.api.manager.PoolDeletedH\x00R\vpoolDeleted\x12\x1b\n" +
+	"\fpool_deleted\x18\x14 \x01(\v2\x1e.norsk.api.manager.PoolDeletedH\x00R\vpoolDeleted\x12=\n" +
+	"\n" +
+	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
+	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -9080,7 +9523,7 @@ const file_manager_proto_rawDesc = "" +
 	"\rBundleUpdated\x121\n" +
 	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\"I\n" +
 	"\rBundleDeleted\x128\n" +
-	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\"\xee\x01\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\"\xc8\x03\n" +
 	"\x0fBundleJobStatus\x12#\n" +
 	"\rreplica_index\x18\x01 \x01(\rR\freplicaIndex\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12.\n" +
@@ -9089,7 +9532,11 @@ const file_manager_proto_rawDesc = "" +
 	"\x06synced\x18\x05 \x01(\bR\x06synced\x12\x1a\n" +
 	"\bremoving\x18\x06 \x01(\bR\bremoving\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\a \x01(\tR\tlastError\"\xb5\x01\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x12\x17\n" +
+	"\anode_id\x18\x14 \x01(\tR\x06nodeId\x12)\n" +
+	"\x10degraded_domains\x18\x15 \x03(\tR\x0fdegradedDomains\x12L\n" +
+	"\vdegradation\x18\x16 \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\vdegradation\x12F\n" +
+	"\flast_attempt\x18\x17 \x01(\v2#.norsk.api.manager.PlacementAttemptR\vlastAttempt\"\xb5\x01\n" +
 	"\n" +
 	"BundleInfo\x121\n" +
 	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\x126\n" +
@@ -9107,19 +9554,47 @@ const file_manager_proto_rawDesc = "" +
 	"\x05roles\x18\x02 \x03(\v2 .norsk.api.manager.RolePlacementR\x05roles\x12\x1f\n" +
 	"\vauto_placed\x18\x03 \x01(\bR\n" +
 	"autoPlaced\x12'\n" +
-	"\x0fterminal_reason\x18\x04 \x01(\tR\x0eterminalReason\"\xd9\x01\n" +
+	"\x0fterminal_reason\x18\x04 \x01(\tR\x0eterminalReason\"\xbb\x02\n" +
 	"\rRolePlacement\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04tier\x18\x03 \x01(\tR\x04tier\x12)\n" +
 	"\x10degraded_domains\x18\x04 \x03(\tR\x0fdegradedDomains\x12K\n" +
-	"\flast_attempt\x18\x05 \x01(\v2#.norsk.api.manager.PlacementAttemptH\x00R\vlastAttempt\x88\x01\x01B\x0f\n" +
+	"\flast_attempt\x18\x05 \x01(\v2#.norsk.api.manager.PlacementAttemptH\x00R\vlastAttempt\x88\x01\x01\x12\x12\n" +
+	"\x04pool\x18\x06 \x01(\tR\x04pool\x12L\n" +
+	"\vdegradation\x18\a \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\vdegradationB\x0f\n" +
 	"\r_last_attempt\"\xc8\x01\n" +
 	"\x10PlacementAttempt\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12'\n" +
 	"\x0fnodes_evaluated\x18\x03 \x01(\rR\x0enodesEvaluated\x12A\n" +
-	"\afilters\x18\x04 \x03(\v2'.norsk.api.manager.PlacementFilterCountR\afilters\"k\n" +
+	"\afilters\x18\x04 \x03(\v2'.norsk.api.manager.PlacementFilterCountR\afilters\"\xf1\x01\n" +
+	"\tJobPlaced\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x121\n" +
+	"\anode_id\x18\x03 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x12\n" +
+	"\x04pool\x18\x04 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x05 \x01(\tR\x04tier\x12)\n" +
+	"\x10degraded_domains\x18\x06 \x03(\tR\x0fdegradedDomains\x12\x1a\n" +
+	"\bdecision\x18\a \x01(\tR\bdecision\"\x94\x01\n" +
+	"\x0fPlacementFailed\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12=\n" +
+	"\aattempt\x18\x03 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\"\x98\x03\n" +
+	"\x11PlacementDegraded\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x121\n" +
+	"\anode_id\x18\x03 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x18\n" +
+	"\adomains\x18\x04 \x03(\tR\adomains\x12@\n" +
+	"\x05state\x18\x05 \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\x05state\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12:\n" +
+	"\fpeer_node_id\x18\a \x01(\v2\x18.norsk.api.common.NodeIdR\n" +
+	"peerNodeId\"Z\n" +
+	"\x05State\x12\"\n" +
+	"\x1ePLACEMENT_DEGRADED_UNSPECIFIED\x10\x00\x12\f\n" +
+	"\bDEGRADED\x10\x01\x12\x11\n" +
+	"\rFIX_AVAILABLE\x10\x02\x12\f\n" +
+	"\bRESOLVED\x10\x03\"k\n" +
 	"\x14PlacementFilterCount\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x12#\n" +
 	"\rnodes_removed\x18\x02 \x01(\rR\fnodesRemoved\x12\x16\n" +
@@ -9288,8 +9763,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 119)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 122)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -9304,442 +9779,460 @@ var file_manager_proto_goTypes = []any{
 	(JobHistoryJobStopping_Reason)(0),     // 10: norsk.api.manager.JobHistoryJobStopping.Reason
 	(NodeStopping_Reason)(0),              // 11: norsk.api.manager.NodeStopping.Reason
 	(NodeAlert_Kind)(0),                   // 12: norsk.api.manager.NodeAlert.Kind
-	(*Hello)(nil),                         // 13: norsk.api.manager.Hello
-	(*Job)(nil),                           // 14: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 15: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 16: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 17: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 18: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 19: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 20: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 21: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 22: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 23: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 24: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 25: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 26: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 27: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 28: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 29: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 30: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 31: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 32: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 33: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 34: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 35: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 36: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 37: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 38: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 39: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 40: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 41: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 42: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 43: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 44: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 45: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 46: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 47: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 48: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 49: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 50: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 51: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 52: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 53: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 54: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 55: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 56: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 57: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 58: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 59: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 60: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 61: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 62: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 63: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 64: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 65: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 66: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 67: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 68: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 69: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 70: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 71: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 72: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 73: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 74: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 75: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 76: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 77: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 78: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 79: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 80: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 81: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 82: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 83: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 84: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 85: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 86: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 87: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 88: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 89: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 90: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 91: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 92: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 93: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 94: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 95: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 96: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 97: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 98: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 99: norsk.api.manager.ListBundlesResponse
-	(*PlacementInfo)(nil),                 // 100: norsk.api.manager.PlacementInfo
-	(*RolePlacement)(nil),                 // 101: norsk.api.manager.RolePlacement
-	(*PlacementAttempt)(nil),              // 102: norsk.api.manager.PlacementAttempt
-	(*PlacementFilterCount)(nil),          // 103: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 104: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 105: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 106: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 107: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 108: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 109: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 110: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 111: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 112: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 113: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 114: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 115: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 116: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 117: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 118: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 119: norsk.api.manager.DrainNodeRequest
-	nil,                                   // 120: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 121: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 122: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 123: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 124: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 125: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 126: norsk.api.manager.DateFilter.Within
-	nil,                                   // 127: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 128: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 129: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 130: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 131: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 132: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 133: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 134: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 135: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 136: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 137: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 138: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 139: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 140: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 141: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 142: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 143: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 144: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 145: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 146: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 147: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 148: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 149: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 150: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 151: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 152: google.protobuf.Empty
+	(PlacementDegraded_State)(0),          // 13: norsk.api.manager.PlacementDegraded.State
+	(*Hello)(nil),                         // 14: norsk.api.manager.Hello
+	(*Job)(nil),                           // 15: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 16: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 17: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 18: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 19: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 20: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 21: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 22: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 23: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 24: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 25: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 26: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 27: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 28: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 29: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 30: norsk.api.manager.PhysicalNode
+	(*RunningJob)(nil),                    // 31: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 32: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 33: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 34: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 35: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 36: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 37: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 38: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 39: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 40: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 41: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 42: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 43: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 44: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 45: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 46: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 47: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 48: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 49: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 50: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 51: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 52: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 53: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 54: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 55: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 56: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 57: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 58: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 59: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 60: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 61: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 62: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 63: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 64: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 65: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 66: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 67: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 68: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 69: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 70: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 72: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 73: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 74: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 75: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 76: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 77: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 78: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 79: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 80: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 81: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 82: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 83: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 84: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 85: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 86: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 87: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 88: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 89: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 90: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 91: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 92: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 93: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 94: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 95: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 96: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 97: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 98: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 99: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 100: norsk.api.manager.ListBundlesResponse
+	(*PlacementInfo)(nil),                 // 101: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 102: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 103: norsk.api.manager.PlacementAttempt
+	(*JobPlaced)(nil),                     // 104: norsk.api.manager.JobPlaced
+	(*PlacementFailed)(nil),               // 105: norsk.api.manager.PlacementFailed
+	(*PlacementDegraded)(nil),             // 106: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 107: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 108: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 109: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 110: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 111: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 112: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 113: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 114: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 115: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 116: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 117: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 118: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 119: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 120: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
+	nil,                                   // 124: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 125: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 126: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 127: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 128: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 129: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 130: norsk.api.manager.DateFilter.Within
+	nil,                                   // 131: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 132: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 133: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 134: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 135: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 136: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 137: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 138: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 139: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 140: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 141: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 142: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 143: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 144: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 145: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 146: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 147: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 148: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 149: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 150: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 151: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 152: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 153: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 154: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 155: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 156: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	132, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	133, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	120, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	134, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	135, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	136, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	137, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	124, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	138, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	139, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	136, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	140, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	16,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	137, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	121, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	15,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	138, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
-	18,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	139, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	140, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	141, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	17,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	141, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	125, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	142, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	143, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	144, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	145, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	134, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	134, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	14,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	134, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	142, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	134, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	142, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	122, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	134, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	142, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	138, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	138, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	138, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	146, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	138, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	146, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	126, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	138, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	146, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	134, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	142, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	134, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	20,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	21,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	22,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	23,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	24,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	25,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	26,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	14,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	27,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	123, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	144, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	145, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	28,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	28,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	28,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	133, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	28,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	14,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	30,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	142, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	142, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	145, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	138, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	146, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	138, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	24,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	25,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	26,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	127, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	148, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	149, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	137, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	146, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	146, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	149, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	145, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	142, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	30,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	29,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	30,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	145, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	124, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	43,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	149, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	146, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	149, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	128, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	145, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	125, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	149, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	129, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	133, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	145, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	133, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	145, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	134, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	134, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	134, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	134, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	134, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	126, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	50,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	51,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	52,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	137, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	149, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	137, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	149, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	138, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	138, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	138, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	138, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	138, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	130, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 90: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	55,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	56,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 92: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	57,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	56,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	58,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	59,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	145, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	58,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	149, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	144, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	134, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	134, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	41,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	31,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	60,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	33,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	34,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	32,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	35,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	37,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	38,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	39,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	40,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	42,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	59,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	146, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	62,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	94,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	95,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	61,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	115, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	116, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	134, // 122: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	53,  // 123: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	13,  // 124: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	147, // 125: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	132, // 126: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	142, // 127: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	143, // 128: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 129: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 130: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	30,  // 131: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	134, // 132: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	11,  // 133: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	148, // 134: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	68,  // 135: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	149, // 136: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	2,   // 137: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	117, // 138: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	144, // 139: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	134, // 140: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	134, // 141: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	127, // 142: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	145, // 143: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	144, // 144: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	145, // 145: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	134, // 146: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	67,  // 147: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	28,  // 148: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	30,  // 149: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	70,  // 150: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	128, // 151: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	145, // 152: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	150, // 153: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	145, // 154: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	76,  // 155: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	134, // 156: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	134, // 157: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	129, // 158: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 159: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	77,  // 160: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	76,  // 161: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	149, // 162: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	145, // 163: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	145, // 164: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	130, // 165: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	134, // 166: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	83,  // 167: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	86,  // 168: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 169: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	90,  // 170: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	89,  // 171: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 172: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	18,  // 173: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	14,  // 174: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 175: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 176: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 177: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	86,  // 178: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 179: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	86,  // 180: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 181: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	86,  // 182: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	133, // 183: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	87,  // 184: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	96,  // 185: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	97,  // 186: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	101, // 187: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	102, // 188: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	134, // 189: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	103, // 190: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	106, // 191: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	107, // 192: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	108, // 193: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	134, // 194: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	111, // 195: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	112, // 196: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	131, // 197: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	110, // 198: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	110, // 199: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	109, // 200: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	8,   // 201: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	134, // 202: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	145, // 203: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 204: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	151, // 205: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	134, // 206: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	134, // 207: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	151, // 208: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	152, // 209: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	14,  // 210: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	14,  // 211: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	133, // 212: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	64,  // 213: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	45,  // 214: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	46,  // 215: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	47,  // 216: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	145, // 217: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	48,  // 218: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	49,  // 219: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	133, // 220: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	54,  // 221: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	152, // 222: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	71,  // 223: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	69,  // 224: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	133, // 225: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	74,  // 226: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	78,  // 227: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	145, // 228: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	80,  // 229: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	82,  // 230: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	84,  // 231: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	87,  // 232: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 233: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	86,  // 234: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	92,  // 235: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	93,  // 236: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	86,  // 237: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	98,  // 238: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	104, // 239: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	110, // 240: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	110, // 241: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	109, // 242: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	109, // 243: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	113, // 244: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	118, // 245: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	145, // 246: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	119, // 247: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	133, // 248: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	65,  // 249: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	19,  // 250: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	19,  // 251: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	152, // 252: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	36,  // 253: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	152, // 254: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	152, // 255: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	152, // 256: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	152, // 257: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	152, // 258: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	152, // 259: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	152, // 260: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	63,  // 261: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	66,  // 262: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	72,  // 263: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	152, // 264: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	73,  // 265: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	75,  // 266: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	79,  // 267: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	152, // 268: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	81,  // 269: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	152, // 270: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	85,  // 271: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	91,  // 272: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	152, // 273: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	152, // 274: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	152, // 275: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	152, // 276: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	97,  // 277: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	99,  // 278: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	105, // 279: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	152, // 280: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	152, // 281: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	152, // 282: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	110, // 283: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	114, // 284: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	152, // 285: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	152, // 286: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	152, // 287: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	100, // 288: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	249, // [249:289] is the sub-list for method output_type
-	209, // [209:249] is the sub-list for method input_type
-	209, // [209:209] is the sub-list for extension type_name
-	209, // [209:209] is the sub-list for extension extendee
-	0,   // [0:209] is the sub-list for field type_name
+	148, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	138, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	138, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	34,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	35,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	33,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	36,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	38,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	39,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	40,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	150, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	62,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	119, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	120, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
+	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	138, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	151, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	136, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	146, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	147, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	138, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	152, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	153, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	148, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	138, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	138, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	131, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	149, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	148, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	149, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	138, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	132, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	149, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	154, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	149, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	138, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	138, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	133, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	153, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	149, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	149, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	134, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	138, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	91,  // 173: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	90,  // 174: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 175: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	19,  // 176: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	15,  // 177: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 178: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 179: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 180: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	87,  // 181: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 182: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	137, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	97,  // 190: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	98,  // 191: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	138, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	137, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	149, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	137, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	137, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	149, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	149, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	138, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	135, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	138, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	149, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	149, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	155, // 219: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	138, // 220: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	138, // 221: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	155, // 222: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	156, // 223: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	15,  // 224: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	15,  // 225: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	137, // 226: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	65,  // 227: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	46,  // 228: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	47,  // 229: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	48,  // 230: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	149, // 231: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	49,  // 232: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	50,  // 233: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	137, // 234: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	55,  // 235: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	156, // 236: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	72,  // 237: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	70,  // 238: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	137, // 239: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	75,  // 240: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	79,  // 241: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	149, // 242: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	81,  // 243: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	83,  // 244: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	85,  // 245: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	88,  // 246: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 247: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 248: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	93,  // 249: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	94,  // 250: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	87,  // 251: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 252: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	108, // 253: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	114, // 254: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	114, // 255: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	113, // 256: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	113, // 257: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	117, // 258: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	122, // 259: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	149, // 260: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	123, // 261: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	137, // 262: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	66,  // 263: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	20,  // 264: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	20,  // 265: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	156, // 266: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	37,  // 267: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	156, // 268: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	156, // 269: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	156, // 270: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	156, // 271: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	156, // 272: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	156, // 273: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	156, // 274: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	64,  // 275: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	67,  // 276: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	73,  // 277: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	156, // 278: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	74,  // 279: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	76,  // 280: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	80,  // 281: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	156, // 282: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	82,  // 283: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	156, // 284: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	86,  // 285: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	92,  // 286: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	156, // 287: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	156, // 288: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	156, // 289: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	156, // 290: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	98,  // 291: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	100, // 292: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	109, // 293: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	156, // 294: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	156, // 295: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	156, // 296: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	114, // 297: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	118, // 298: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	156, // 299: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	156, // 300: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	156, // 301: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	101, // 302: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	263, // [263:303] is the sub-list for method output_type
+	223, // [223:263] is the sub-list for method input_type
+	223, // [223:223] is the sub-list for extension type_name
+	223, // [223:223] is the sub-list for extension extendee
+	0,   // [0:223] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -9815,6 +10308,9 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_NodeAlert)(nil),
 		(*EventStreamEvent_PoolUpdated)(nil),
 		(*EventStreamEvent_PoolDeleted)(nil),
+		(*EventStreamEvent_JobPlaced)(nil),
+		(*EventStreamEvent_PlacementFailed)(nil),
+		(*EventStreamEvent_PlacementDegraded)(nil),
 	}
 	file_manager_proto_msgTypes[52].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
@@ -9822,7 +10318,7 @@ func file_manager_proto_init() {
 	}
 	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
 	file_manager_proto_msgTypes[88].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[92].OneofWrappers = []any{
+	file_manager_proto_msgTypes[95].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
@@ -9832,8 +10328,8 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      13,
-			NumMessages:   119,
+			NumEnums:      14,
+			NumMessages:   122,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

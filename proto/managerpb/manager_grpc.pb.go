@@ -155,10 +155,9 @@ type ManagerClient interface {
 	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	// Added (issue 11 §3 "Explain"; docs/design/placement.md, "Explain"):
 	// where each role of a job runs, or for a role not placed the placement
-	// engine's last attempt with the nodes each filter removed.
-	// InvalidArgument for a bad job id; NotFound for an unknown job;
-	// FailedPrecondition on a manager that does not run the engine (a
-	// follower) when a role is not placed: the message names the leader.
+	// engine's last attempt with the nodes each filter removed. Any manager
+	// answers from the job record (the leader's engine memory, fresher, wins
+	// there). InvalidArgument for a bad job id; NotFound for an unknown job.
 	GetPlacement(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*PlacementInfo, error)
 }
 
@@ -683,10 +682,9 @@ type ManagerServer interface {
 	DrainNode(context.Context, *DrainNodeRequest) (*emptypb.Empty, error)
 	// Added (issue 11 §3 "Explain"; docs/design/placement.md, "Explain"):
 	// where each role of a job runs, or for a role not placed the placement
-	// engine's last attempt with the nodes each filter removed.
-	// InvalidArgument for a bad job id; NotFound for an unknown job;
-	// FailedPrecondition on a manager that does not run the engine (a
-	// follower) when a role is not placed: the message names the leader.
+	// engine's last attempt with the nodes each filter removed. Any manager
+	// answers from the job record (the leader's engine memory, fresher, wins
+	// there). InvalidArgument for a bad job id; NotFound for an unknown job.
 	GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error)
 	mustEmbedUnimplementedManagerServer()
 }

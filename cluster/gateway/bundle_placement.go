@@ -1,0 +1,43 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// addBundlePlacement fills in, for every derived job of info, where its
+// role runs (replica 0 as primary, 1 as backup) and the placement
+// engine's word on it from the job record read in r (the view the bundle
+// was read in): the degraded failure domains and their state from the
+// instance's note, or the last failure recorded for the role. A derived
+// job without a record yet (being created) is left as it is.
+func addBundlePlacement(r *persistence.Reader, info *managerpb.BundleInfo) error {
+	for _, js := range info.GetJobs() {
+		rec, _, err := r.Job(js.GetJobId().GetJobId())
+		if errors.Is(err, persistence.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read derived job %s: %w", js.GetJobId().GetJobId(), err)
+		}
+		role := "primary"
+		if js.GetReplicaIndex() == 1 {
+			role = "backup"
+		}
+		for _, in := range rec.GetInstances() {
+			if in.GetRole() == role {
+				n := in.GetPlacement()
+				js.NodeId, js.DegradedDomains, js.Degradation = in.GetNodeId(), n.GetDegraded(), n.GetDegradation()
+			}
+		}
+		for _, f := range rec.GetPlacementFailures() {
+			if f.GetRole() == role && !f.GetCleared() && js.GetNodeId() == "" {
+				js.LastAttempt = f.GetAttempt()
+			}
+		}
+	}
+	return nil
+}

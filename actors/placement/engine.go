@@ -122,26 +122,39 @@ func (e *Engine) Run(ctx context.Context) {
 	defer e.log.Info("placement engine stopped")
 	for {
 		_, head := e.cfg.Store.EventBounds()
+		t0 := time.Now()
 		if err := e.Pass(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("placement pass failed", "error", err)
 		}
-		if !e.wait(ctx, head) {
+		if !e.wait(ctx, head, passGap(e.cfg, time.Since(t0))) {
 			return
 		}
 	}
 }
 
-// wait returns after MinGap once an event after head is logged, a kick
+// passGap is the least wait after a pass that took took: MinGap, or
+// passGapFactor times the pass when that is longer (at most Interval), so
+// that on a large store (a pass reads every record) the engine takes at
+// most about 1/(1+passGapFactor) of a core however fast events arrive;
+// the roles that arrive meanwhile are decided together by the next pass.
+func passGap(cfg Config, took time.Duration) time.Duration {
+	return min(max(cfg.MinGap, passGapFactor*took), cfg.Interval)
+}
+
+// passGapFactor: see passGap.
+const passGapFactor = 3
+
+// wait returns after gap once an event after head is logged, a kick
 // arrives or Interval passes; false when ctx ended.
-func (e *Engine) wait(ctx context.Context, head persistence.Index) bool {
-	gap := time.NewTimer(e.cfg.MinGap)
+func (e *Engine) wait(ctx context.Context, head persistence.Index, gapFor time.Duration) bool {
+	gap := time.NewTimer(gapFor)
 	defer gap.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-gap.C:
 	}
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.Interval-min(e.cfg.Interval, e.cfg.MinGap))
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.Interval-min(e.cfg.Interval, gapFor))
 	defer cancel()
 	events := make(chan struct{})
 	go func() {

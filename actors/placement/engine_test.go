@@ -389,3 +389,19 @@ func TestEngine_Pass_CordonedAndDraining(t *testing.T) {
 		})
 	}
 }
+
+func TestPassGap(t *testing.T) {
+	cfg := Config{Interval: 500 * time.Millisecond, MinGap: 50 * time.Millisecond}
+	for _, tc := range []struct {
+		took, want time.Duration
+	}{
+		{0, 50 * time.Millisecond},
+		{10 * time.Millisecond, 50 * time.Millisecond},
+		{40 * time.Millisecond, 120 * time.Millisecond},
+		{time.Second, 500 * time.Millisecond},
+	} {
+		if got := passGap(cfg, tc.took); got != tc.want {
+			t.Errorf("passGap(%v) = %v, want %v", tc.took, got, tc.want)
+		}
+	}
+}

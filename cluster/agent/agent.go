@@ -292,11 +292,6 @@ func (a *Agent) Start() error {
 	a.gateway.Register(a.grpc)
 	a.registerAgentGauges()
 	a.health = health.NewServer()
-	// NOT_SERVING until Start ends: grpc's health server starts with ""
-	// SERVING, and the API listens before the grains are revived, so a
-	// probe of "" passed while clients (which watch the Manager service)
-	// saw it unknown and failed their first call at once.
-	a.setServing(false)
 	healthpb.RegisterHealthServer(a.grpc, a.health)
 	reflection.Register(a.grpc)
 	if a.cl != nil {

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
@@ -71,12 +74,37 @@ func newFleet(t *testing.T, specs ...slotSpec) *fleet {
 	t.Helper()
 	mport := testproc.FreePort(t)
 	m := startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t), "--metrics-addr", testproc.Addr(mport))
+	// startManager waits for the health of "", which grpc's health server
+	// reports SERVING from the start, before the manager has revived its
+	// grains and set its own status; clients watch the Manager service and
+	// fail a call at once while it is unknown.
+	testproc.Await(t, 30*time.Second, "the Manager service SERVING", func() error { return managerServing(m.addr) })
 	f := &fleet{t: t, m: m, mc: connect(t, m.addr), metricsAddr: testproc.Addr(mport), pidDir: t.TempDir(),
 		byName: map[string]*slot{}, byID: map[string]*slot{}}
 	for _, s := range specs {
 		f.add(s)
 	}
 	return f
+}
+
+// managerServing returns nil once the manager at addr reports its
+// Manager service SERVING on grpc.health.v1.
+func managerServing(addr string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: managerpb.Manager_ServiceDesc.ServiceName})
+	if err != nil {
+		return err
+	}
+	if r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("%s", r.GetStatus())
+	}
+	return nil
 }
 
 // add registers a slot for spec, starts its worker and waits until the

@@ -105,6 +105,11 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 		return false // the backoff after the last failure; a later pass
 	}
 	ask := e.askOf(w, c, pool)
+	if id, ok := w.uncreated(ask.CoLocateWith); ok {
+		// Placed alone it would pin the group to a node chosen for one.
+		e.log.Debug("placement waits for its co_locate_with group", "job_id", c.job, "role", c.role, "uncreated", id)
+		return false
+	}
 	members := w.coLocated(c, ask.CoLocateWith, policy)
 	for _, m := range members {
 		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
@@ -164,6 +169,21 @@ func (w *world) coLocated(c *candidate, group []scheduler.JobID, policy schedule
 		out = append(out, m)
 	}
 	return out
+}
+
+// uncreated returns the first of a co_locate_with group's jobs that has
+// no job record yet. The bundle grain writes the bundle record, listing
+// every derived job, before it creates their records, so a pass can see a
+// group in part; it then waits for the rest (the records are created
+// right after, and each creation triggers a pass) so the group is placed
+// in one decision.
+func (w *world) uncreated(group []scheduler.JobID) (scheduler.JobID, bool) {
+	for _, id := range group {
+		if _, ok := w.jobs[string(id)]; !ok {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // askOf builds the scheduler's question for c: requirements, constraints,

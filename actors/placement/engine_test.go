@@ -212,11 +212,15 @@ func TestEngine_Pass_NoDoubleStartInFlight(t *testing.T) {
 	f.router.hold = hold
 	ctx := context.Background()
 	require.NoError(t, f.eng.Pass(ctx))
+	// The StartJob is sent in the background: wait until the router holds it.
+	require.Eventually(t, func() bool { return f.router.sent() == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, f.eng.Pass(ctx))
 	require.NoError(t, f.eng.Pass(ctx))
 	require.Equal(t, 1, f.eng.InFlight())
-	require.Equal(t, 1, f.router.sent(), "no second StartJob while the first is in flight")
 	close(hold)
+	// After settle every send has reached the router: exactly one.
+	f.eng.settle()
+	require.Equal(t, 1, f.router.sent(), "no second StartJob while the first is in flight")
 	f.eng.settle()
 	f.router.hold = nil
 	f.pass()

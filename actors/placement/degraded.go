@@ -22,14 +22,16 @@ const RecheckWriteGap = 30 * time.Second
 // noteOf is the placement note of p's StartJob: the decision's pool, tier
 // and text, and the failure domains c (the asked job when asked, else a
 // co-located member) shares with its own other replica against the
-// resilience policy. The asked job's are the decision's; a member's are
-// computed the same way against its own peer.
+// resilience policy, each against its own peer (the decision's Degraded is
+// the union over the group, so it is not used here).
 func (w *world) noteOf(c *candidate, d scheduler.Decision, asked bool, peer *scheduler.Peer) *internalpb.PlacementNote {
 	n := &internalpb.PlacementNote{Pool: c.pool, Tier: d.Tier, Decision: d.String()}
 	var shared []scheduler.Domain
-	if asked {
-		shared = d.Degraded
-	} else if peer = w.peerOf(c.rec, c.bundle, c.replica, c.jobName); peer != nil {
+	if !asked {
+		peer = w.peerOf(c.rec, c.bundle, c.replica, c.jobName)
+	}
+	// Per job: d.Degraded is the group's union (any member's peer).
+	if peer != nil && c.bundle != nil {
 		node := schedNode(w.nodeRecs[string(d.Node)])
 		node.ID = d.Node
 		shared = scheduler.Shared(&node, peer, scheduler.AntiAffinityFromProto(c.bundle.GetBundle().GetResiliencePolicy()))

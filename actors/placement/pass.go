@@ -113,7 +113,8 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	members := w.coLocated(c, ask.CoLocateWith, policy)
 	for _, m := range members {
 		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
-			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements())})
+			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements()),
+			Peer:         w.peerOf(m.rec, m.bundle, m.replica, m.jobName)})
 	}
 	if verdict.Failures > 0 {
 		if verdict.SameNode {

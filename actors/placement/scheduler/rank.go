@@ -122,8 +122,14 @@ func rankOf(c *candidate, a *Ask, n need) rank {
 	case contains(a.AvoidNodes, c.node.ID):
 		pref = 2
 	}
+	// The weights are distinct bits: OR is the union of the domains
+	// shared with any peer of the group.
+	shared := sharedMask(c.node, a.Peer, a.AntiAffinity)
+	for i := range a.CoLocated {
+		shared |= sharedMask(c.node, a.CoLocated[i].Peer, a.AntiAffinity)
+	}
 	return rank{
-		shared: sharedMask(c.node, a.Peer, a.AntiAffinity),
+		shared: shared,
 		pref:   pref,
 		tier:   c.tier,
 		util:   utilization(c.node, c.usage, n),

@@ -382,3 +382,26 @@ func TestDecision_String(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+// TestSelect_CoLocatedMemberPeer: the asked job's other replica is not
+// placed, but a co-located member's is (on a, in z1): the group keeps out
+// of the member's peer's node and zone, although a is the fuller node.
+func TestSelect_CoLocatedMemberPeer(t *testing.T) {
+	nodes := []Node{node("a", withZone("z1")), node("b", withZone("z1")), node("c", withZone("z2"))}
+	placed := []Placed{{Job: "load", Role: RolePrimary, Node: "a", Capacity: 4}, {Job: "load2", Role: RolePrimary, Node: "b", Capacity: 2}}
+	v, err := NewView(nodes, placed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ask("bun.1.enc", 1)
+	a.Role, a.AntiAffinity = RoleBackup, AntiAffinity{Node: true, Zone: true}
+	a.CoLocated = []Member{{Job: "bun.1.pkg", Role: RoleBackup, Requirements: Requirements{Capacity: 1},
+		Peer: &Peer{Node: "a", Zone: "z1"}}}
+	d, err := v.Select(a)
+	if err != nil {
+		t.Fatalf("Select: %v", err)
+	}
+	if d.Node != "c" || len(d.Degraded) != 0 {
+		t.Fatalf("Node = %s, Degraded = %v; want c, none (the member's peer is on a in z1)", d.Node, d.Degraded)
+	}
+}

@@ -135,6 +135,11 @@ type Member struct {
 	Job          JobID
 	Role         Role
 	Requirements Requirements
+	// Peer is the member's other replica's placement (nil: not placed or
+	// no resilience policy). The node is ranked against it as against
+	// Ask.Peer: a group member's backup is kept out of its primary's
+	// domains too, not only the asked job's.
+	Peer *Peer
 }
 
 // AntiAffinity says which failure domains of the other replica the placed

@@ -291,6 +291,9 @@ func (a *Agent) Start() error {
 	a.gateway.Register(a.grpc)
 	a.registerAgentGauges()
 	a.health = health.NewServer()
+	// The health server starts with "" SERVING: not before the grains are
+	// revived (a single manager) or a leader is known (a cluster member).
+	a.setServing(false)
 	healthpb.RegisterHealthServer(a.grpc, a.health)
 	reflection.Register(a.grpc)
 	if a.cl != nil {

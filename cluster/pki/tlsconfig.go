@@ -1,0 +1,64 @@
+package pki
+
+import (
+	"crypto/tls"
+	"errors"
+)
+
+// ErrNoCertificate is returned by a server handshake of a Reloader that
+// holds no certificate pair (only a CA).
+var ErrNoCertificate = errors.New("pki: no certificate loaded to serve with")
+
+// ServerConfig returns the tls.Config of a server (the manager's API, a
+// worker's dial-back port). Every handshake takes the pair and CA bundle
+// last loaded. With requireClientCert and a CA, clients must present a
+// certificate the CA signed with client authentication in its extended key
+// usages (mutual TLS); otherwise none is asked for. TLS 1.2 at least; ALPN
+// "h2" (gRPC).
+func (r *Reloader) ServerConfig(requireClientCert bool) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			l := r.cur.Load()
+			if l.cert == nil {
+				return nil, ErrNoCertificate
+			}
+			c := &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				NextProtos:   []string{"h2"},
+				Certificates: []tls.Certificate{*l.cert},
+			}
+			if requireClientCert && l.pool != nil {
+				c.ClientAuth = tls.RequireAndVerifyClientCert
+				c.ClientCAs = l.pool
+			}
+			return c, nil
+		},
+	}
+}
+
+// ClientConfig returns the tls.Config of a client: the server is verified
+// against the CA bundle loaded now (the system's roots without one) and
+// must be named serverName in its certificate — empty: the host it is
+// dialled at, which gRPC fills in per address. If the server asks for a
+// client certificate, the pair last loaded is presented (none without
+// one), so a renewed client certificate is used by the next connection.
+//
+// The CA bundle is read when ClientConfig is called: a long-lived dialer
+// built once sees a new CA bundle after its process restarts, while
+// servers pick it up at reload.
+func (r *Reloader) ClientConfig(serverName string) *tls.Config {
+	l := r.cur.Load()
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: serverName,
+		RootCAs:    l.pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if l := r.cur.Load(); l.cert != nil {
+				return l.cert, nil
+			}
+			return &tls.Certificate{}, nil // none: the server decides
+		},
+	}
+}

@@ -49,7 +49,8 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 // dial connects with cfg and returns the server certificate's serial, or
 // the error of the handshake or of the first read (TLS 1.3 reports a
 // refused client certificate there).
-func dial(addr string, cfg *tls.Config) (*big.Int, error) {
+func dial(addr string, cfg *tls.Config, serverName string) (*big.Int, error) {
+	cfg.ServerName = serverName
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func TestReloader_Reload_NewConnectionsSeeNewCert(t *testing.T) {
 	client, err := NewReloader(ReloaderConfig{Files: Files{CA: caPath}})
 	require.NoError(t, err)
 
-	serial, err := dial(addr, client.ClientConfig("server.norsk"))
+	serial, err := dial(addr, client.ClientConfig(), "server.norsk")
 	require.NoError(t, err)
 	require.Equal(t, first.Cert.SerialNumber, serial)
 
@@ -86,7 +87,7 @@ func TestReloader_Reload_NewConnectionsSeeNewCert(t *testing.T) {
 	changed, err = r.Reload()
 	require.NoError(t, err)
 	require.True(t, changed)
-	serial, err = dial(addr, client.ClientConfig("127.0.0.1"))
+	serial, err = dial(addr, client.ClientConfig(), "127.0.0.1")
 	require.NoError(t, err)
 	require.Equal(t, second.Cert.SerialNumber, serial)
 }
@@ -156,7 +157,7 @@ func TestReloader_ServerConfig_MutualTLS(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := dial(addr, tc.client.ClientConfig("localhost"))
+			_, err := dial(addr, tc.client.ClientConfig(), "localhost")
 			if tc.wantErr {
 				require.Error(t, err)
 			} else {
@@ -173,9 +174,9 @@ func TestReloader_ServerConfig_MutualTLS(t *testing.T) {
 	cf.CA = otherCAPath
 	wrongCA, err := NewReloader(ReloaderConfig{Files: cf})
 	require.NoError(t, err)
-	_, err = dial(addr, wrongCA.ClientConfig("localhost"))
+	_, err = dial(addr, wrongCA.ClientConfig(), "localhost")
 	require.ErrorContains(t, err, "certificate signed by unknown authority")
-	_, err = dial(addr, clientOf(t, ca, RoleClient).ClientConfig("worker.norsk"))
+	_, err = dial(addr, clientOf(t, ca, RoleClient).ClientConfig(), "worker.norsk")
 	require.ErrorContains(t, err, "worker.norsk")
 }
 

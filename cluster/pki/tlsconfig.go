@@ -39,20 +39,20 @@ func (r *Reloader) ServerConfig(requireClientCert bool) *tls.Config {
 }
 
 // ClientConfig returns the tls.Config of a client: the server is verified
-// against the CA bundle loaded now (the system's roots without one) and
-// must be named serverName in its certificate — empty: the host it is
-// dialled at, which gRPC fills in per address. If the server asks for a
-// client certificate, the pair last loaded is presented (none without
-// one), so a renewed client certificate is used by the next connection.
+// against the CA bundle loaded now (the system's roots without one), and
+// the name in ServerName, which the caller sets (gRPC sets it to the
+// authority of each connection, the host dialled; grpc.WithAuthority
+// names another). If the server asks for a client certificate, the pair
+// last loaded is presented (none without one), so a renewed client
+// certificate is used by the next connection.
 //
 // The CA bundle is read when ClientConfig is called: a long-lived dialer
 // built once sees a new CA bundle after its process restarts, while
 // servers pick it up at reload.
-func (r *Reloader) ClientConfig(serverName string) *tls.Config {
+func (r *Reloader) ClientConfig() *tls.Config {
 	l := r.cur.Load()
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		ServerName: serverName,
 		RootCAs:    l.pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if l := r.cur.Load(); l.cert != nil {

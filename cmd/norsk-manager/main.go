@@ -88,6 +88,7 @@ type options struct {
 	changed func(name string) bool
 
 	providers providerOptions
+	tls       tlsOptions
 }
 
 func defaultDataDir() string {
@@ -154,6 +155,7 @@ workers keep running them and a restarted manager adopts them.
 	f.Var(&o.minFreeDisk, "min-free-disk", "free space the data dir's filesystem must keep: below it writes are refused (RESOURCE_EXHAUSTED, reads keep working) "+
 		"until space is freed, before a full disk could crash the store; the default is four of the store's 64 MiB memtables (README, \"A full disk\"); 0 disables")
 	o.providers.addFlags(f)
+	o.tls.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
 	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
 
@@ -231,6 +233,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if o.dev && o.tls.given() {
+		return usagef("--dev runs without TLS: drop --tls-cert, --tls-key and --tls-ca")
+	}
+	tlsCfg, err := o.tls.config(log)
+	if err != nil {
+		return err
+	}
 	if err := o.providers.validate(); err != nil {
 		return &usageError{err}
 	}
@@ -274,6 +283,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
+	cfg.TLS = tlsCfg
 	cfg.EnableDebug = o.enableDebug
 	cfg.Node.Providers = provs
 	if o.moveGrace <= 0 {
@@ -305,6 +315,7 @@ func run(ctx context.Context, o *options) error {
 	if err := a.Start(); err != nil {
 		return err
 	}
+	defer watchTLS(ctx, log, tlsCfg.Certs)()
 	if o.dev {
 		if err := runDev(ctx, log, a, devJob); err != nil {
 			return err

@@ -78,7 +78,7 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: Settings.URL: %w", err)
 	}
-	dials := newDialTracker()
+	dials := newDialTracker(settings.TLS == nil)
 	creds := insecure.NewCredentials()
 	if settings.TLS != nil {
 		creds = credentials.NewTLS(settings.TLS)

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -316,4 +317,41 @@ func parseCert(t *testing.T, pemBytes []byte) *x509.Certificate {
 	c, err := x509.ParseCertificate(blk.Bytes)
 	require.NoError(t, err)
 	return c
+}
+
+// TestE2E_TLS_Cluster runs three managers with mutual TLS on their APIs:
+// they reach each other's API (the internal Cluster service: member
+// status, forwarded calls) with their server certificates as client
+// certificates, and a write through each of them commits.
+func TestE2E_TLS_Cluster(t *testing.T) {
+	ctx := context.Background()
+	d := newTLSDir(t)
+	caFile := d.path("norsk-ca.pem")
+	cfg := clientTLS(t, client.TLSFiles{CACert: caFile, ClientCert: d.path("norsk-client.pem"), ClientKey: d.path("norsk-client-key.pem")})
+	c := testproc.NewCluster(t, 3, "--tls-cert", d.path("norsk-server.pem"), "--tls-key", d.path("norsk-server-key.pem"), "--tls-ca", caFile)
+	c.TLS = cfg
+	for _, m := range c.Managers {
+		m.TLS = cfg
+	}
+	c.StartAll()
+	for _, m := range c.Managers {
+		require.False(t, testproc.Serving(m.APIAddr), "%s answers plaintext", m.Name)
+		testproc.Await(t, 30*time.Second, m.Name+" sees every member's status", func() error {
+			resp, err := m.Members(ctx)
+			if err != nil {
+				return err
+			}
+			if len(resp.GetMembers()) != 3 {
+				return fmt.Errorf("%d members", len(resp.GetMembers()))
+			}
+			for _, mem := range resp.GetMembers() {
+				if mem.GetError() != "" || mem.GetRaftState() == "unknown" {
+					return fmt.Errorf("member %s: %s (%s)", mem.GetName(), mem.GetError(), mem.GetRaftState())
+				}
+			}
+			return nil
+		})
+		_, err := m.Client().CreateJob(ctx, webJob("job-via-"+m.Name, filepath.Join(t.TempDir(), "pid"), testproc.FreePort(t)))
+		require.NoError(t, err, "create a job through %s", m.Name)
+	}
 }

@@ -89,6 +89,7 @@ type options struct {
 
 	providers providerOptions
 	tls       tlsOptions
+	devTLS    bool
 }
 
 func defaultDataDir() string {
@@ -143,6 +144,7 @@ workers keep running them and a restarted manager adopts them.
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the manager's durable state (default "+defaultDataDir()+"; --dev: a temporary directory)")
 	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:6790", "address of the gRPC API (use 0.0.0.0:6790 to accept remote workers and clients)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: temporary data dir, short timeouts, and a local worker on a fresh cluster slot")
+	f.BoolVar(&o.devTLS, "dev-tls", false, "with --dev: mutual TLS on the API and the local worker's link, with a throw-away CA and certificates in a temporary directory (printed; removed on exit)")
 	f.StringVar(&o.runJob, "run-job", "", "with --dev: create this job (a protojson norsk.api.manager.Job file), start it on the local worker and print events until Ctrl-C")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -234,7 +236,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	if o.dev && o.tls.given() {
-		return usagef("--dev runs without TLS: drop --tls-cert, --tls-key and --tls-ca")
+		return usagef("--dev makes its own certificates with --dev-tls: drop --tls-cert, --tls-key and --tls-ca")
+	}
+	if o.devTLS && !o.dev {
+		return usagef("--dev-tls needs --dev")
 	}
 	tlsCfg, err := o.tls.config(log)
 	if err != nil {
@@ -248,6 +253,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	var cfg agent.Config
+	var dt *devTLS // --dev-tls
 	if o.dev {
 		dir := o.dataDir
 		if dir == "" {
@@ -262,6 +268,17 @@ func run(ctx context.Context, o *options) error {
 		cfg = agent.DevConfig(dir)
 		if o.apiAddr != "" {
 			cfg.APIAddr = o.apiAddr
+		}
+		if o.devTLS {
+			certDir, err := os.MkdirTemp("", "norsk-manager-dev-tls-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(certDir)
+			if dt, err = newDevTLS(log, certDir); err != nil {
+				return err
+			}
+			tlsCfg = dt.managerTLS
 		}
 	} else {
 		dir := o.dataDir
@@ -317,7 +334,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer watchTLS(ctx, log, tlsCfg.Certs)()
 	if o.dev {
-		if err := runDev(ctx, log, a, devJob); err != nil {
+		if err := runDev(ctx, log, a, devJob, dt); err != nil {
 			return err
 		}
 	}

@@ -355,3 +355,30 @@ func TestE2E_TLS_Cluster(t *testing.T) {
 		require.NoError(t, err, "create a job through %s", m.Name)
 	}
 }
+
+// TestE2E_TLS_Dev: --dev --dev-tls runs the dev manager and its worker with
+// mutual TLS on throw-away certificates, and prints the norsk-ctl flags
+// that reach it; without them the manager refuses.
+func TestE2E_TLS_Dev(t *testing.T) {
+	addr := testproc.Addr(testproc.FreePort(t))
+	m := start(t, "dev-manager", "norsk-manager", "--dev", "--dev-tls", "--api-addr", addr)
+	var try string
+	testproc.Eventually(t, 30*time.Second, "the dev manager's hint", func() bool {
+		if !m.Running() {
+			t.Fatalf("dev manager exited:\n%s", m.Output())
+		}
+		for _, line := range strings.Split(m.Output(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "try: norsk-ctl "); ok {
+				try = rest
+				return true
+			}
+		}
+		return false
+	})
+	require.Contains(t, try, "--ca-cert")
+	out, code := runBin(t, "norsk-ctl", nil, strings.Fields(try)...)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `cluster\s+started\s+yes`, out, "the dev worker is connected over TLS")
+	out, code = runBin(t, "norsk-ctl", nil, "--manager-url", addr, "node", "list")
+	require.Equal(t, 6, code, out)
+}

@@ -99,8 +99,9 @@ func (o *workerTLS) read(cmd *cobra.Command) {
 	o.clientFlag = cmd.Flags().Changed(ctlFlagClientCert) || cmd.Flags().Changed(ctlFlagClientKey)
 }
 
-// config loads the worker's certificates into cfg's ServerTLS and
-// ManagerTLS and returns the reloader to keep current (nil without TLS).
+// load loads the worker's certificates: the TLS of its server (nil: plaintext)
+// and of its registrations (nil: plaintext), and the reloader to keep current
+// (nil without certificates).
 // Errors name the flags.
 func (o *workerTLS) load(logger *slog.Logger) (server, manager *tls.Config, certs *pki.Reloader, err error) {
 	if o.clientFlag {

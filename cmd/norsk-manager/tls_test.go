@@ -43,7 +43,8 @@ func TestTLSFlagErrors(t *testing.T) {
 		{"key of another certificate", []string{"--tls-cert", server.Cert, "--tls-key", other.Key}, "private key does not match"},
 		{"ca file without a certificate", []string{"--tls-cert", server.Cert, "--tls-key", server.Key, "--tls-ca", server.Key}, "holds no CA certificate"},
 		{"empty worker name", []string{"--tls-cert", server.Cert, "--tls-key", server.Key, "--tls-worker-name", ""}, "--tls-worker-name"},
-		{"dev with tls", []string{"--dev", "--tls-cert", server.Cert, "--tls-key", server.Key}, "--dev runs without TLS"},
+		{"dev with tls", []string{"--dev", "--tls-cert", server.Cert, "--tls-key", server.Key}, "--dev makes its own certificates with --dev-tls"},
+		{"dev-tls without dev", []string{"--dev-tls"}, "--dev-tls needs --dev"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -121,6 +121,11 @@ the worker back on its --listen address.
 fresh slot, for trying things out; with --run-job it also creates and starts
 the job in the given file and prints the event stream until Ctrl-C.
 
+--tls-cert and --tls-key serve the API over TLS only; with --tls-ca, clients
+must present a certificate of that CA and workers are dialled back over TLS
+(make them with "norsk-manager tls"; README, "Securing a cluster"). SIGHUP
+re-reads the certificate files.
+
 Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
 workers keep running them and a restarted manager adopts them.
 ` + exitCodesHelp,

@@ -226,7 +226,7 @@ func TestE2E_TLS(t *testing.T) {
 	wport, webPort := testproc.FreePort(t), testproc.FreePort(t)
 	stateDir := filepath.Join(t.TempDir(), "worker")
 	t.Cleanup(func() { testproc.KillProcessesMentioning(stateDir) })
-	start(t, "worker", "norsk-ctl", "--mode=worker", "--listen", testproc.Addr(wport), "--state-dir", stateDir, "--log-level", "debug",
+	w := start(t, "worker", "norsk-ctl", "--mode=worker", "--listen", testproc.Addr(wport), "--state-dir", stateDir, "--log-level", "debug",
 		"--token", tokens["tls-worker"][1], "--manager-url", addr,
 		"--ca-cert", caFile, "--tls-cert", d.path("norsk-worker.pem"), "--tls-key", d.path("norsk-worker-key.pem"))
 	nodeID := tokens["tls-worker"][0]
@@ -296,17 +296,35 @@ func TestE2E_TLS(t *testing.T) {
 		pid := m.Cmd.Process.Pid
 		require.NoError(t, m.Cmd.Process.Signal(syscall.SIGHUP))
 		testproc.Eventually(t, 20*time.Second, "new connections get the renewed certificate", func() bool {
-			return servedSerial(t, addr, cfg).Cmp(renewed.SerialNumber) == 0
+			return servedSerial(t, addr, cfg).Cmp(renewed.SerialNumber) == 0 &&
+				strings.Contains(m.Output(), "tls certificates reloaded") // logged just after the swap
 		})
 		require.True(t, m.Running())
 		require.Equal(t, pid, m.Cmd.Process.Pid)
-		require.Contains(t, m.Output(), "tls certificates reloaded")
 		// The client connected before keeps working, and so does the
 		// worker session and its job.
 		_, err = mc.ListClusterNodes(ctx)
 		require.NoError(t, err)
 		require.True(t, nodeConnected(t, mc, nodeID))
 		require.True(t, httpOK(webPort))
+
+		// The worker's certificate too: SIGHUP to the worker, and the next
+		// manager to dial it (here: a TLS client with the manager's
+		// certificate) sees the new one; the session stays up.
+		out, code = runBin(t, "norsk-manager", nil, "tls", "cert", "create", "--worker", "--name", "renewed", "--dir", d.dir)
+		require.Equal(t, 0, code, out)
+		block, err = os.ReadFile(d.path("norsk-worker-renewed.pem"))
+		require.NoError(t, err)
+		renewedWorker := parseCert(t, block)
+		require.NoError(t, os.Rename(d.path("norsk-worker-renewed-key.pem"), d.path("norsk-worker-key.pem")))
+		require.NoError(t, os.Rename(d.path("norsk-worker-renewed.pem"), d.path("norsk-worker.pem")))
+		require.NoError(t, w.Cmd.Process.Signal(syscall.SIGHUP))
+		asManager := clientTLS(t, client.TLSFiles{CACert: caFile, ClientCert: d.path("norsk-server.pem"), ClientKey: d.path("norsk-server-key.pem")})
+		testproc.Eventually(t, 20*time.Second, "the worker serves its renewed certificate", func() bool {
+			return servedSerial(t, testproc.Addr(wport), asManager).Cmp(renewedWorker.SerialNumber) == 0
+		})
+		require.True(t, w.Running())
+		require.True(t, nodeConnected(t, mc, nodeID))
 	})
 }
 

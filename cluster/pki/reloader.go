@@ -83,6 +83,9 @@ type loaded struct {
 	cert                   *tls.Certificate // nil without Cert
 	leaf                   *x509.Certificate
 	pool                   *x509.CertPool // nil without CA
+	// serverCfg and mutualCfg are what ServerConfig hands to handshakes
+	// (without and with client certificates required); nil without cert.
+	serverCfg, mutualCfg *tls.Config
 }
 
 // NewReloader validates cfg and loads the files. It fails, naming the file
@@ -202,6 +205,7 @@ func (r *Reloader) load() (*loaded, error) {
 			return nil, fmt.Errorf("%w: %s holds no CA certificate", ErrBadPEM, r.cfg.CA)
 		}
 	}
+	l.serverConfigs()
 	return l, nil
 }
 

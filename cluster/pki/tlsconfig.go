@@ -24,17 +24,30 @@ func (r *Reloader) ServerConfig(requireClientCert bool) *tls.Config {
 			if l.cert == nil {
 				return nil, ErrNoCertificate
 			}
-			c := &tls.Config{
-				MinVersion:   tls.VersionTLS12,
-				NextProtos:   []string{"h2"},
-				Certificates: []tls.Certificate{*l.cert},
+			if requireClientCert {
+				return l.mutualCfg, nil
 			}
-			if requireClientCert && l.pool != nil {
-				c.ClientAuth = tls.RequireAndVerifyClientCert
-				c.ClientCAs = l.pool
-			}
-			return c, nil
+			return l.serverCfg, nil
 		},
+	}
+}
+
+// serverConfigs builds l's two server configurations once per load rather
+// than once per handshake. Handshakes must not modify them (gRPC clones
+// the Config it is given before adding its defaults).
+func (l *loaded) serverConfigs() {
+	if l.cert == nil {
+		return
+	}
+	l.serverCfg = &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2"},
+		Certificates: []tls.Certificate{*l.cert},
+	}
+	l.mutualCfg = l.serverCfg.Clone()
+	if l.pool != nil {
+		l.mutualCfg.ClientAuth = tls.RequireAndVerifyClientCert
+		l.mutualCfg.ClientCAs = l.pool
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	// Client-side health checking (the service config's healthCheckConfig):
 	// a manager whose grpc.health.v1 status is NOT_SERVING (no Raft leader)
@@ -77,10 +78,19 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: Settings.URL: %w", err)
 	}
-	dials := newDialTracker()
+	dials := newDialTracker(settings.TLS == nil)
+	creds := insecure.NewCredentials()
+	if settings.TLS != nil {
+		creds = credentials.NewTLS(settings.TLS)
+	}
 	transport := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(dials.dial),
+	}
+	if settings.TLS != nil && settings.TLS.ServerName != "" {
+		// gRPC checks the certificate for the connection's authority,
+		// not tls.Config.ServerName.
+		transport = append(transport, grpc.WithAuthority(settings.TLS.ServerName))
 	}
 	opts := append(slices.Clone(transport),
 		grpc.WithResolvers(&staticResolver{addrs: addrs}),

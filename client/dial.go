@@ -12,11 +12,16 @@ import (
 // last connection attempt to each manager address, so that a call that
 // reaches no manager can say what was tried.
 type dialTracker struct {
-	mu   sync.Mutex
-	last map[string]AddrStatus // guarded by mu
+	// plaintext: the connection has no TLS, so a peer that closes it
+	// unanswered may be a manager serving TLS (said in the status).
+	plaintext bool
+	mu        sync.Mutex
+	last      map[string]AddrStatus // guarded by mu
 }
 
-func newDialTracker() *dialTracker { return &dialTracker{last: map[string]AddrStatus{}} }
+func newDialTracker(plaintext bool) *dialTracker {
+	return &dialTracker{plaintext: plaintext, last: map[string]AddrStatus{}}
+}
 
 // dial connects to addr over TCP (gRPC's default, without proxy support)
 // and records the outcome.
@@ -76,7 +81,11 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	if n > 0 {
 		c.answered.Store(true)
 	} else if err != nil && !c.answered.Load() {
-		c.d.record(c.addr, AddrStatus{Err: "connection closed before the manager answered: " + err.Error()})
+		msg := "connection closed before the manager answered: " + err.Error()
+		if c.d.plaintext {
+			msg += " (a manager serving TLS closes plaintext connections: connect with TLS settings, norsk-ctl --ca-cert)"
+		}
+		c.d.record(c.addr, AddrStatus{Err: msg})
 	}
 	return n, err
 }

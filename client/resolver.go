@@ -37,7 +37,10 @@ func (r *staticResolver) Scheme() string { return resolverScheme }
 func (r *staticResolver) state() resolver.State {
 	st := resolver.State{}
 	for _, a := range r.addrs {
-		addr := resolver.Address{Addr: a}
+		// ServerName is the authority of the address's connection: with
+		// TLS, its host is the name the manager's certificate is checked
+		// against (the channel's own authority, "manager", names none).
+		addr := resolver.Address{Addr: a, ServerName: a}
 		st.Addresses = append(st.Addresses, addr)
 		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{addr}})
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,16 @@ type Settings struct {
 	// JobSearchSeq, which last as long as their context. Zero means no
 	// timeout beyond the caller's context.
 	Timeout time.Duration
+
+	// TLS, when set, connects with TLS using this configuration (see
+	// TLSFiles for one built from PEM files): the manager's certificate
+	// is verified against TLS.RootCAs (the system's roots if nil) and the
+	// host of each address in URL, unless TLS.ServerName names the one
+	// every manager's certificate must carry; a client certificate in it
+	// is presented to a manager that requires one (mutual TLS). Nil:
+	// plaintext, which a manager serving TLS refuses. The configuration
+	// must not be modified after Connect.
+	TLS *tls.Config
 
 	// Logger receives the client's own log lines (event-stream reconnects,
 	// dropped out-of-order events). Nil discards them.

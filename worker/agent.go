@@ -13,6 +13,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -135,7 +136,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.addr = lis.Addr()
 	a.mu.Unlock()
 	close(a.readyCh)
-	a.log.Info("worker listening", "addr", lis.Addr().String(), "mock_pool", !a.cfg.registers())
+	a.log.Info("worker listening", "addr", lis.Addr().String(), "mock_pool", !a.cfg.registers(), "tls", a.cfg.ServerTLS != nil)
 
 	if a.cfg.registers() {
 		a.goFunc(func() {
@@ -198,13 +199,17 @@ func (a *Agent) Identity() (Identity, bool) {
 }
 
 func (a *Agent) newServer() *grpc.Server {
-	srv := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		// Stop (after the graceful timeout) still waits for handlers, so no
 		// session goroutine outlives Run.
 		grpc.WaitForHandlers(true),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 15 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if a.cfg.ServerTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(a.cfg.ServerTLS)))
+	}
+	srv := grpc.NewServer(opts...)
 	workerpb.RegisterWorkerServer(srv, &workerServer{a: a})
 	hs := health.NewServer()
 	hs.SetServingStatus(workerpb.Worker_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

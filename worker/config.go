@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,6 +130,22 @@ type Config struct {
 	// session (the manager re-dials and reads the truth from hello).
 	// Default 1024.
 	SessionQueue int
+
+	// ServerTLS, when set, makes the worker's gRPC server (the stream the
+	// manager dials back) serve TLS only, with this configuration (a
+	// certificate of role worker; with client CAs and
+	// RequireAndVerifyClientCert, only managers presenting a certificate
+	// of the cluster CA may open a session). Nil: plaintext. It adds to
+	// the credential proofs of the handshake, it does not replace them.
+	ServerTLS *tls.Config
+
+	// ManagerTLS, when set, makes registration with the managers use TLS
+	// with this configuration: the manager's certificate is verified
+	// against its RootCAs and the host of each ManagerURLs entry, or
+	// ManagerTLS.ServerName if set; its certificate (or
+	// GetClientCertificate) is presented to a manager that requires one.
+	// Nil: plaintext.
+	ManagerTLS *tls.Config
 
 	// Logger receives the agent's logs. Nil logs text to stderr.
 	Logger *slog.Logger

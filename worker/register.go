@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -145,7 +146,7 @@ func (a *Agent) register(ctx context.Context) error {
 }
 
 func (a *Agent) registerOnce(ctx context.Context, target string, req *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(target, a.managerDialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}
@@ -356,4 +357,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// managerDialOptions are the options of a registration connection:
+// plaintext, or TLS with Config.ManagerTLS (its ServerName, if set, is the
+// authority gRPC checks the certificate for).
+func (a *Agent) managerDialOptions() []grpc.DialOption {
+	tc := a.cfg.ManagerTLS
+	if tc == nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	if tc.ServerName != "" {
+		opts = append(opts, grpc.WithAuthority(tc.ServerName))
+	}
+	return opts
 }

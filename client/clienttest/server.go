@@ -1,12 +1,14 @@
 package clienttest
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -31,11 +33,23 @@ type Server struct {
 // addr cannot be bound.
 func Serve(t testing.TB, srv managerpb.ManagerServer, addr string) *Server {
 	t.Helper()
+	return serve(t, srv, addr)
+}
+
+// ServeTLS is Serve over TLS with cfg (a manager started with
+// --tls-cert), for tests of clients' TLS settings.
+func ServeTLS(t testing.TB, srv managerpb.ManagerServer, addr string, cfg *tls.Config) *Server {
+	t.Helper()
+	return serve(t, srv, addr, grpc.Creds(credentials.NewTLS(cfg)))
+}
+
+func serve(t testing.TB, srv managerpb.ManagerServer, addr string, opts ...grpc.ServerOption) *Server {
+	t.Helper()
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("clienttest: listen on %s: %v", addr, err)
 	}
-	s := &Server{Addr: lis.Addr().String(), gs: grpc.NewServer(), health: health.NewServer(), doneCh: make(chan struct{})}
+	s := &Server{Addr: lis.Addr().String(), gs: grpc.NewServer(opts...), health: health.NewServer(), doneCh: make(chan struct{})}
 	managerpb.RegisterManagerServer(s.gs, srv)
 	healthpb.RegisterHealthServer(s.gs, s.health)
 	s.SetServing(true)

@@ -78,7 +78,9 @@ type Config struct {
 	// /debug/pprof/ on MetricsAddr, as Consul's enable_debug does. Off by
 	// default: profiles expose internals to whoever reaches the port.
 	EnableDebug bool
-	Logger      *slog.Logger
+	// TLS secures the API and the worker links (tls.go); zero: plaintext.
+	TLS    TLSConfig
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns production defaults for a data dir.
@@ -207,6 +209,7 @@ func New(cfg Config) (*Agent, error) {
 	// per peer outage (actorLog).
 	a.actorLogger = slog.New(newActorLog(log.With("component", "protoactor").Handler(), slog.LevelWarn, &a.stopping))
 	a.system = a.newActorSystem()
+	a.cfg.Node.DialOptions = append(a.cfg.TLS.workerDialOptions(), a.cfg.Node.DialOptions...)
 	// The kinds need the router before it exists.
 	router := &lateRouter{}
 	if cfg.Cluster.Enabled() {
@@ -269,10 +272,10 @@ type lateRouter struct{ actors.Router }
 func (a *Agent) Start() error {
 	a.watchProviderHealth()
 	lis := a.lis
-	a.grpc = grpc.NewServer(
+	a.grpc = grpc.NewServer(append(a.cfg.TLS.serverOptions(),
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	gcfg := gateway.Config{
 		Router: a.router, Store: a.store, Journal: a.journal, Liveness: a.live, Logger: a.log.With("component", "gateway"),
 		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
@@ -290,6 +293,7 @@ func (a *Agent) Start() error {
 	a.gateway = gateway.New(gcfg)
 	a.gateway.Register(a.grpc)
 	a.registerAgentGauges()
+	a.registerTLSGauges()
 	a.health = health.NewServer()
 	// The health server starts with "" SERVING: not before the grains are
 	// revived (a single manager) or a leader is known (a cluster member).
@@ -337,7 +341,8 @@ func (a *Agent) Start() error {
 	}
 	first, head := a.store.EventBounds()
 	a.log.Info("manager serving", "api_addr", lis.Addr().String(), "data_dir", a.cfg.Store.Dir, "cluster", a.cl != nil,
-		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", a.cfg.Version)
+		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", a.cfg.Version,
+		"tls", a.cfg.TLS.enabled(), "mtls", a.cfg.TLS.mutual())
 	return nil
 }
 

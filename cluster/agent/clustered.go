@@ -15,7 +15,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
@@ -478,7 +477,7 @@ func (c *clustered) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.clients[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.a.cfg.TLS.managerCreds()))
 	if err != nil {
 		return nil, err
 	}

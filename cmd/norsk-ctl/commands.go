@@ -78,6 +78,7 @@ func addClientCommands(root *cobra.Command) {
 		}
 		pf.StringP(ctlFlagOutput, short, "text", `output format: "text" or "json" (protojson of the manager's answer)`)
 	}
+	addTLSFlags(root)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return ctlFail(cmd, ctlUsagef("%v", err))
 	})
@@ -185,6 +186,11 @@ func newCtlEnv(cmd *cobra.Command) (*ctlEnv, error) {
 		Timeout: e.timeout,
 		Logger:  slog.New(newCtlLogHandler(e.errOut, slog.LevelWarn)),
 	}
+	tlsCfg, err := ctlTLSConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	e.settings.TLS = tlsCfg
 	return e, nil
 }
 

@@ -65,6 +65,7 @@ slots and to follow the event stream.`,
 			switch mode {
 			case "worker":
 				wopts.managerURLsSet = cmd.Flags().Changed(ctlFlagManagerURL)
+				wopts.tls.read(cmd)
 				return runWorker(cmd.Context(), cmd.ErrOrStderr(), wopts)
 			case "":
 				return cmd.Help()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/cluster/pki"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
 	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 	"github.com/norsk-oss/norsk-manager/worker"
@@ -68,6 +69,7 @@ type workerOptions struct {
 	mediaImages    []string
 	logLevel       string
 	resources      resourceFlags
+	tls            workerTLS
 }
 
 // addWorkerFlags adds the flags of --mode=worker to cmd (the root command).
@@ -103,6 +105,7 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 		"worker mode, --runtime=docker: VERSION=IMAGE, the Norsk Media image for a norsk_media_version (RECOMMENDED, LATEST, PREVIOUS_RECOMMENDED, LTS); repeatable or comma-separated. Without any, jobs run only their own services")
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
 	addResourceFlags(cmd, &o.resources)
+	addWorkerTLSFlags(cmd, &o.tls)
 }
 
 // runWorker runs the worker agent until ctx is cancelled (SIGINT/SIGTERM),
@@ -133,6 +136,14 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = logger
+	var certs *pki.Reloader
+	if cfg.ServerTLS, cfg.ManagerTLS, certs, err = o.tls.load(logger); err != nil {
+		return fail(workerExitUsage, err)
+	}
+	tlsCtx, stopTLS := context.WithCancel(ctx)
+	tlsDone := make(chan struct{})
+	go func() { defer close(tlsDone); watchWorkerTLS(tlsCtx, logger, certs) }()
+	defer func() { stopTLS(); <-tlsDone }()
 
 	rt, shutdown, err := o.newRuntime(ctx, cfg, logger)
 	if err != nil {
@@ -147,7 +158,8 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	}
 	logger.Info("starting worker", "version", cfg.Version, "state_dir", cfg.StateDir, "runtime", o.runtime,
 		"managers", cfg.ManagerURLs, "mock_pool", len(cfg.ManagerURLs) == 0,
-		"capacity", cfg.Resources.GetCapacity(), "gpu_capacity", cfg.Resources.GetGpuCapacity(), "zone", cfg.Resources.GetZone())
+		"capacity", cfg.Resources.GetCapacity(), "gpu_capacity", cfg.Resources.GetGpuCapacity(), "zone", cfg.Resources.GetZone(),
+		"tls_serve", cfg.ServerTLS != nil, "tls_register", cfg.ManagerTLS != nil)
 	if err := agent.Run(ctx); err != nil {
 		return fail(workerFailure(cfg.StateDir, err))
 	}

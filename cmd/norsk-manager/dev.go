@@ -31,8 +31,12 @@ const devRole = "primary"
 // ends, and with --run-job creates and starts that job and prints the event
 // stream. On the way out it stops the jobs the local worker runs: --dev is
 // throw-away, unlike a real worker, whose jobs outlive it.
-func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, job *managerpb.Job) error {
-	mgr, err := client.Connect(ctx, client.Settings{URL: a.APIAddr()})
+func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, job *managerpb.Job, dt *devTLS) error {
+	settings := client.Settings{URL: a.APIAddr()}
+	if dt != nil {
+		settings.TLS = dt.clientTLS
+	}
+	mgr, err := client.Connect(ctx, settings)
 	if err != nil {
 		return err
 	}
@@ -63,6 +67,9 @@ func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, job *managerp
 	wcfg.StateDir = stateDir
 	wcfg.Runtime = rt
 	wcfg.Logger = log.With("component", "dev-worker")
+	if dt != nil {
+		wcfg.ServerTLS, wcfg.ManagerTLS = dt.workerServer, dt.workerRegister
+	}
 	w, err := worker.New(wcfg)
 	if err != nil {
 		return err
@@ -86,7 +93,7 @@ func runDev(ctx context.Context, log *slog.Logger, a *agent.Agent, job *managerp
 		return err
 	}
 	fmt.Printf("dev manager serving on %s; local worker is node %s\n", a.APIAddr(), nodeID)
-	fmt.Printf("try: norsk-ctl --manager-url %s node list\n", a.APIAddr())
+	fmt.Printf("try: norsk-ctl --manager-url %s%s node list\n", a.APIAddr(), dt.ctlFlags())
 	if job == nil {
 		<-ctx.Done()
 		return nil

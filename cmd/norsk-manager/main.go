@@ -88,6 +88,8 @@ type options struct {
 	changed func(name string) bool
 
 	providers providerOptions
+	tls       tlsOptions
+	devTLS    bool
 }
 
 func defaultDataDir() string {
@@ -119,6 +121,11 @@ the worker back on its --listen address.
 fresh slot, for trying things out; with --run-job it also creates and starts
 the job in the given file and prints the event stream until Ctrl-C.
 
+--tls-cert and --tls-key serve the API over TLS only; with --tls-ca, clients
+must present a certificate of that CA and workers are dialled back over TLS
+(make them with "norsk-manager tls"; README, "Securing a cluster"). SIGHUP
+re-reads the certificate files.
+
 Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
 workers keep running them and a restarted manager adopts them.
 ` + exitCodesHelp,
@@ -142,6 +149,7 @@ workers keep running them and a restarted manager adopts them.
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the manager's durable state (default "+defaultDataDir()+"; --dev: a temporary directory)")
 	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:6790", "address of the gRPC API (use 0.0.0.0:6790 to accept remote workers and clients)")
 	f.BoolVar(&o.dev, "dev", false, "development mode: temporary data dir, short timeouts, and a local worker on a fresh cluster slot")
+	f.BoolVar(&o.devTLS, "dev-tls", false, "with --dev: mutual TLS on the API and the local worker's link, with a throw-away CA and certificates in a temporary directory (printed; removed on exit)")
 	f.StringVar(&o.runJob, "run-job", "", "with --dev: create this job (a protojson norsk.api.manager.Job file), start it on the local worker and print events until Ctrl-C")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -154,6 +162,7 @@ workers keep running them and a restarted manager adopts them.
 	f.Var(&o.minFreeDisk, "min-free-disk", "free space the data dir's filesystem must keep: below it writes are refused (RESOURCE_EXHAUSTED, reads keep working) "+
 		"until space is freed, before a full disk could crash the store; the default is four of the store's 64 MiB memtables (README, \"A full disk\"); 0 disables")
 	o.providers.addFlags(f)
+	o.tls.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
 	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
 
@@ -231,6 +240,16 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if o.dev && o.tls.given() {
+		return usagef("--dev makes its own certificates with --dev-tls: drop --tls-cert, --tls-key and --tls-ca")
+	}
+	if o.devTLS && !o.dev {
+		return usagef("--dev-tls needs --dev")
+	}
+	tlsCfg, err := o.tls.config(log)
+	if err != nil {
+		return err
+	}
 	if err := o.providers.validate(); err != nil {
 		return &usageError{err}
 	}
@@ -239,6 +258,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	var cfg agent.Config
+	var dt *devTLS // --dev-tls
 	if o.dev {
 		dir := o.dataDir
 		if dir == "" {
@@ -253,6 +273,17 @@ func run(ctx context.Context, o *options) error {
 		cfg = agent.DevConfig(dir)
 		if o.apiAddr != "" {
 			cfg.APIAddr = o.apiAddr
+		}
+		if o.devTLS {
+			certDir, err := os.MkdirTemp("", "norsk-manager-dev-tls-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(certDir)
+			if dt, err = newDevTLS(log, certDir); err != nil {
+				return err
+			}
+			tlsCfg = dt.managerTLS
 		}
 	} else {
 		dir := o.dataDir
@@ -274,6 +305,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
+	cfg.TLS = tlsCfg
 	cfg.EnableDebug = o.enableDebug
 	cfg.Node.Providers = provs
 	if o.moveGrace <= 0 {
@@ -305,8 +337,9 @@ func run(ctx context.Context, o *options) error {
 	if err := a.Start(); err != nil {
 		return err
 	}
+	defer watchTLS(ctx, log, tlsCfg.Certs)()
 	if o.dev {
-		if err := runDev(ctx, log, a, devJob); err != nil {
+		if err := runDev(ctx, log, a, devJob, dt); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package testproc
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,10 @@ type Manager struct {
 	proc *Proc
 	// Setup, if set, adjusts the process before each Start (StartWith),
 	// e.g. to run it under another uid.
-	Setup  func(*exec.Cmd)
+	Setup func(*exec.Cmd)
+	// TLS, if set, is the client TLS of WaitServing, Client and Members
+	// (a manager given --tls-* flags in Cluster.Extra).
+	TLS    *tls.Config
 	args   []string
 	starts int
 }
@@ -41,6 +45,9 @@ type Cluster struct {
 	Managers []*Manager
 	// Extra flags given to every manager.
 	Extra []string
+	// TLS, if set, is the client TLS of Client and of every manager's
+	// probes (Manager.TLS of managers made after it is set).
+	TLS *tls.Config
 }
 
 // NewCluster prepares n managers (m1…mn) with fresh ports and data dirs,
@@ -55,7 +62,7 @@ func NewCluster(t testing.TB, n int, extra ...string) *Cluster {
 }
 
 func (c *Cluster) newManager(name string) *Manager {
-	return &Manager{t: c.t, Name: name, DataDir: filepath.Join(c.t.TempDir(), name),
+	return &Manager{t: c.t, Name: name, DataDir: filepath.Join(c.t.TempDir(), name), TLS: c.TLS,
 		APIAddr: Addr(FreePort(c.t)), GossipAddr: Addr(FreePort(c.t)), ActorAddr: Addr(FreePort(c.t)), RaftAddr: Addr(FreePort(c.t))}
 }
 
@@ -136,14 +143,14 @@ func (m *Manager) WaitServing(timeout time.Duration) {
 		if p := m.Proc(); !p.Running() {
 			m.t.Fatalf("%s exited:\n%s", m.Name, p.Output())
 		}
-		return Serving(m.APIAddr)
+		return ServingTLS(m.APIAddr, m.TLS)
 	})
 }
 
 // Client connects a client to this manager only.
 func (m *Manager) Client() *client.NorskManager {
 	m.t.Helper()
-	cl, err := client.Connect(context.Background(), client.Settings{URL: m.APIAddr, Timeout: 10 * time.Second})
+	cl, err := client.Connect(context.Background(), client.Settings{URL: m.APIAddr, Timeout: 10 * time.Second, TLS: m.TLS})
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -154,7 +161,7 @@ func (m *Manager) Client() *client.NorskManager {
 // Client connects a client to every manager (it fails over between them).
 func (c *Cluster) Client() *client.NorskManager {
 	c.t.Helper()
-	cl, err := client.Connect(context.Background(), client.Settings{URL: c.URLs(), Timeout: 10 * time.Second})
+	cl, err := client.Connect(context.Background(), client.Settings{URL: c.URLs(), Timeout: 10 * time.Second, TLS: c.TLS})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -206,7 +213,7 @@ func (m *Manager) Members(ctx context.Context) (*managerpb.ClusterMembersRespons
 }
 
 func memberClient(m *Manager) *client.NorskManager {
-	cl, err := client.Connect(context.Background(), client.Settings{URL: m.APIAddr, Timeout: 3 * time.Second})
+	cl, err := client.Connect(context.Background(), client.Settings{URL: m.APIAddr, Timeout: 3 * time.Second, TLS: m.TLS})
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ package testproc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -236,8 +238,16 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 }
 
 // Serving reports whether the gRPC health service at addr answers SERVING.
-func Serving(addr string) bool {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func Serving(addr string) bool { return ServingTLS(addr, nil) }
+
+// ServingTLS is Serving over TLS with cfg (nil: plaintext), for a manager
+// started with --tls-cert.
+func ServingTLS(addr string, cfg *tls.Config) bool {
+	creds := insecure.NewCredentials()
+	if cfg != nil {
+		creds = credentials.NewTLS(cfg)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return false
 	}

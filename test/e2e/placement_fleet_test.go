@@ -74,10 +74,8 @@ func newFleet(t *testing.T, specs ...slotSpec) *fleet {
 	t.Helper()
 	mport := testproc.FreePort(t)
 	m := startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t), "--metrics-addr", testproc.Addr(mport))
-	// startManager waits for the health of "", which grpc's health server
-	// reports SERVING from the start, before the manager has revived its
-	// grains and set its own status; clients watch the Manager service and
-	// fail a call at once while it is unknown.
+	// startManager waits for the health of ""; the client watches the
+	// Manager service's own status, so wait for that one too.
 	testproc.Await(t, 30*time.Second, "the Manager service SERVING", func() error { return managerServing(m.addr) })
 	f := &fleet{t: t, m: m, mc: connect(t, m.addr), metricsAddr: testproc.Addr(mport), pidDir: t.TempDir(),
 		byName: map[string]*slot{}, byID: map[string]*slot{}}

@@ -88,6 +88,12 @@ func (g *grain) delete(reqID string) *internalpb.Reply {
 		return g.notFound()
 	}
 	if len(g.rec.GetInstances()) > 0 || len(g.pending) > 0 {
+		if g.rec.GetJob().GetJob().GetAutoPlacement() != nil {
+			// A stop would not do: the placement engine places the role again.
+			return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
+				"job %q has running instances: %s; complete it first (CompleteJob, norsk-ctl job complete): "+
+					"the placement engine places an auto-placed job again after a stop", g.id, describeInstances(g.rec, g.pending))
+		}
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
 			"job %q has running instances: %s; stop or complete it first", g.id, describeInstances(g.rec, g.pending))
 	}

@@ -125,19 +125,23 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 	left := map[string]int{} // auto-placed instances left on each draining node
 	waiting := map[key]string{}
 	var placedBy map[key]scheduler.Placed
-	fits := func(group []*running) bool {
+	elsewhere := func(group []*running) string {
 		if placedBy == nil {
 			placedBy = make(map[key]scheduler.Placed, len(w.placed))
 			for _, p := range w.placed {
 				placedBy[key{p.Job, p.Role}] = p
 			}
 		}
-		why := e.fitsElsewhere(w, view, group, placedBy)
+		return e.fitsElsewhere(w, view, group, placedBy)
+	}
+	fits := func(group []*running) bool {
+		why := elsewhere(group)
 		if why != "" {
 			waiting[group[0].key] = why
 		}
 		return why == ""
 	}
+	e.holdMovesInProgress(w, inflight, elsewhere)
 	for i := range w.running {
 		r := &w.running[i]
 		if r.status == internalpb.InstanceStatus_INSTANCE_STOPPING || inflight[r.key] {
@@ -179,6 +183,27 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 	}
 	e.logDrained(w, left)
 	e.logWaiting(waiting)
+}
+
+// holdMovesInProgress holds in view, before a pass decides new drain
+// stops, the room of every move a drain started in an earlier pass and
+// that is not placed yet: an instance of an auto-placed or bundle job on a
+// draining node that is stopping or whose stop is in flight. Its role is
+// placed again only once the worker confirms the stop, passes later; were
+// its room not held meanwhile, each pass would see the same free units
+// and stop more jobs than fit, taking them off air with nowhere to go.
+// elsewhere (fitsElsewhere on the pass's view, which holds the room it
+// finds) is called for each; one that fits nowhere now holds nothing and
+// is not logged as waiting (it is leaving anyway).
+func (e *Engine) holdMovesInProgress(w *world, inflight map[key]bool, elsewhere func([]*running) string) {
+	for i := range w.running {
+		r := &w.running[i]
+		if r.js.GetDormant() || !node.Draining(w.nodeRecs[r.node]) ||
+			(r.status != internalpb.InstanceStatus_INSTANCE_STOPPING && !inflight[r.key]) {
+			continue
+		}
+		elsewhere([]*running{r})
+	}
 }
 
 // fitsElsewhere returns "" if group (a job, or a bundle job with its

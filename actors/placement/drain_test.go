@@ -241,3 +241,46 @@ func TestEngine_Drain_StopsOnlyWhatFitsElsewhere(t *testing.T) {
 	count[f.nodeOf("b", "primary")]++
 	require.Equal(t, map[string]int{"o": 1, "d": 1}, count)
 }
+
+// TestEngine_Drain_MoveInProgressHoldsItsRoom: a job stopped by a drain
+// holds its room on the node it will go to until it is placed there, in
+// the passes after the one that stopped it too. Found by hand: draining a
+// node beside one with room for 36 small jobs stopped 36 per pass, while
+// the first 36 were still stopping, and left dozens of jobs unplaced
+// ("capacity exhausted") — taken off air with nowhere to go.
+func TestEngine_Drain_MoveInProgressHoldsItsRoom(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("d", 4, "z1", nil)
+	for _, id := range []string{"j1", "j2", "j3"} {
+		f.putJob(autoJob(id, 1, nil))
+	}
+	f.pass()
+	for _, id := range []string{"j1", "j2", "j3"} {
+		require.Equal(t, "d", f.nodeOf(id, "primary"))
+	}
+	f.putNode("o", 1, "z1", nil) // room for one of them
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+
+	stops := func() int {
+		return f.router.stopCount("j1", "primary") + f.router.stopCount("j2", "primary") + f.router.stopCount("j3", "primary")
+	}
+	f.pass()
+	require.Equal(t, 1, stops(), "one job fits the other node")
+	f.pass() // the first is still stopping: o's unit is taken by it
+	require.Equal(t, 1, stops(), "a second job must not be stopped into the room the first is moving to")
+	f.confirmStops()
+	f.pass()
+	require.Equal(t, 1, stops())
+	onD, onO, unplaced := 0, 0, 0
+	for _, id := range []string{"j1", "j2", "j3"} {
+		switch f.nodeOf(id, "primary") {
+		case "d":
+			onD++
+		case "o":
+			onO++
+		default:
+			unplaced++
+		}
+	}
+	require.Equal(t, []int{2, 1, 0}, []int{onD, onO, unplaced}, "on d, on o, off air")
+}

@@ -66,12 +66,12 @@ func validateBundle(b *managerpb.Bundle) error {
 		return invalid("bundle", "is %d bytes encoded; the limit is %d (1 MiB)", n, maxBundleBytes)
 	}
 	if p := b.GetPool(); p != "" {
-		if err := checkText("bundle.pool", p, maxNameLen); err != nil {
+		if err := checkPoolName("bundle.pool", p); err != nil {
 			return err
 		}
 	}
 	if p := b.GetResiliencePolicy().GetPool(); p != "" {
-		if err := checkText("bundle.resilience_policy.pool", p, maxNameLen); err != nil {
+		if err := checkPoolName("bundle.resilience_policy.pool", p); err != nil {
 			return err
 		}
 	}
@@ -117,6 +117,9 @@ func validateBundleJob(f string, j *managerpb.BundleJobSpec, index map[string]in
 				return invalid(fmt.Sprintf("%s.%s[%d]", f, rule.name, k), "names the job itself")
 			}
 		}
+	}
+	if err := validateRequirements(f+".requirements", j.GetRequirements()); err != nil {
+		return err
 	}
 	if t := j.GetJob(); t != nil {
 		if err := validateJob(t); err != nil {

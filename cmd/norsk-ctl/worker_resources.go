@@ -23,7 +23,7 @@ type resourceFlags struct {
 	gpuModel     string
 	capabilities []string // NAME=VALUE
 	zone         string
-	cores        string // a cpu list; "" = every allowed cpu
+	cores        listFlag // a cpu list; unset = every allowed cpu
 	shape        string
 	subnet       string
 }
@@ -57,6 +57,26 @@ func (u *unitsFlag) Set(s string) error {
 // Type implements pflag.Value.
 func (u *unitsFlag) Type() string { return "units" }
 
+// listFlag is a string flag that remembers whether it was given, so that
+// an empty value ("--cores=$CORES" with CORES unset) is refused rather
+// than read as "not given".
+type listFlag struct {
+	v   string
+	set bool
+}
+
+// String implements pflag.Value.
+func (l *listFlag) String() string { return l.v }
+
+// Set implements pflag.Value.
+func (l *listFlag) Set(s string) error {
+	l.v, l.set = s, true
+	return nil
+}
+
+// Type implements pflag.Value.
+func (l *listFlag) Type() string { return "list" }
+
 // addResourceFlags adds the capacity, GPU, capability and zone flags to cmd.
 func addResourceFlags(cmd *cobra.Command, r *resourceFlags) {
 	f := cmd.Flags()
@@ -72,7 +92,7 @@ func addResourceFlags(cmd *cobra.Command, r *resourceFlags) {
 	f.StringVar(&r.zone, "zone", "",
 		"worker mode: the node's failure domain (a rack, a site; for a cloud node its availability zone or domain), "+
 			"so that a job's primary and backup can be kept apart; a job's availabilityDomain matches it. Default: none (a cluster slot's \"zone\" tag applies)")
-	f.StringVar(&r.cores, "cores", "",
+	f.Var(&r.cores, "cores",
 		"worker mode: LIST, the CPUs (Linux ids, e.g. 2-7 or 0,2-5) jobs that require whole cores (required_cores) are pinned to; "+
 			"leave the others out to keep them for the host. Default: every CPU the worker may run on (its affinity mask). "+
 			"Jobs without required_cores are not pinned")
@@ -100,15 +120,15 @@ func (r *resourceFlags) resources(allowed []uint32) (*commonpb.NodeResources, er
 	if arch, ok := noderesources.HostArchitecture(); ok {
 		res.Architecture = &arch
 	}
-	if r.cores != "" {
-		cores, err := noderesources.ParseCPUList(r.cores)
+	if r.cores.set {
+		cores, err := noderesources.ParseCPUList(r.cores.v)
 		if err != nil {
-			return nil, fmt.Errorf("--cores %q: %w", r.cores, err)
+			return nil, fmt.Errorf("--cores %q: %w", r.cores.v, err)
 		}
 		for _, c := range cores {
 			if _, ok := slices.BinarySearch(allowed, c); !ok {
 				return nil, fmt.Errorf("--cores %q: cpu %d is not one this worker may run on (its affinity mask allows %s)",
-					r.cores, c, noderesources.FormatCPURanges(allowed))
+					r.cores.v, c, noderesources.FormatCPURanges(allowed))
 			}
 		}
 		res.Cores = cores

@@ -48,6 +48,9 @@ func TestWorkerResourceFlags(t *testing.T) {
 		{"core not allowed", []string{"--cores=6-9"}, nil, `--cores "6-9": cpu 8 is not one this worker may run on (its affinity mask allows 0-7)`},
 		{"cores not a list", []string{"--cores=two"}, nil, `--cores "two": "two" is not a cpu id or range`},
 		{"cores backwards", []string{"--cores=5-3"}, nil, `--cores "5-3": range "5-3" runs backwards`},
+		// An empty --cores (say --cores=$CORES with CORES unset) is refused, not read as "every CPU".
+		{"cores empty", []string{"--cores="}, nil, `--cores "": empty cpu list`},
+		{"cores blank", []string{"--cores= "}, nil, `--cores " ": empty cpu list`},
 		{"shape with space", []string{"--shape=VM Standard"}, nil, `--shape "VM Standard" must be printable characters without spaces`},
 	}
 	arch, archKnown := noderesources.HostArchitecture()

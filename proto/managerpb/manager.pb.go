@@ -8466,10 +8466,10 @@ type PoolTier struct {
 	// control characters); at most 32 entries. Empty: every schedulable
 	// node is in the tier (a catch-all, usually the last tier).
 	NodeSelector map[string]string `protobuf:"bytes,2,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// At most this many nodes of the tier hold placements of this pool at a
-	// time (with a provisioner, issue 13: at most this many nodes created);
-	// once reached, the engine uses only those nodes or the next tier.
-	// 0: no limit.
+	// For the tier's provisioner (issue 13): at most this many nodes
+	// created for the tier. 0: no limit. Stored and shown; the placement
+	// engine does not yet limit placement on existing nodes by it
+	// (docs/design/placement.md).
 	MaxNodes      uint32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

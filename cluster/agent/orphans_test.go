@@ -128,7 +128,10 @@ func TestOrphans_KeptForTheGraceThenStopped(t *testing.T) {
 	})
 	require.True(t, w.isRunning("restored", "primary"), "an adopted orphan keeps running")
 	eventually(t, "no orphans left", func() bool { return len(orphansOf(t, c, node)) == 0 })
-	require.True(t, al.has(managerpb.NodeAlert_ORPHAN_STOPPED, "ghost") && al.has(managerpb.NodeAlert_ORPHAN_ADOPTED, "restored"))
+	// The alerts come on the event stream, after the commits the reads above saw.
+	eventually(t, "orphan stopped and adopted alerts", func() bool {
+		return al.has(managerpb.NodeAlert_ORPHAN_STOPPED, "ghost") && al.has(managerpb.NodeAlert_ORPHAN_ADOPTED, "restored")
+	})
 }
 
 // TestOrphans_GraceOff: with the grace off (--orphan-grace 0) an unknown

@@ -16,7 +16,7 @@
 //     history. The only memory the engine keeps is what a new leader can do
 //     without: the StartJobs in flight (so a (job, role) is not decided
 //     twice while one is) and the last failure text of each (job, role)
-//     (for logs and, next step, GetPlacement).
+//     (for logs, GetPlacement and the placement_failed event).
 //   - Every StartJob carries the request id "placement/<job>/<role>/<seq>",
 //     seq being the job record's sequence the decision was read at: two
 //     leaders in a handover, or a retried pass, that decide on the same

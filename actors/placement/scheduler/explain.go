@@ -7,7 +7,7 @@ import (
 )
 
 // Metrics is what one decision saw: the structured form of the explanation
-// (for GetPlacement, next step) and, through String, its text.
+// (for GetPlacement and placement_failed) and, through String, its text.
 type Metrics struct {
 	// NodesEvaluated is the number of nodes in the view.
 	NodesEvaluated int

@@ -104,4 +104,3 @@ func (r Role) Allows(a Access) bool {
 }
 
 func (r Role) valid() bool { _, err := ParseRole(string(r)); return err == nil }
-

@@ -3,6 +3,8 @@ package agent
 import (
 	"path/filepath"
 
+	"github.com/norsk-oss/norsk-manager/persistence"
+
 	"google.golang.org/grpc"
 
 	"github.com/norsk-oss/norsk-manager/cluster/acl"
@@ -25,6 +27,7 @@ func (a *Agent) aclServerOptions() ([]grpc.ServerOption, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.warnACLOff()
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(auth.StreamInterceptor()),
@@ -34,4 +37,20 @@ func (a *Agent) aclServerOptions() ([]grpc.ServerOption, error) {
 // aclGatewayConfig is the gateway's part of the ACL configuration.
 func (a *Agent) aclGatewayConfig() gateway.ACLConfig {
 	return gateway.ACLConfig{Enabled: a.cfg.ACL, ResetFile: filepath.Join(a.cfg.Store.Dir, ACLResetFileName)}
+}
+
+// warnACLOff logs an error when this manager runs without --acl but its
+// replica shows the cluster's ACLs bootstrapped: a mixed cluster, in which
+// this manager serves every call unauthenticated.
+func (a *Agent) warnACLOff() {
+	if a.cfg.ACL {
+		return
+	}
+	_ = a.store.View(func(r *persistence.Reader) error {
+		if rec, _, err := r.ACL(); err == nil && rec.GetBootstrapIndex() > 0 {
+			a.log.Error("this cluster's ACLs are bootstrapped but this manager runs without --acl: it serves every call unauthenticated; restart it with --acl",
+				"tokens", len(rec.GetTokens()))
+		}
+		return nil
+	})
 }

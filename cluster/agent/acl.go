@@ -3,12 +3,11 @@ package agent
 import (
 	"path/filepath"
 
-	"github.com/norsk-oss/norsk-manager/persistence"
-
 	"google.golang.org/grpc"
 
 	"github.com/norsk-oss/norsk-manager/cluster/acl"
 	"github.com/norsk-oss/norsk-manager/cluster/gateway"
+	"github.com/norsk-oss/norsk-manager/persistence"
 )
 
 // ACLResetFileName is the bootstrap reset file in a manager's data dir

@@ -105,6 +105,7 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	)
+	opts = append(opts, tokenDialOption(settings.Token)...)
 	opts = append(opts, settings.DialOptions...)
 	conn, err := grpc.NewClient(resolverScheme+":///manager", opts...)
 	if err != nil {

@@ -52,6 +52,13 @@ type Settings struct {
 	// must not be modified after Connect.
 	TLS *tls.Config
 
+	// Token is the secret of an ACL token (norsk-ctl acl token create),
+	// sent with every call as "authorization: Bearer <secret>" metadata,
+	// for a manager started with --acl. Empty: no token (a manager with
+	// ACLs off needs none). Over plaintext it travels in the clear: use TLS
+	// on untrusted networks.
+	Token string
+
 	// Logger receives the client's own log lines (event-stream reconnects,
 	// dropped out-of-order events). Nil discards them.
 	Logger *slog.Logger
@@ -64,7 +71,8 @@ func DefaultSettings() Settings {
 }
 
 // Validate reports the first problem with s, naming the field: a negative
-// Timeout or a URL entry that is not a valid host:port.
+// Timeout, a URL entry that is not a valid host:port, or a Token with
+// whitespace in it.
 func (s Settings) Validate() error {
 	if s.Timeout < 0 {
 		return fmt.Errorf("client: Settings.Timeout (%s) must not be negative", s.Timeout)
@@ -72,7 +80,7 @@ func (s Settings) Validate() error {
 	if _, err := ParseURL(s.URL); err != nil {
 		return fmt.Errorf("client: Settings.URL: %w", err)
 	}
-	return nil
+	return checkToken(s.Token)
 }
 
 // errEmptyAddress is returned by ParseURL for an empty entry such as the

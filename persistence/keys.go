@@ -28,6 +28,7 @@ import (
 //	ix/node/revoked/cred/<sha256 credential> → node id (deregistered slots' credentials)
 //	ix/node/cred/<sha256 credential>      → node id
 //	ix/bundle/pending/<id>                → ""   bundles with unfinished work
+//	ix/acl/secret/<sha256 secret>         → AclTokenRecord (acl.go)
 //
 // meta/restoring exists only while RestoreSnapshot replaces the store's
 // content; found at Open it means a restore was interrupted and the content
@@ -60,6 +61,8 @@ const (
 	// ixBundlePending lists the bundles whose grain has work left
 	// (BundleRecord.pending_work): the reviver wakes them.
 	ixBundlePending = "ix/bundle/pending/"
+	// ixACLSecret finds an ACL token by the SHA-256 of its secret.
+	ixACLSecret = "ix/acl/secret/"
 )
 
 var (
@@ -112,6 +115,9 @@ const (
 	// KindProvider is the kind of provider health records
 	// (internalpb.ProviderHealthRecord), one per cloud: "aws", "oci".
 	KindProvider = "provider"
+	// KindACL is the kind of the one ACL record (internalpb.AclRecord,
+	// ACLKey): every token of the cluster.
+	KindACL = "acl"
 )
 
 // JobKey returns the entity key of job id.

@@ -33,6 +33,8 @@ func decodeRecord(kind string, b []byte) (record, error) {
 		r = &internalpb.ProviderHealthRecord{}
 	case KindPlacementPool:
 		r = &internalpb.PoolRecord{}
+	case KindACL:
+		r = &internalpb.AclRecord{}
 	default:
 		return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
 	}
@@ -52,6 +54,8 @@ func indexEntries(key EntityKey, r record) map[string][]byte {
 		return nodeIndexEntries(key.ID(), r)
 	case *internalpb.BundleRecord:
 		return bundleIndexEntries(key.ID(), r)
+	case *internalpb.AclRecord:
+		return aclIndexEntries(r)
 	}
 	return nil
 }

@@ -79,7 +79,11 @@ type Config struct {
 	// default: profiles expose internals to whoever reaches the port.
 	EnableDebug bool
 	// TLS secures the API and the worker links (tls.go); zero: plaintext.
-	TLS    TLSConfig
+	TLS TLSConfig
+	// ACL turns ACL tokens on (--acl; acl.go, docs/design/security.md):
+	// every API call then needs a token whose role allows it. Every
+	// manager of a cluster must agree.
+	ACL    bool
 	Logger *slog.Logger
 }
 
@@ -272,7 +276,11 @@ type lateRouter struct{ actors.Router }
 func (a *Agent) Start() error {
 	a.watchProviderHealth()
 	lis := a.lis
-	a.grpc = grpc.NewServer(append(a.cfg.TLS.serverOptions(),
+	aclOpts, err := a.aclServerOptions()
+	if err != nil {
+		return err
+	}
+	a.grpc = grpc.NewServer(append(append(a.cfg.TLS.serverOptions(), aclOpts...),
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)
@@ -280,6 +288,7 @@ func (a *Agent) Start() error {
 		Router: a.router, Store: a.store, Journal: a.journal, Liveness: a.live, Logger: a.log.With("component", "gateway"),
 		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
 		Events:  a.cfg.Events,
+		ACL:     a.aclGatewayConfig(),
 	}
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier
@@ -342,7 +351,7 @@ func (a *Agent) Start() error {
 	first, head := a.store.EventBounds()
 	a.log.Info("manager serving", "api_addr", lis.Addr().String(), "data_dir", a.cfg.Store.Dir, "cluster", a.cl != nil,
 		"applied_index", a.store.FSM().AppliedIndex(), "events_first", first, "events_head", head, "version", a.cfg.Version,
-		"tls", a.cfg.TLS.enabled(), "mtls", a.cfg.TLS.mutual())
+		"tls", a.cfg.TLS.enabled(), "mtls", a.cfg.TLS.mutual(), "acl", a.cfg.ACL)
 	return nil
 }
 

@@ -110,7 +110,8 @@ func setCapacity(info *managerpb.NodeInfo, n *internalpb.NodeRecord, alloc persi
 	info.Cores, info.PinnedCores = facts.Cores, alloc.PinnedCores
 }
 
-// ListClusterNodes returns every cluster slot, bound or not, with its token.
+// ListClusterNodes returns every cluster slot, bound or not, with its token
+// (blanked for a caller whose ACL role may not operate slots: a read token).
 func (s *Server) ListClusterNodes(ctx context.Context, _ *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
 	resp := &managerpb.ListClusterNodesResponse{}
 	lives := s.liveView(ctx)
@@ -141,6 +142,7 @@ func (s *Server) ListClusterNodes(ctx context.Context, _ *managerpb.ListClusterN
 			return nil
 		})
 	})
+	s.blankSlotTokens(ctx, resp.Nodes)
 	return resp, toStatus(err)
 }
 

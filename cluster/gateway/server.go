@@ -76,6 +76,8 @@ type Config struct {
 	// Members answers ClusterMembers; nil means a single manager (it
 	// answers with itself).
 	Members func(ctx context.Context) (*managerpb.ClusterMembersResponse, error)
+	// ACL configures the ACL token methods (acl.go).
+	ACL ACLConfig
 }
 
 // Server implements managerpb.ManagerServer.

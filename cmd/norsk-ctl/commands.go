@@ -79,6 +79,7 @@ func addClientCommands(root *cobra.Command) {
 		pf.StringP(ctlFlagOutput, short, "text", `output format: "text" or "json" (protojson of the manager's answer)`)
 	}
 	addTLSFlags(root)
+	addTokenFlags(root)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return ctlFail(cmd, ctlUsagef("%v", err))
 	})
@@ -100,6 +101,7 @@ func addClientCommands(root *cobra.Command) {
 		newClusterCommand(),
 		newEventsCommand(),
 		newOperatorCommand(),
+		newACLCommand(),
 		newVersionCommand(),
 		newDemoCommand(),
 	)
@@ -191,6 +193,9 @@ func newCtlEnv(cmd *cobra.Command) (*ctlEnv, error) {
 		return nil, err
 	}
 	e.settings.TLS = tlsCfg
+	if e.settings.Token, err = ctlToken(cmd); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

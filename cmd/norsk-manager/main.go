@@ -90,6 +90,7 @@ type options struct {
 	providers providerOptions
 	tls       tlsOptions
 	devTLS    bool
+	acl       bool
 }
 
 func defaultDataDir() string {
@@ -125,6 +126,12 @@ the job in the given file and prints the event stream until Ctrl-C.
 must present a certificate of that CA and workers are dialled back over TLS
 (make them with "norsk-manager tls"; README, "Securing a cluster"). SIGHUP
 re-reads the certificate files.
+
+--acl turns ACL tokens on: every call then needs "authorization: Bearer
+<secret>" metadata of a token whose role allows it. Give it to every manager
+of a cluster (a manager without it serves every call unauthenticated), then
+run "norsk-ctl acl bootstrap" once for the first management token (README,
+"Securing a cluster").
 
 Stopping the manager (SIGINT/SIGTERM, or even SIGKILL) never stops a job:
 workers keep running them and a restarted manager adopts them.
@@ -165,6 +172,8 @@ workers keep running them and a restarted manager adopts them.
 	o.tls.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
 	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
+	f.BoolVar(&o.acl, "acl", false, "require an ACL token on every API call (every manager of a cluster must have it; \"norsk-ctl acl bootstrap\" makes the first token; "+
+		"a second bootstrap needs the reset index in DATA-DIR/"+agent.ACLResetFileName+")")
 
 	// HA cluster (docs/design/ha.md): a manager is part of a cluster when
 	// --join or --bootstrap-expect is given.
@@ -246,6 +255,9 @@ func run(ctx context.Context, o *options) error {
 	if o.devTLS && !o.dev {
 		return usagef("--dev-tls needs --dev")
 	}
+	if o.dev && o.acl {
+		return usagef("--dev runs without ACLs (its local worker's slot is registered without a token): drop --acl")
+	}
 	tlsCfg, err := o.tls.config(log)
 	if err != nil {
 		return err
@@ -306,6 +318,7 @@ func run(ctx context.Context, o *options) error {
 	cfg.Cluster = cc
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.TLS = tlsCfg
+	cfg.ACL = o.acl
 	cfg.EnableDebug = o.enableDebug
 	cfg.Node.Providers = provs
 	if o.moveGrace <= 0 {

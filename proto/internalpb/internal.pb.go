@@ -4481,6 +4481,124 @@ func (x *PoolRecord) GetRecentRequests() []string {
 	return nil
 }
 
+// One stored token: the public part and the SHA-256 of its secret.
+type AclTokenRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// secret_id is never set here.
+	Token *managerpb.AclToken `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// SHA-256 of the secret (32 bytes). Indexed: ix/acl/secret/<hash>.
+	SecretHash    []byte `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclTokenRecord) Reset() {
+	*x = AclTokenRecord{}
+	mi := &file_internal_internal_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclTokenRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclTokenRecord) ProtoMessage() {}
+
+func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclTokenRecord.ProtoReflect.Descriptor instead.
+func (*AclTokenRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *AclTokenRecord) GetToken() *managerpb.AclToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *AclTokenRecord) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Every ACL token of the cluster.
+type AclRecord struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tokens []*AclTokenRecord      `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// How many times AclBootstrap succeeded (0: never). A further bootstrap
+	// needs this number in the reset file (docs/design/security.md).
+	BootstrapIndex uint64   `protobuf:"varint,2,opt,name=bootstrap_index,json=bootstrapIndex,proto3" json:"bootstrap_index,omitempty"`
+	RecentRequests []string `protobuf:"bytes,3,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AclRecord) Reset() {
+	*x = AclRecord{}
+	mi := &file_internal_internal_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclRecord) ProtoMessage() {}
+
+func (x *AclRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
+func (*AclRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *AclRecord) GetTokens() []*AclTokenRecord {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *AclRecord) GetBootstrapIndex() uint64 {
+	if x != nil {
+		return x.BootstrapIndex
+	}
+	return 0
+}
+
+func (x *AclRecord) GetRecentRequests() []string {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
 var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
@@ -4837,7 +4955,15 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"PoolRecord\x12+\n" +
 	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\x12'\n" +
-	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests*X\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"d\n" +
+	"\x0eAclTokenRecord\x121\n" +
+	"\x05token\x18\x01 \x01(\v2\x1b.norsk.api.manager.AclTokenR\x05token\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\"\x98\x01\n" +
+	"\tAclRecord\x129\n" +
+	"\x06tokens\x18\x01 \x03(\v2!.norsk.internal.v1.AclTokenRecordR\x06tokens\x12'\n" +
+	"\x0fbootstrap_index\x18\x02 \x01(\x04R\x0ebootstrapIndex\x12'\n" +
+	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -4856,7 +4982,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -4915,96 +5041,99 @@ var file_internal_internal_proto_goTypes = []any{
 	(*SetBundleJobDormant)(nil),                     // 54: norsk.internal.v1.SetBundleJobDormant
 	(*GetBundle)(nil),                               // 55: norsk.internal.v1.GetBundle
 	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
-	nil,                                             // 57: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 58: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 59: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 60: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 61: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 62: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 63: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 64: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 65: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 66: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 67: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 68: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 69: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 70: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 71: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 72: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 73: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 74: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 75: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 76: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 77: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 78: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 79: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 80: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 81: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 82: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 83: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 84: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 85: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 86: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 87: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 88: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 89: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 90: norsk.api.manager.Pool
-	(*commonpb.ResolvedPortMappings)(nil),           // 91: norsk.api.common.ResolvedPortMappings
+	(*AclTokenRecord)(nil),                          // 57: norsk.internal.v1.AclTokenRecord
+	(*AclRecord)(nil),                               // 58: norsk.internal.v1.AclRecord
+	nil,                                             // 59: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 60: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 61: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 62: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 63: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 64: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 65: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 66: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 67: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 68: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 69: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 70: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 71: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 72: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 73: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 74: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 75: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 76: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 77: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 78: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 79: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 80: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 81: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 82: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 83: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 84: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 85: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 86: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 87: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 88: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 89: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 90: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 91: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 92: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 93: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 94: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	57,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	62,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	63,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	64,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	59,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	64,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	65,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	66,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	65,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	62,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	66,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	62,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	67,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	67,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	64,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	68,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	64,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	69,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	68,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	70,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	62,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	69,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	70,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	63,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	64,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	71,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	62,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	72,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	62,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	73,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	64,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	71,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	72,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	65,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	66,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	73,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	64,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	74,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	64,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	75,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
 	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	74,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	75,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	76,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	77,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	76,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	77,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	78,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	79,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
 	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	62,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	62,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	71,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	78,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	79,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	64,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	64,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	73,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	80,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	81,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
 	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
 	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	80,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	62,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	82,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	64,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
 	15,  // 41: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	80,  // 42: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	62,  // 43: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	81,  // 44: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	82,  // 45: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	82,  // 42: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	64,  // 43: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	83,  // 44: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	84,  // 45: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
 	6,   // 46: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
 	9,   // 47: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	83,  // 48: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	84,  // 49: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	85,  // 48: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	86,  // 49: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
 	13,  // 50: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	85,  // 51: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	62,  // 52: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	87,  // 51: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	64,  // 52: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
 	20,  // 53: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
 	21,  // 54: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
 	22,  // 55: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
@@ -5017,17 +5146,17 @@ var file_internal_internal_proto_depIdxs = []int32{
 	31,  // 62: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
 	24,  // 63: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
 	25,  // 64: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	86,  // 65: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	86,  // 66: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	88,  // 65: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	88,  // 66: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
 	4,   // 67: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	66,  // 68: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	65,  // 69: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	68,  // 68: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	67,  // 69: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
 	2,   // 70: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	58,  // 71: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	63,  // 72: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	64,  // 73: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	87,  // 74: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	62,  // 75: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	60,  // 71: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	65,  // 72: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	66,  // 73: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	89,  // 74: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	64,  // 75: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
 	37,  // 76: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
 	38,  // 77: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
 	39,  // 78: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
@@ -5043,34 +5172,36 @@ var file_internal_internal_proto_depIdxs = []int32{
 	34,  // 88: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
 	35,  // 89: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
 	33,  // 90: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	88,  // 91: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	59,  // 92: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	76,  // 93: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	77,  // 94: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	60,  // 95: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	72,  // 96: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	73,  // 97: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	61,  // 98: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	89,  // 99: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	90,  // 91: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	61,  // 92: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	78,  // 93: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	79,  // 94: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	62,  // 95: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	74,  // 96: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	75,  // 97: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	63,  // 98: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	91,  // 99: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
 	49,  // 100: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	62,  // 101: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	64,  // 101: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
 	51,  // 102: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
 	52,  // 103: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
 	53,  // 104: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
 	54,  // 105: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
 	55,  // 106: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
 	45,  // 107: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	79,  // 108: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	79,  // 109: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	90,  // 110: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	91,  // 111: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	91,  // 112: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	91,  // 113: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	114, // [114:114] is the sub-list for method output_type
-	114, // [114:114] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	81,  // 108: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	81,  // 109: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	92,  // 110: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	93,  // 111: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	57,  // 112: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	94,  // 113: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	94,  // 114: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	94,  // 115: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	116, // [116:116] is the sub-list for method output_type
+	116, // [116:116] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5145,7 +5276,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

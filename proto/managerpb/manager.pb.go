@@ -8948,6 +8948,384 @@ func (x *DrainNodeRequest) GetReason() string {
 	return ""
 }
 
+// Added (ours, issue 12 §2). An ACL token.
+type AclToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public id of the token (a UUID): list and revoke name it. Not a
+	// credential.
+	AccessorId string `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	// The secret a client sends ("authorization: Bearer <secret>"): set only
+	// in the answer of AclBootstrap and AclTokenCreate, never stored (the
+	// manager keeps its SHA-256) and never shown again.
+	SecretId string `protobuf:"bytes,2,opt,name=secret_id,json=secretId,proto3" json:"secret_id,omitempty"`
+	// Operator-facing name (1-128 printable characters); audit entries
+	// record it as who made a change.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// "management", "operator", "read" or "events".
+	Role       string                 `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Unset: the token never expires. Past it the token is refused.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// The token was made by AclBootstrap.
+	Bootstrap     bool `protobuf:"varint,7,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclToken) Reset() {
+	*x = AclToken{}
+	mi := &file_manager_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclToken) ProtoMessage() {}
+
+func (x *AclToken) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
+func (*AclToken) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *AclToken) GetAccessorId() string {
+	if x != nil {
+		return x.AccessorId
+	}
+	return ""
+}
+
+func (x *AclToken) GetSecretId() string {
+	if x != nil {
+		return x.SecretId
+	}
+	return ""
+}
+
+func (x *AclToken) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AclToken) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AclToken) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *AclToken) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *AclToken) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+// Added (ours). AclBootstrap.
+type AclBootstrapRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBootstrapRequest) Reset() {
+	*x = AclBootstrapRequest{}
+	mi := &file_manager_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBootstrapRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBootstrapRequest) ProtoMessage() {}
+
+func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
+func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{111}
+}
+
+// Added (ours). AclTokenCreate.
+type AclTokenCreateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "management", "operator", "read" or "events".
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// Lifetime in milliseconds from creation; 0: never expires.
+	TtlMs         int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclTokenCreateRequest) Reset() {
+	*x = AclTokenCreateRequest{}
+	mi := &file_manager_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclTokenCreateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclTokenCreateRequest) ProtoMessage() {}
+
+func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
+func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *AclTokenCreateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AclTokenCreateRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AclTokenCreateRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+// Added (ours). AclTokenList.
+type AclTokenListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclTokenListRequest) Reset() {
+	*x = AclTokenListRequest{}
+	mi := &file_manager_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclTokenListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclTokenListRequest) ProtoMessage() {}
+
+func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
+func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{113}
+}
+
+// Added (ours). AclTokenList.
+type AclTokenListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Without secrets, in accessor-id order.
+	Tokens []*AclToken `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// How many times the cluster's ACLs were bootstrapped (the reset index
+	// a further bootstrap needs; 0: never).
+	BootstrapIndex uint64 `protobuf:"varint,2,opt,name=bootstrap_index,json=bootstrapIndex,proto3" json:"bootstrap_index,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AclTokenListResponse) Reset() {
+	*x = AclTokenListResponse{}
+	mi := &file_manager_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclTokenListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclTokenListResponse) ProtoMessage() {}
+
+func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
+func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{114}
+}
+
+func (x *AclTokenListResponse) GetTokens() []*AclToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *AclTokenListResponse) GetBootstrapIndex() uint64 {
+	if x != nil {
+		return x.BootstrapIndex
+	}
+	return 0
+}
+
+// Added (ours). AclTokenRevoke.
+type AclTokenRevokeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessorId    string                 `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclTokenRevokeRequest) Reset() {
+	*x = AclTokenRevokeRequest{}
+	mi := &file_manager_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclTokenRevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclTokenRevokeRequest) ProtoMessage() {}
+
+func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
+func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{115}
+}
+
+func (x *AclTokenRevokeRequest) GetAccessorId() string {
+	if x != nil {
+		return x.AccessorId
+	}
+	return ""
+}
+
+// Added (ours). AclTokenSelf.
+type AclTokenSelfRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclTokenSelfRequest) Reset() {
+	*x = AclTokenSelfRequest{}
+	mi := &file_manager_proto_msgTypes[116]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclTokenSelfRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclTokenSelfRequest) ProtoMessage() {}
+
+func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[116]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
+func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{116}
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -8958,7 +9336,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8970,7 +9348,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9659,7 +10037,31 @@ const file_manager_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"]\n" +
 	"\x10DrainNodeRequest\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*I\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x88\x02\n" +
+	"\bAclToken\x12\x1f\n" +
+	"\vaccessor_id\x18\x01 \x01(\tR\n" +
+	"accessorId\x12\x1b\n" +
+	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x1c\n" +
+	"\tbootstrap\x18\a \x01(\bR\tbootstrap\"\x15\n" +
+	"\x13AclBootstrapRequest\"V\n" +
+	"\x15AclTokenCreateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"\x15\n" +
+	"\x13AclTokenListRequest\"t\n" +
+	"\x14AclTokenListResponse\x123\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x1b.norsk.api.manager.AclTokenR\x06tokens\x12'\n" +
+	"\x0fbootstrap_index\x18\x02 \x01(\x04R\x0ebootstrapIndex\"8\n" +
+	"\x15AclTokenRevokeRequest\x12\x1f\n" +
+	"\vaccessor_id\x18\x01 \x01(\tR\n" +
+	"accessorId\"\x15\n" +
+	"\x13AclTokenSelfRequest*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -9703,7 +10105,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eNodeScheduling\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
-	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xf6\x18\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xae\x1c\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -9749,7 +10151,12 @@ const file_manager_proto_rawDesc = "" +
 	"CordonNode\x12$.norsk.api.manager.CordonNodeRequest\x1a\x16.google.protobuf.Empty\x12@\n" +
 	"\fUncordonNode\x12\x18.norsk.api.common.NodeId\x1a\x16.google.protobuf.Empty\x12H\n" +
 	"\tDrainNode\x12#.norsk.api.manager.DrainNodeRequest\x1a\x16.google.protobuf.Empty\x12I\n" +
-	"\fGetPlacement\x12\x17.norsk.api.common.JobId\x1a .norsk.api.manager.PlacementInfoB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\fGetPlacement\x12\x17.norsk.api.common.JobId\x1a .norsk.api.manager.PlacementInfo\x12S\n" +
+	"\fAclBootstrap\x12&.norsk.api.manager.AclBootstrapRequest\x1a\x1b.norsk.api.manager.AclToken\x12W\n" +
+	"\x0eAclTokenCreate\x12(.norsk.api.manager.AclTokenCreateRequest\x1a\x1b.norsk.api.manager.AclToken\x12_\n" +
+	"\fAclTokenList\x12&.norsk.api.manager.AclTokenListRequest\x1a'.norsk.api.manager.AclTokenListResponse\x12R\n" +
+	"\x0eAclTokenRevoke\x12(.norsk.api.manager.AclTokenRevokeRequest\x1a\x16.google.protobuf.Empty\x12S\n" +
+	"\fAclTokenSelf\x12&.norsk.api.manager.AclTokenSelfRequest\x1a\x1b.norsk.api.manager.AclTokenB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -9764,7 +10171,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 122)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 129)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -9890,79 +10297,86 @@ var file_manager_proto_goTypes = []any{
 	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
 	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
 	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
-	nil,                                   // 124: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 125: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 126: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 127: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 128: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 129: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 130: norsk.api.manager.DateFilter.Within
-	nil,                                   // 131: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 132: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 133: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 134: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 135: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 136: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 137: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 138: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 139: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 140: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 141: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 142: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 143: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 144: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 145: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 146: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 147: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 148: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 149: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 150: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 151: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 152: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 153: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 154: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 155: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 156: google.protobuf.Empty
+	(*AclToken)(nil),                      // 124: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 125: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 126: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 127: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 128: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 129: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 130: norsk.api.manager.AclTokenSelfRequest
+	nil,                                   // 131: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 132: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 133: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 134: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 135: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 136: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 137: norsk.api.manager.DateFilter.Within
+	nil,                                   // 138: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 139: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 140: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 141: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 142: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 143: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 144: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 145: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 146: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 147: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 148: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 149: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 150: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 151: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 152: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 153: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 154: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 155: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 156: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 157: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 158: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 159: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 160: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 161: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 162: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 163: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	136, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	137, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	124, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	138, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	139, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	143, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	144, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	131, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	145, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	146, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	140, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	147, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	141, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	125, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	148, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	132, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	142, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	149, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	143, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	144, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	145, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	150, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	151, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	152, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	138, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	138, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	145, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	145, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	138, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	138, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	126, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	138, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	145, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	153, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	145, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	153, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	133, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	145, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	153, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	138, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	138, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	145, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	153, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	145, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -9972,46 +10386,46 @@ var file_manager_proto_depIdxs = []int32{
 	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	127, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	148, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	134, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	155, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	156, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	137, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	144, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	146, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	146, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	153, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	153, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	156, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	149, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	146, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	156, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	153, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	149, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	128, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	156, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	135, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	149, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	129, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	156, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	136, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	137, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	149, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	137, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	149, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	138, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	138, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	138, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	138, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	138, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	130, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	144, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	156, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	144, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	156, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	145, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	145, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	145, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	145, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	145, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	137, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -10022,11 +10436,11 @@ var file_manager_proto_depIdxs = []int32{
 	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	149, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	156, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	148, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	138, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	138, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	155, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	145, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	145, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -10040,7 +10454,7 @@ var file_manager_proto_depIdxs = []int32{
 	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	150, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	157, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
@@ -10050,51 +10464,51 @@ var file_manager_proto_depIdxs = []int32{
 	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
 	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
 	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	138, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	145, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
 	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	151, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	136, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	146, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	158, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	143, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	153, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	154, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	138, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	145, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	152, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	159, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
 	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	153, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	160, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
 	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
 	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	148, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	138, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	138, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	131, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	149, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	138, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	155, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	145, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	145, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	138, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	156, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	155, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	156, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	145, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
 	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
 	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	132, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	149, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	154, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	149, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	139, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	156, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	161, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	156, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	138, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	138, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	133, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	145, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	145, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	140, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	153, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	149, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	149, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	134, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	138, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	160, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	156, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	156, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	141, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	145, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
 	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
 	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
 	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
@@ -10111,7 +10525,7 @@ var file_manager_proto_depIdxs = []int32{
 	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
 	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
 	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	137, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	144, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
 	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
@@ -10120,119 +10534,132 @@ var file_manager_proto_depIdxs = []int32{
 	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
 	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	138, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	145, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
 	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	137, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	149, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	137, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	144, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	156, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	144, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
 	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	137, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	149, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	144, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	156, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	149, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	156, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
 	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
 	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
 	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	138, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	145, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
 	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
 	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	135, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	142, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
 	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
 	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
 	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
 	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	138, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	149, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	155, // 219: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	138, // 220: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	138, // 221: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	155, // 222: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	156, // 223: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 224: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 225: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	137, // 226: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 227: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 228: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 229: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 230: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	149, // 231: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 232: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 233: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	137, // 234: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 235: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	156, // 236: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 237: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 238: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	137, // 239: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 240: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 241: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	149, // 242: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 243: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 244: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 245: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 246: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 247: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 248: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 249: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 250: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 251: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 252: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 253: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 254: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 255: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 256: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 257: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 258: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 259: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	149, // 260: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 261: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	137, // 262: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	66,  // 263: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 264: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 265: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	156, // 266: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 267: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	156, // 268: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	156, // 269: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	156, // 270: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	156, // 271: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	156, // 272: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	156, // 273: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	156, // 274: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 275: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 276: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 277: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	156, // 278: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 279: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 280: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 281: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	156, // 282: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 283: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	156, // 284: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 285: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 286: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	156, // 287: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	156, // 288: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	156, // 289: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	156, // 290: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 291: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 292: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 293: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	156, // 294: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	156, // 295: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	156, // 296: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 297: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 298: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	156, // 299: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	156, // 300: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	156, // 301: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 302: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	263, // [263:303] is the sub-list for method output_type
-	223, // [223:263] is the sub-list for method input_type
-	223, // [223:223] is the sub-list for extension type_name
-	223, // [223:223] is the sub-list for extension extendee
-	0,   // [0:223] is the sub-list for field type_name
+	145, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	156, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	156, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	145, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	145, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	124, // 221: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	162, // 222: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	145, // 223: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	145, // 224: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	162, // 225: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	163, // 226: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	15,  // 227: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	15,  // 228: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	144, // 229: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	65,  // 230: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	46,  // 231: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	47,  // 232: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	48,  // 233: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	156, // 234: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	49,  // 235: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	50,  // 236: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	144, // 237: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	55,  // 238: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	163, // 239: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	72,  // 240: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	70,  // 241: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	144, // 242: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	75,  // 243: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	79,  // 244: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	156, // 245: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	81,  // 246: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	83,  // 247: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	85,  // 248: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	88,  // 249: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 250: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 251: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	93,  // 252: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	94,  // 253: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	87,  // 254: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 255: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	108, // 256: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	114, // 257: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	114, // 258: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	113, // 259: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	113, // 260: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	117, // 261: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	122, // 262: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	156, // 263: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	123, // 264: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	144, // 265: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	125, // 266: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	126, // 267: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	127, // 268: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	129, // 269: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	130, // 270: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	66,  // 271: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	20,  // 272: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	20,  // 273: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	163, // 274: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	37,  // 275: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	163, // 276: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	163, // 277: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	163, // 278: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	163, // 279: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	163, // 280: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	163, // 281: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	163, // 282: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	64,  // 283: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	67,  // 284: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	73,  // 285: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	163, // 286: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	74,  // 287: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	76,  // 288: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	80,  // 289: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	163, // 290: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	82,  // 291: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	163, // 292: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	86,  // 293: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	92,  // 294: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	163, // 295: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	163, // 296: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	163, // 297: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	163, // 298: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	98,  // 299: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	100, // 300: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	109, // 301: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	163, // 302: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	163, // 303: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	163, // 304: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	114, // 305: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	118, // 306: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	163, // 307: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	163, // 308: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	163, // 309: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	101, // 310: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	124, // 311: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	124, // 312: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	128, // 313: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	163, // 314: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	124, // 315: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	271, // [271:316] is the sub-list for method output_type
+	226, // [226:271] is the sub-list for method input_type
+	226, // [226:226] is the sub-list for extension type_name
+	226, // [226:226] is the sub-list for extension extendee
+	0,   // [0:226] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -10329,7 +10756,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   122,
+			NumMessages:   129,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -76,6 +76,11 @@ const (
 	Manager_UncordonNode_FullMethodName          = "/norsk.api.manager.Manager/UncordonNode"
 	Manager_DrainNode_FullMethodName             = "/norsk.api.manager.Manager/DrainNode"
 	Manager_GetPlacement_FullMethodName          = "/norsk.api.manager.Manager/GetPlacement"
+	Manager_AclBootstrap_FullMethodName          = "/norsk.api.manager.Manager/AclBootstrap"
+	Manager_AclTokenCreate_FullMethodName        = "/norsk.api.manager.Manager/AclTokenCreate"
+	Manager_AclTokenList_FullMethodName          = "/norsk.api.manager.Manager/AclTokenList"
+	Manager_AclTokenRevoke_FullMethodName        = "/norsk.api.manager.Manager/AclTokenRevoke"
+	Manager_AclTokenSelf_FullMethodName          = "/norsk.api.manager.Manager/AclTokenSelf"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -159,6 +164,25 @@ type ManagerClient interface {
 	// answers from the job record (the leader's engine memory, fresher, wins
 	// there). InvalidArgument for a bad job id; NotFound for an unknown job.
 	GetPlacement(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*PlacementInfo, error)
+	// Added (issue 12 §2; docs/design/security.md, "ACL tokens"): ACL
+	// tokens, with a manager started with --acl. A call then carries
+	// "authorization: Bearer <secret>" metadata; Unauthenticated without a
+	// known, unexpired token, PermissionDenied (naming the role needed)
+	// when its role does not allow the method. With ACLs off every ACL
+	// method answers FailedPrecondition.
+	//
+	// AclBootstrap needs no token: it creates the first management token
+	// and answers it with its secret, once. A second bootstrap answers
+	// FailedPrecondition naming the reset index (the reset procedure).
+	AclBootstrap(ctx context.Context, in *AclBootstrapRequest, opts ...grpc.CallOption) (*AclToken, error)
+	// Management. A new token; its secret is in this answer only.
+	AclTokenCreate(ctx context.Context, in *AclTokenCreateRequest, opts ...grpc.CallOption) (*AclToken, error)
+	// Management. Every token, without secrets, in accessor-id order.
+	AclTokenList(ctx context.Context, in *AclTokenListRequest, opts ...grpc.CallOption) (*AclTokenListResponse, error)
+	// Management. Deletes a token; NotFound for an unknown accessor id.
+	AclTokenRevoke(ctx context.Context, in *AclTokenRevokeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Any valid token: the caller's own token, without its secret.
+	AclTokenSelf(ctx context.Context, in *AclTokenSelfRequest, opts ...grpc.CallOption) (*AclToken, error)
 }
 
 type managerClient struct {
@@ -605,6 +629,56 @@ func (c *managerClient) GetPlacement(ctx context.Context, in *commonpb.JobId, op
 	return out, nil
 }
 
+func (c *managerClient) AclBootstrap(ctx context.Context, in *AclBootstrapRequest, opts ...grpc.CallOption) (*AclToken, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AclToken)
+	err := c.cc.Invoke(ctx, Manager_AclBootstrap_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) AclTokenCreate(ctx context.Context, in *AclTokenCreateRequest, opts ...grpc.CallOption) (*AclToken, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AclToken)
+	err := c.cc.Invoke(ctx, Manager_AclTokenCreate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) AclTokenList(ctx context.Context, in *AclTokenListRequest, opts ...grpc.CallOption) (*AclTokenListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AclTokenListResponse)
+	err := c.cc.Invoke(ctx, Manager_AclTokenList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) AclTokenRevoke(ctx context.Context, in *AclTokenRevokeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_AclTokenRevoke_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) AclTokenSelf(ctx context.Context, in *AclTokenSelfRequest, opts ...grpc.CallOption) (*AclToken, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AclToken)
+	err := c.cc.Invoke(ctx, Manager_AclTokenSelf_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -686,6 +760,25 @@ type ManagerServer interface {
 	// answers from the job record (the leader's engine memory, fresher, wins
 	// there). InvalidArgument for a bad job id; NotFound for an unknown job.
 	GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error)
+	// Added (issue 12 §2; docs/design/security.md, "ACL tokens"): ACL
+	// tokens, with a manager started with --acl. A call then carries
+	// "authorization: Bearer <secret>" metadata; Unauthenticated without a
+	// known, unexpired token, PermissionDenied (naming the role needed)
+	// when its role does not allow the method. With ACLs off every ACL
+	// method answers FailedPrecondition.
+	//
+	// AclBootstrap needs no token: it creates the first management token
+	// and answers it with its secret, once. A second bootstrap answers
+	// FailedPrecondition naming the reset index (the reset procedure).
+	AclBootstrap(context.Context, *AclBootstrapRequest) (*AclToken, error)
+	// Management. A new token; its secret is in this answer only.
+	AclTokenCreate(context.Context, *AclTokenCreateRequest) (*AclToken, error)
+	// Management. Every token, without secrets, in accessor-id order.
+	AclTokenList(context.Context, *AclTokenListRequest) (*AclTokenListResponse, error)
+	// Management. Deletes a token; NotFound for an unknown accessor id.
+	AclTokenRevoke(context.Context, *AclTokenRevokeRequest) (*emptypb.Empty, error)
+	// Any valid token: the caller's own token, without its secret.
+	AclTokenSelf(context.Context, *AclTokenSelfRequest) (*AclToken, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -815,6 +908,21 @@ func (UnimplementedManagerServer) DrainNode(context.Context, *DrainNodeRequest) 
 }
 func (UnimplementedManagerServer) GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPlacement not implemented")
+}
+func (UnimplementedManagerServer) AclBootstrap(context.Context, *AclBootstrapRequest) (*AclToken, error) {
+	return nil, status.Error(codes.Unimplemented, "method AclBootstrap not implemented")
+}
+func (UnimplementedManagerServer) AclTokenCreate(context.Context, *AclTokenCreateRequest) (*AclToken, error) {
+	return nil, status.Error(codes.Unimplemented, "method AclTokenCreate not implemented")
+}
+func (UnimplementedManagerServer) AclTokenList(context.Context, *AclTokenListRequest) (*AclTokenListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AclTokenList not implemented")
+}
+func (UnimplementedManagerServer) AclTokenRevoke(context.Context, *AclTokenRevokeRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method AclTokenRevoke not implemented")
+}
+func (UnimplementedManagerServer) AclTokenSelf(context.Context, *AclTokenSelfRequest) (*AclToken, error) {
+	return nil, status.Error(codes.Unimplemented, "method AclTokenSelf not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1529,6 +1637,96 @@ func _Manager_GetPlacement_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_AclBootstrap_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclBootstrapRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AclBootstrap(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AclBootstrap_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AclBootstrap(ctx, req.(*AclBootstrapRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_AclTokenCreate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclTokenCreateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AclTokenCreate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AclTokenCreate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AclTokenCreate(ctx, req.(*AclTokenCreateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_AclTokenList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclTokenListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AclTokenList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AclTokenList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AclTokenList(ctx, req.(*AclTokenListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_AclTokenRevoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclTokenRevokeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AclTokenRevoke(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AclTokenRevoke_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AclTokenRevoke(ctx, req.(*AclTokenRevokeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_AclTokenSelf_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclTokenSelfRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AclTokenSelf(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AclTokenSelf_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AclTokenSelf(ctx, req.(*AclTokenSelfRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1679,6 +1877,26 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPlacement",
 			Handler:    _Manager_GetPlacement_Handler,
+		},
+		{
+			MethodName: "AclBootstrap",
+			Handler:    _Manager_AclBootstrap_Handler,
+		},
+		{
+			MethodName: "AclTokenCreate",
+			Handler:    _Manager_AclTokenCreate_Handler,
+		},
+		{
+			MethodName: "AclTokenList",
+			Handler:    _Manager_AclTokenList_Handler,
+		},
+		{
+			MethodName: "AclTokenRevoke",
+			Handler:    _Manager_AclTokenRevoke_Handler,
+		},
+		{
+			MethodName: "AclTokenSelf",
+			Handler:    _Manager_AclTokenSelf_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

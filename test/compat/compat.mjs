@@ -3,10 +3,15 @@
 // every answer decoded by that package's own protoc-gen-es classes and its
 // grpc-js ManagerClient, and only fields that exist in 1.0.384 are used.
 //
-//   node compat.mjs MANAGER_ADDR NODE_ID
+//   node compat.mjs MANAGER_ADDR NODE_ID [--ca CA.pem [--cert C.pem --key K.pem]] [--token-file F]
 //
-// MANAGER_ADDR is host:port of the manager's gRPC API (insecure); NODE_ID an
-// online node (a mock node backed by a real worker) that jobs can start on.
+// MANAGER_ADDR is host:port of the manager's gRPC API; NODE_ID an online
+// node (a mock node backed by a real worker) that jobs can start on. With
+// --ca the channel is TLS (verified against CA.pem; --cert/--key present a
+// client certificate for mutual TLS); with --token-file every call carries
+// the file's ACL token as `authorization: Bearer <token>` call metadata —
+// grpc-js's own channel and call credentials, as an application using the
+// published package would pass them. Without options: plaintext, no token.
 // The manager must hold no jobs whose id starts with "compat-".
 //
 // Prints one line per check ("ok   ..."); on the first mismatch prints
@@ -20,6 +25,7 @@ import { createRequire } from 'node:module';
 // the generated serializers' instanceof checks. Load everything through
 // require so this script shares the package's own instances.
 const require = createRequire(import.meta.url);
+const fs = require('node:fs');
 const grpc = require('@grpc/grpc-js');
 const { Timestamp, Empty, proto3 } = require('@bufbuild/protobuf');
 const m = require('@norskvideo/norsk-api/lib/manager_pb.js');
@@ -370,9 +376,30 @@ async function checkStatusChannel(client) {
   }
 }
 
-async function main(addr, nodeId) {
+// credentialsOf returns the channel credentials for the options (see the
+// top of the file).
+function credentialsOf(opts) {
+  if (!opts.ca) {
+    if (opts.tokenFile) throw new Error('--token-file needs --ca: grpc-js sends call credentials only over TLS');
+    return grpc.credentials.createInsecure();
+  }
+  const read = (p) => (p ? fs.readFileSync(p) : null);
+  let creds = grpc.credentials.createSsl(read(opts.ca), read(opts.key), read(opts.cert));
+  if (opts.tokenFile) {
+    const token = fs.readFileSync(opts.tokenFile, 'utf8').trim();
+    creds = grpc.credentials.combineChannelCredentials(creds,
+      grpc.credentials.createFromMetadataGenerator((_params, callback) => {
+        const md = new grpc.Metadata();
+        md.set('authorization', `Bearer ${token}`);
+        callback(null, md);
+      }));
+  }
+  return creds;
+}
+
+async function main(addr, nodeId, opts) {
   checkPackageVersion();
-  const client = new ManagerClient(addr, grpc.credentials.createInsecure());
+  const client = new ManagerClient(addr, credentialsOf(opts));
   let sub;
   try {
     await checkStatusChannel(client);
@@ -587,13 +614,22 @@ async function main(addr, nodeId) {
   }
 }
 
-const [addr, nodeId] = process.argv.slice(2);
+const [addr, nodeId, ...rest] = process.argv.slice(2);
+const opts = {};
+const flags = { '--ca': 'ca', '--cert': 'cert', '--key': 'key', '--token-file': 'tokenFile' };
+for (let i = 0; i < rest.length; i += 2) {
+  if (!flags[rest[i]] || rest[i + 1] === undefined) {
+    console.error(`unknown option or missing value: ${rest[i]}`);
+    process.exit(2);
+  }
+  opts[flags[rest[i]]] = rest[i + 1];
+}
 if (!addr || !nodeId) {
-  console.error('usage: node compat.mjs MANAGER_ADDR NODE_ID');
+  console.error('usage: node compat.mjs MANAGER_ADDR NODE_ID [--ca CA.pem [--cert C.pem --key K.pem]] [--token-file F]');
   process.exit(2);
 }
 try {
-  await main(addr, nodeId);
+  await main(addr, nodeId, opts);
   console.log('PASS all checks');
 } catch (err) {
   console.log(`FAIL ${err instanceof CheckFailed ? err.message : err.stack}`);

@@ -168,6 +168,9 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Cluster.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.TLS.validateCluster(cfg.Cluster); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	// Listen first: a busy port must fail before a new data dir is made.
 	lis, err := net.Listen("tcp", cfg.APIAddr)

@@ -10,7 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/norsk-oss/norsk-manager/cluster/membership"
 	"github.com/norsk-oss/norsk-manager/cluster/pki"
@@ -62,27 +64,38 @@ func (c TLSConfig) raftTLS() *replication.PeerTLS {
 	}
 }
 
-// actorRemoteOptions are the protoactor remote's options for peer TLS:
-// the gRPC server requires a manager's certificate of the CA, and every
-// dial presents this manager's and verifies the other's against the CA
-// and PeerName (the authority, which gRPC checks). None without peer TLS
-// (protoactor's default: plaintext).
+// actorRemoteOptions are the protoactor remote's options. Always: its
+// gRPC server answers every unary method Unimplemented (refuseUnary).
+// With peer TLS: the server requires a manager's certificate of the CA,
+// and every dial presents this manager's and verifies the other's against
+// the CA and PeerName (the authority, which gRPC checks); without,
+// protoactor's default plaintext dial.
 //
 // The dialling side's CA bundle is read when the actor layer starts (a
 // rejoin or a restart picks up a new one); its certificate pair and the
 // server side's pair and CA follow every reload.
 func (c TLSConfig) actorRemoteOptions() []remote.ConfigOption {
+	server := []grpc.ServerOption{grpc.UnaryInterceptor(refuseUnary)}
 	if !c.peers() {
-		return nil
+		return []remote.ConfigOption{remote.WithServerOptions(server...)}
 	}
 	name := c.peerName()
 	return []remote.ConfigOption{
-		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(c.Certs.PeerServerConfig(name, "h2")))),
+		remote.WithServerOptions(append(server, grpc.Creds(credentials.NewTLS(c.Certs.PeerServerConfig(name, "h2"))))...),
 		remote.WithDialOptions(
 			grpc.WithTransportCredentials(credentials.NewTLS(c.Certs.PeerClientConfig(name))),
 			grpc.WithAuthority(name),
 		),
 	}
+}
+
+// refuseUnary answers every unary call on the actor port with
+// Unimplemented. Managers use only its Receive stream; the pinned
+// protoactor's ListProcesses and GetProcessDiagnostics panic ("implement
+// me"), which would end the manager's process on one call from anyone who
+// reaches the port.
+func refuseUnary(_ context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+	return nil, status.Errorf(codes.Unimplemented, "actor port: %s is not served (only the Receive stream between managers is)", info.FullMethod)
 }
 
 // peerReachable returns the leader's test of a Raft address before it adds

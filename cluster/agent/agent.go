@@ -254,6 +254,9 @@ func (a *Agent) kinds(router actors.Router, barrier func(context.Context) error)
 	if len(nc.ManagerURLs) == 0 {
 		nc.ManagerURLs = []string{a.lis.Addr().String()}
 	}
+	if a.cfg.TLS.mutual() && nc.ManagerCA == nil {
+		nc.ManagerCA, nc.ManagerName = a.cfg.TLS.Certs.CAPEM, a.cfg.TLS.peerName()
+	}
 	bc := a.cfg.Bundle
 	bc.Journal, bc.Router, bc.Logger = a.journal, router, a.log.With("component", "bundle")
 	kinds := []actors.Kind{job.Kind(jc), node.Kind(nc), bundle.Kind(bc),

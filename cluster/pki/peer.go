@@ -84,3 +84,8 @@ func verifyPeerName(name string) func(tls.ConnectionState) error {
 		return nil
 	}
 }
+
+// CAPEM returns the CA bundle last loaded, as PEM (nil without Files.CA):
+// public material, e.g. for a cloud worker's user data. The caller must
+// not modify it.
+func (r *Reloader) CAPEM() []byte { return r.cur.Load().caPEM }

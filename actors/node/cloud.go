@@ -191,6 +191,11 @@ func (g *grain) userData() string {
 	if g.cfg.UserData != nil {
 		return g.cfg.UserData(g.id, g.rec.GetToken(), g.cfg.ManagerURLs)
 	}
+	if g.cfg.ManagerCA != nil {
+		if ca := g.cfg.ManagerCA(); len(ca) > 0 {
+			return TLSUserData(g.id, g.rec.GetToken(), g.cfg.ManagerURLs, ca, g.cfg.ManagerName)
+		}
+	}
 	return DefaultUserData(g.id, g.rec.GetToken(), g.cfg.ManagerURLs)
 }
 

@@ -60,8 +60,19 @@ type Config struct {
 	// ManagerURLs are the API addresses written into a cloud node's user
 	// data, for its worker to register with.
 	ManagerURLs []string
-	// UserData builds a cloud node's boot script; nil: DefaultUserData.
+	// UserData builds a cloud node's boot script; nil: DefaultUserData,
+	// or TLSUserData when ManagerCA returns a CA bundle.
 	UserData func(nodeID, token string, managerURLs []string) string
+	// ManagerCA, if set, returns the CA bundle (PEM) that signed the
+	// managers' certificates, written into a cloud node's user data so
+	// that its worker registers over TLS and verifies the managers
+	// (TLSUserData); empty: plaintext. Called at every launch, so a
+	// reloaded bundle is used by the next one. It must not block.
+	ManagerCA func() []byte
+	// ManagerName is the name the managers' certificates carry, which a
+	// cloud node's worker verifies instead of each URL's host
+	// (--tls-server-name). Used with ManagerCA.
+	ManagerName string
 	// PendingTimeout bounds a cloud node's create → instance running
 	// (PENDING_TIME_EXCEEDED). Default 10 minutes.
 	PendingTimeout time.Duration

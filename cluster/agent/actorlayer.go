@@ -52,8 +52,8 @@ func (c *clustered) startActorLayer(system *actor.ActorSystem) (*actorLayer, err
 		if attempt > 0 {
 			time.Sleep(250 * time.Millisecond)
 		}
-		l := &actorLayer{system: system, provider: membership.NewProvider(c.members)}
-		rem := remote.Configure(host, port, remote.WithAdvertisedHost(cc.advertised(cc.ClusterAddr)))
+		l := &actorLayer{system: system, provider: membership.NewProvider(c.members, c.providerOptions()...)}
+		rem := remote.Configure(host, port, append(c.a.cfg.TLS.actorRemoteOptions(), remote.WithAdvertisedHost(cc.advertised(cc.ClusterAddr)))...)
 		ccfg := cluster.Configure("norsk-manager", l.provider, disthash.New(), rem, cluster.WithKinds(ckinds...), cluster.WithRequestTimeout(10*time.Second))
 		l.cluster = cluster.New(system, ccfg)
 		if last = startMember(l.cluster); last != nil {

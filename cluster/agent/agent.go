@@ -172,6 +172,9 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Cluster.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.TLS.validateCluster(cfg.Cluster); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	// Listen first: a busy port must fail before a new data dir is made.
 	lis, err := net.Listen("tcp", cfg.APIAddr)
@@ -254,6 +257,9 @@ func (a *Agent) kinds(router actors.Router, barrier func(context.Context) error)
 	nc.Barrier = barrier
 	if len(nc.ManagerURLs) == 0 {
 		nc.ManagerURLs = []string{a.lis.Addr().String()}
+	}
+	if a.cfg.TLS.mutual() && nc.ManagerCA == nil {
+		nc.ManagerCA, nc.ManagerName = a.cfg.TLS.Certs.CAPEM, a.cfg.TLS.peerName()
 	}
 	bc := a.cfg.Bundle
 	bc.Journal, bc.Router, bc.Logger = a.journal, router, a.log.With("component", "bundle")

@@ -167,7 +167,7 @@ func (a *Agent) initCluster(router *lateRouter) error {
 	}
 	rcfg := replication.Config{
 		Name: cc.Name, BindAddr: cc.RaftAddr, Advertise: cc.advertised(cc.RaftAddr), Dir: filepath.Join(a.cfg.Store.Dir, "raft"),
-		Store: a.store, LogStore: c.raftStore, Forward: c.forward, Logger: newQuietOnStop(a.log.With("component", "replication"), &a.stopping),
+		Store: a.store, LogStore: c.raftStore, Forward: c.forward, TLS: a.cfg.TLS.raftTLS(), Logger: newQuietOnStop(a.log.With("component", "replication"), &a.stopping),
 	}
 	if cc.LocalTimings {
 		rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
@@ -334,6 +334,7 @@ func (a *Agent) startCluster(ctx context.Context) {
 		defer a.wg.Done()
 		ncluster.RunLeadership(ctx, ncluster.LeaderConfig{
 			Replicator: c.rep, Membership: c.members, DeadServerTimeout: cc.DeadServerTimeout, Logger: a.log.With("component", "leader"),
+			Reachable: c.peerReachable(),
 			Singletons: func(ctx context.Context) {
 				var wg sync.WaitGroup
 				wg.Add(1)
@@ -417,13 +418,19 @@ func (c *clustered) bootstrap(ctx context.Context, expect int) {
 		log.Info(fmt.Sprintf("waiting for managers to bootstrap: have %d of %d: %s", len(have), expect, strings.Join(have, ", ")),
 			"have", len(have), "expect", expect)
 	}
-	ms := c.members.Members()
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
-	servers := map[string]string{}
-	for _, m := range ms {
-		if m.Meta.RaftAddr != "" && len(servers) < expect {
-			servers[m.Name] = m.Meta.RaftAddr
+	servers := c.bootstrapServers(expect)
+	for c.rep.TLS() && !c.peersAnswer(servers) {
+		// A member in the set whose Raft port refuses mutual TLS (a
+		// process without a certificate of the CA that has the gossip
+		// key) must not become a founding voter; leaving it out here
+		// could make managers bootstrap different sets. Wait instead.
+		log.Warn("a manager among the first by name refuses mutual tls on its raft port: not bootstrapping with it; retrying", "servers", servers)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
 		}
+		servers = c.bootstrapServers(expect)
 	}
 	if _, ok := servers[c.a.cfg.Cluster.Name]; !ok {
 		log.Info("not among the first managers by name; waiting to be added by the leader")
@@ -434,6 +441,20 @@ func (c *clustered) bootstrap(ctx context.Context, expect int) {
 		return
 	}
 	log.Info("cluster bootstrapped", "servers", len(servers))
+}
+
+// bootstrapServers returns the first expect members by name that have a
+// Raft address (name → address).
+func (c *clustered) bootstrapServers(expect int) map[string]string {
+	ms := c.members.Members()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	servers := map[string]string{}
+	for _, m := range ms {
+		if m.Meta.RaftAddr != "" && len(servers) < expect {
+			servers[m.Name] = m.Meta.RaftAddr
+		}
+	}
+	return servers
 }
 
 // trackHealth keeps the health service in step with leadership: SERVING

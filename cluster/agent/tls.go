@@ -28,6 +28,12 @@ type TLSConfig struct {
 	// dial-back. Default pki.RoleName(pki.RoleWorker, pki.DefaultDomain),
 	// "worker.norsk".
 	WorkerName string
+	// PeerName is the name another manager's certificate must carry on
+	// the Raft and actor ports, both ways (tls_peers.go). Default
+	// pki.RoleName(pki.RoleServer, pki.DefaultDomain), "server.norsk",
+	// which every server certificate of "norsk-manager tls cert create
+	// --server" carries.
+	PeerName string
 }
 
 // enabled reports whether the API serves TLS.

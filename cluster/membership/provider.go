@@ -43,17 +43,38 @@ type Provider struct {
 	}
 	stopCh chan struct{} // closed by Shutdown; stops the publish loop
 	wg     sync.WaitGroup
+	// admit, if set, further selects the members published (WithAdmit).
+	admit func(Member) bool
 }
 
 var _ cluster.ClusterProvider = (*Provider)(nil)
 
+// ProviderOption configures NewProvider.
+type ProviderOption func(*Provider)
+
+// WithAdmit publishes to protoactor only the members for which admit
+// returns true (besides the rules of clusterMembers); the local member is
+// always published. admit is called on every publish (every change and
+// every PublishInterval), from the publish loop and Refresh: it must be
+// safe for concurrent use and must not block for long. The manager uses
+// it with mutual TLS between managers, so that grains are placed only on
+// managers that are Raft servers (whose Raft port passed the TLS check),
+// never on a process that only has the gossip key.
+func WithAdmit(admit func(Member) bool) ProviderOption {
+	return func(p *Provider) { p.admit = admit }
+}
+
 // NewProvider returns a Provider over ms, which must outlive it.
-func NewProvider(ms *Membership) *Provider {
-	return &Provider{
+func NewProvider(ms *Membership, opts ...ProviderOption) *Provider {
+	p := &Provider{
 		ms:     ms,
 		logger: ms.logger.With("lib", "protoactor-provider"),
 		stopCh: make(chan struct{}),
 	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // StartMember is called by cluster.StartMember after the remote is
@@ -166,10 +187,25 @@ func (p *Provider) publishLoop(c *cluster.Cluster, kinds []string, changed <-cha
 // for a member, advertises which of them protoactor has blocked (fence).
 func (p *Provider) publish(c *cluster.Cluster, kinds []string) {
 	members := p.ms.Members()
-	c.MemberList.UpdateClusterTopology(clusterMembers(members, kinds))
+	c.MemberList.UpdateClusterTopology(clusterMembers(p.admitted(members), kinds))
 	if len(kinds) > 0 {
 		p.fence(c, members)
 	}
+}
+
+// admitted returns the members admit lets through, and the local member.
+func (p *Provider) admitted(members []Member) []Member {
+	if p.admit == nil {
+		return members
+	}
+	self := p.ms.LocalMember().Name
+	out := make([]Member, 0, len(members))
+	for _, m := range members {
+		if m.Name == self || p.admit(m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // fence advertises, in the local meta's Fenced, the actor ids of the

@@ -41,14 +41,20 @@ type testCluster struct {
 	nodes []*node
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	// tls, if set, gives each manager (by name) its Raft TLS (tls_test.go).
+	tls func(name string) *replication.PeerTLS
 }
 
 // freeAddr returns a loopback address free a moment ago, outside the
 // kernel's ephemeral port range (testproc.FreePort says why).
 func freeAddr(t *testing.T) string { return testproc.Addr(testproc.FreePort(t)) }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t, conns: map[string]*grpc.ClientConn{}}
+func newTestCluster(t *testing.T, n int) *testCluster { return newTestClusterTLS(t, n, nil) }
+
+// newTestClusterTLS is newTestCluster with the Raft TLS of tlsFor (nil:
+// plain TCP).
+func newTestClusterTLS(t *testing.T, n int, tlsFor func(name string) *replication.PeerTLS) *testCluster {
+	c := &testCluster{t: t, conns: map[string]*grpc.ClientConn{}, tls: tlsFor}
 	t.Cleanup(func() {
 		for _, cc := range c.conns {
 			cc.Close()
@@ -86,7 +92,7 @@ func (c *testCluster) start(nd *node) {
 	nd.rep, err = replication.New(replication.Config{
 		Name: nd.name, BindAddr: nd.raft, Dir: t.TempDir(), Store: store, LogStore: rs, Forward: c.forward,
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond,
-		SnapshotThreshold: 64, TrailingLogs: 16,
+		SnapshotThreshold: 64, TrailingLogs: 16, TLS: c.peerTLS(nd.name),
 	})
 	require.NoError(t, err)
 	nd.gs = grpc.NewServer()
@@ -98,6 +104,13 @@ func (c *testCluster) start(nd *node) {
 		rs.Close()
 		store.Close()
 	})
+}
+
+func (c *testCluster) peerTLS(name string) *replication.PeerTLS {
+	if c.tls == nil {
+		return nil
+	}
+	return c.tls(name)
 }
 
 func (c *testCluster) forward(_ context.Context, name string) (internalpb.ClusterClient, error) {

@@ -57,7 +57,11 @@ type Config struct {
 	// SnapshotThreshold and TrailingLogs tune compaction (raft.Config).
 	// Defaults 8192 and 10240.
 	SnapshotThreshold, TrailingLogs uint64
-	Logger                          *slog.Logger
+	// TLS, if set, runs the Raft transport over mutual TLS (tls.go): a
+	// process without a certificate it accepts can neither connect to
+	// this manager's Raft port nor be dialled by it. Nil: plain TCP.
+	TLS    *PeerTLS
+	Logger *slog.Logger
 }
 
 // Replicator owns the Raft node of one manager.
@@ -67,6 +71,8 @@ type Replicator struct {
 	raft  *raft.Raft
 	fsm   *persistence.RaftFSM
 	trans *raft.NetworkTransport
+	// tls is the transport's stream layer when Config.TLS is set.
+	tls *tlsStreamLayer
 
 	// leaderReady is set once this manager, as leader, has applied every
 	// entry committed before its term (Barrier after election): only then
@@ -121,7 +127,7 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	stopping := new(atomic.Bool)
 	hl := newHclogAdapter(cfg.Logger, stopping)
-	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, hl)
+	trans, layer, err := newTransport(cfg, adv, hl)
 	if err != nil {
 		return nil, fmt.Errorf("replication: raft transport on %s: %w", cfg.BindAddr, err)
 	}
@@ -155,7 +161,7 @@ func New(cfg Config) (*Replicator, error) {
 		trans.Close()
 		return nil, fmt.Errorf("replication: start raft: %w", err)
 	}
-	rep := &Replicator{cfg: cfg, log: cfg.Logger, raft: r, fsm: fsm, trans: trans, stopCh: make(chan struct{}), stopping: stopping}
+	rep := &Replicator{cfg: cfg, log: cfg.Logger, raft: r, fsm: fsm, trans: trans, tls: layer, stopCh: make(chan struct{}), stopping: stopping}
 	rep.wg.Add(1)
 	go rep.watchLeadership()
 	return rep, nil

@@ -124,7 +124,10 @@ the job in the given file and prints the event stream until Ctrl-C.
 
 --tls-cert and --tls-key serve the API over TLS only; with --tls-ca, clients
 must present a certificate of that CA and workers are dialled back over TLS
-(make them with "norsk-manager tls"; README, "Securing a cluster"). SIGHUP
+(make them with "norsk-manager tls"; README, "Securing a cluster"). In a
+cluster the same certificate and CA secure the Raft and actor ports with
+mutual TLS (--tls-ca is then required): a process without a certificate of
+the CA carrying --tls-peer-name cannot connect to them, join or vote. SIGHUP
 re-reads the certificate files.
 
 --acl turns ACL tokens on: every call then needs "authorization: Bearer
@@ -261,6 +264,9 @@ func run(ctx context.Context, o *options) error {
 	tlsCfg, err := o.tls.config(log)
 	if err != nil {
 		return err
+	}
+	if cc.Enabled() && o.tls.given() && o.tls.ca == "" {
+		return usagef("--tls-cert without --tls-ca in a cluster: the Raft and actor ports use mutual TLS and need the cluster CA (--tls-ca) to verify the other managers")
 	}
 	if err := o.providers.validate(); err != nil {
 		return &usageError{err}

@@ -45,6 +45,9 @@ func TestTLSFlagErrors(t *testing.T) {
 		{"empty worker name", []string{"--tls-cert", server.Cert, "--tls-key", server.Key, "--tls-worker-name", ""}, "--tls-worker-name"},
 		{"dev with tls", []string{"--dev", "--tls-cert", server.Cert, "--tls-key", server.Key}, "--dev makes its own certificates with --dev-tls"},
 		{"dev-tls without dev", []string{"--dev-tls"}, "--dev-tls needs --dev"},
+		{"empty peer name", []string{"--tls-cert", server.Cert, "--tls-key", server.Key, "--tls-peer-name", ""}, "--tls-peer-name"},
+		{"cluster with tls but no ca", []string{"--tls-cert", server.Cert, "--tls-key", server.Key, "--name", "m1", "--bootstrap-expect", "3",
+			"--gossip-addr", "127.0.0.1:17946", "--cluster-addr", "127.0.0.1:17947", "--raft-addr", "127.0.0.1:17948"}, "--tls-cert without --tls-ca in a cluster"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

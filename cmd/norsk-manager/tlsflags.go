@@ -18,6 +18,7 @@ import (
 type tlsOptions struct {
 	cert, key, ca string
 	workerName    string
+	peerName      string
 }
 
 func (o *tlsOptions) addFlags(f *pflag.FlagSet) {
@@ -25,6 +26,9 @@ func (o *tlsOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.key, "tls-key", "", "TLS: the private key of --tls-cert (PEM)")
 	f.StringVar(&o.ca, "tls-ca", "", "TLS: the cluster CA (PEM bundle). With it API clients must present a certificate it signed (mutual TLS), "+
 		"and the manager dials workers with TLS and checks their certificates against it and --tls-worker-name")
+	f.StringVar(&o.peerName, "tls-peer-name", pki.RoleName(pki.RoleServer, pki.DefaultDomain),
+		"TLS, in a cluster: the name every manager's certificate must carry on the Raft and actor ports, which use mutual TLS with --tls-cert/--tls-key and --tls-ca "+
+			"(server.DOMAIN of \"tls cert create --server --domain DOMAIN\"): a worker's or client's certificate of the same CA is refused there")
 	f.StringVar(&o.workerName, "tls-worker-name", pki.RoleName(pki.RoleWorker, pki.DefaultDomain),
 		"TLS, with --tls-ca: the name a worker's certificate must carry (worker.DOMAIN of \"tls cert create --worker --domain DOMAIN\")")
 }
@@ -44,6 +48,8 @@ func (o *tlsOptions) config(log *slog.Logger) (agent.TLSConfig, error) {
 		return agent.TLSConfig{}, usagef("--tls-cert and --tls-key go together (and --tls-ca needs both): the manager's certificate and its key")
 	case o.workerName == "":
 		return agent.TLSConfig{}, usagef("--tls-worker-name must not be empty")
+	case o.peerName == "":
+		return agent.TLSConfig{}, usagef("--tls-peer-name must not be empty")
 	}
 	certs, err := pki.NewReloader(pki.ReloaderConfig{
 		Files:  pki.Files{Cert: o.cert, Key: o.key, CA: o.ca},
@@ -53,7 +59,7 @@ func (o *tlsOptions) config(log *slog.Logger) (agent.TLSConfig, error) {
 	if err != nil {
 		return agent.TLSConfig{}, usagef("--tls-cert/--tls-key/--tls-ca: %v", err)
 	}
-	return agent.TLSConfig{Certs: certs, WorkerName: o.workerName}, nil
+	return agent.TLSConfig{Certs: certs, WorkerName: o.workerName, PeerName: o.peerName}, nil
 }
 
 // watchTLS keeps certs current until ctx ends: it re-reads the files on

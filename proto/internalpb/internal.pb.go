@@ -1448,7 +1448,12 @@ type AppendCommand struct {
 	// Public events raised by the change, appended to the event log in order.
 	Events []*managerpb.EventStreamEvent `protobuf:"bytes,6,rep,name=events,proto3" json:"events,omitempty"`
 	// Time of the change, chosen by the grain (the FSM never reads a clock).
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	At *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// The audit entry the change writes, in the same apply, if the change is
+	// applied (not on a conflict, a failure or a repeated request id). Its
+	// timestamp is at. With entity_key empty the command writes only this
+	// entry (AppendAuditEntry). docs/design/audit.md.
+	Audit         *AuditIntent `protobuf:"bytes,8,opt,name=audit,proto3" json:"audit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1528,6 +1533,13 @@ func (x *AppendCommand) GetEvents() []*managerpb.EventStreamEvent {
 func (x *AppendCommand) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *AppendCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -1847,6 +1859,9 @@ type JobCommand struct {
 	// must not take effect after its caller was told it failed. Unset: no
 	// deadline (one-way commands).
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The audit entry of the API call (set by the gateway; absent for
+	// internal commands): written with the change the command commits.
+	Audit *AuditIntent `protobuf:"bytes,4,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*JobCommand_Create
@@ -1913,6 +1928,13 @@ func (x *JobCommand) GetJobId() string {
 func (x *JobCommand) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *JobCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -2791,6 +2813,9 @@ type NodeCommand struct {
 	// must not take effect after its caller was told it failed. Unset: no
 	// deadline (one-way commands).
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The audit entry of the API call (set by the gateway; absent for
+	// internal commands): written with the change the command commits.
+	Audit *AuditIntent `protobuf:"bytes,4,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*NodeCommand_RegisterSlot
@@ -2860,6 +2885,13 @@ func (x *NodeCommand) GetNodeId() string {
 func (x *NodeCommand) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *NodeCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -4038,6 +4070,9 @@ type BundleCommand struct {
 	// that dequeues the command later answers DEADLINE_EXCEEDED and does
 	// nothing.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The audit entry of the API call (set by the gateway; absent for
+	// internal commands): written with the change the command commits.
+	Audit *AuditIntent `protobuf:"bytes,4,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*BundleCommand_Create
@@ -4098,6 +4133,13 @@ func (x *BundleCommand) GetBundleId() string {
 func (x *BundleCommand) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -4481,6 +4523,82 @@ func (x *PoolRecord) GetRecentRequests() []string {
 	return nil
 }
 
+// What an accepted change writes to the audit log. The FSM turns it into a
+// stored norsk.api.manager.AuditLogEntry, assigning seq and the hashes.
+type AuditIntent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "manager" for the entries the manager writes; the caller's for
+	// AppendAuditEntry.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// What was done: "job.create", "node.slot_register", …
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Who: identity.NameOf of the API call.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// A small JSON object naming what changed (ids, never secrets); opaque
+	// for AppendAuditEntry.
+	Payload       string `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditIntent) Reset() {
+	*x = AuditIntent{}
+	mi := &file_internal_internal_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditIntent) ProtoMessage() {}
+
+func (x *AuditIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
+func (*AuditIntent) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *AuditIntent) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AuditIntent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditIntent) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *AuditIntent) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
 var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
@@ -4617,7 +4735,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"generation\x12+\n" +
 	"\x11synced_generation\x18\x06 \x01(\x04R\x10syncedGeneration\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\a \x01(\tR\tlastError\"\x89\x02\n" +
+	"last_error\x18\a \x01(\tR\tlastError\"\xbf\x02\n" +
 	"\rAppendCommand\x12\x1d\n" +
 	"\n" +
 	"entity_key\x18\x01 \x01(\tR\tentityKey\x12!\n" +
@@ -4627,7 +4745,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x06record\x18\x04 \x01(\fR\x06record\x12\x16\n" +
 	"\x06delete\x18\x05 \x01(\bR\x06delete\x12;\n" +
 	"\x06events\x18\x06 \x03(\v2#.norsk.api.manager.EventStreamEventR\x06events\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"K\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x124\n" +
+	"\x05audit\x18\b \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\"K\n" +
 	"\vAppendBatch\x12<\n" +
 	"\bcommands\x18\x01 \x03(\v2 .norsk.internal.v1.AppendCommandR\bcommands\"t\n" +
 	"\vStoredEvent\x129\n" +
@@ -4646,13 +4765,14 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
 	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
 	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
-	"\apayload\"\x80\a\n" +
+	"\apayload\"\xb6\a\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x124\n" +
+	"\x05audit\x18\x04 \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\x126\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x1c.norsk.internal.v1.CreateJobH\x00R\x06create\x126\n" +
 	"\x06update\x18\v \x01(\v2\x1c.norsk.internal.v1.UpdateJobH\x00R\x06update\x126\n" +
@@ -4716,12 +4836,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\x85\t\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\t\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12F\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x124\n" +
+	"\x05audit\x18\x04 \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\x12F\n" +
 	"\rregister_slot\x18\n" +
 	" \x01(\v2\x1f.norsk.internal.v1.RegisterSlotH\x00R\fregisterSlot\x12L\n" +
 	"\x0fmember_register\x18\v \x01(\v2!.norsk.internal.v1.MemberRegisterH\x00R\x0ememberRegister\x12C\n" +
@@ -4809,12 +4930,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	" \x01(\v2\x1d.norsk.internal.v1.PopMockUrlH\x00R\x03popB\x05\n" +
 	"\x03cmd\"\f\n" +
 	"\n" +
-	"PopMockUrl\"\xe7\x03\n" +
+	"PopMockUrl\"\x9d\x04\n" +
 	"\rBundleCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
 	"\tbundle_id\x18\x02 \x01(\tR\bbundleId\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x129\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x124\n" +
+	"\x05audit\x18\x04 \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\x129\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x1f.norsk.internal.v1.CreateBundleH\x00R\x06create\x129\n" +
 	"\x06update\x18\v \x01(\v2\x1f.norsk.internal.v1.UpdateBundleH\x00R\x06update\x129\n" +
@@ -4837,7 +4959,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"PoolRecord\x12+\n" +
 	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\x12'\n" +
-	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests*X\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"e\n" +
+	"\vAuditIntent\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\tR\apayload*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -4856,7 +4983,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -4915,162 +5042,167 @@ var file_internal_internal_proto_goTypes = []any{
 	(*SetBundleJobDormant)(nil),                     // 54: norsk.internal.v1.SetBundleJobDormant
 	(*GetBundle)(nil),                               // 55: norsk.internal.v1.GetBundle
 	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
-	nil,                                             // 57: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 58: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 59: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 60: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 61: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 62: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 63: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 64: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 65: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 66: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 67: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 68: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 69: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 70: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 71: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 72: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 73: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 74: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 75: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 76: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 77: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 78: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 79: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 80: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 81: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 82: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 83: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 84: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 85: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 86: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 87: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 88: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 89: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 90: norsk.api.manager.Pool
-	(*commonpb.ResolvedPortMappings)(nil),           // 91: norsk.api.common.ResolvedPortMappings
+	(*AuditIntent)(nil),                             // 57: norsk.internal.v1.AuditIntent
+	nil,                                             // 58: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 59: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 60: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 61: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 62: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 63: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 64: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 65: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 66: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 67: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 68: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 69: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 70: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 71: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 72: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 73: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 74: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 75: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 76: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 77: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 78: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 79: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 80: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 81: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 82: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 83: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 84: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 85: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 86: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 87: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 88: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 89: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 90: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 91: norsk.api.manager.Pool
+	(*commonpb.ResolvedPortMappings)(nil),           // 92: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	57,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	62,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	63,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	64,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	58,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	63,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	64,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	65,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	65,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	62,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	66,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	62,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	67,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	66,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	63,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	67,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	63,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	68,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	68,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	69,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	62,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	69,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	70,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	63,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	64,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	71,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	62,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	72,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	62,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	73,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	63,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	70,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	71,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	64,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	65,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	72,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	63,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	73,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	63,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	74,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
 	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	74,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	75,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	76,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	77,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	75,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	76,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	77,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	78,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
 	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	62,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	62,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	71,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	78,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	79,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	63,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	63,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	63,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	72,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	79,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	80,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
 	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
 	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	80,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	62,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	15,  // 41: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	80,  // 42: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	62,  // 43: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	81,  // 44: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	82,  // 45: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 46: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	9,   // 47: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	83,  // 48: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	84,  // 49: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	13,  // 50: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	85,  // 51: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	62,  // 52: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	20,  // 53: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	21,  // 54: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	22,  // 55: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	23,  // 56: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	26,  // 57: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	27,  // 58: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	28,  // 59: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	29,  // 60: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	30,  // 61: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	31,  // 62: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	24,  // 63: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	25,  // 64: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	86,  // 65: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	86,  // 66: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 67: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	66,  // 68: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	65,  // 69: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 70: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	58,  // 71: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	63,  // 72: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	64,  // 73: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	87,  // 74: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	62,  // 75: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	37,  // 76: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	38,  // 77: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	39,  // 78: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	40,  // 79: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	41,  // 80: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	42,  // 81: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	43,  // 82: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	44,  // 83: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	45,  // 84: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	46,  // 85: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	47,  // 86: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	36,  // 87: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	34,  // 88: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	35,  // 89: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	33,  // 90: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	88,  // 91: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	59,  // 92: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	76,  // 93: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	77,  // 94: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	60,  // 95: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	72,  // 96: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	73,  // 97: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	61,  // 98: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	89,  // 99: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	49,  // 100: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	62,  // 101: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	51,  // 102: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	52,  // 103: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	53,  // 104: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	54,  // 105: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	55,  // 106: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	45,  // 107: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	79,  // 108: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	79,  // 109: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	90,  // 110: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	91,  // 111: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	91,  // 112: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	91,  // 113: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	114, // [114:114] is the sub-list for method output_type
-	114, // [114:114] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	81,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	63,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	57,  // 41: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	15,  // 42: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	81,  // 43: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	63,  // 44: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	82,  // 45: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	83,  // 46: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 47: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	9,   // 48: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	84,  // 49: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	85,  // 50: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	13,  // 51: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	86,  // 52: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	63,  // 53: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	57,  // 54: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	20,  // 55: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	21,  // 56: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	22,  // 57: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	23,  // 58: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	26,  // 59: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	27,  // 60: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	28,  // 61: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	29,  // 62: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	30,  // 63: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	31,  // 64: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	24,  // 65: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	25,  // 66: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	87,  // 67: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	87,  // 68: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 69: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	67,  // 70: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	66,  // 71: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 72: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	59,  // 73: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	64,  // 74: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	65,  // 75: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	88,  // 76: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	63,  // 77: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	57,  // 78: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	37,  // 79: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	38,  // 80: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	39,  // 81: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	40,  // 82: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	41,  // 83: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	42,  // 84: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	43,  // 85: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	44,  // 86: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	45,  // 87: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	46,  // 88: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	47,  // 89: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	36,  // 90: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	34,  // 91: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	35,  // 92: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	33,  // 93: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	89,  // 94: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	60,  // 95: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	77,  // 96: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	78,  // 97: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	61,  // 98: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	73,  // 99: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	74,  // 100: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	62,  // 101: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	90,  // 102: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	49,  // 103: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	63,  // 104: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	57,  // 105: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	51,  // 106: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	52,  // 107: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	53,  // 108: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	54,  // 109: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	55,  // 110: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	45,  // 111: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	80,  // 112: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	80,  // 113: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	91,  // 114: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	92,  // 115: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	92,  // 116: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	92,  // 117: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	118, // [118:118] is the sub-list for method output_type
+	118, // [118:118] is the sub-list for method input_type
+	118, // [118:118] is the sub-list for extension type_name
+	118, // [118:118] is the sub-list for extension extendee
+	0,   // [0:118] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5145,7 +5277,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   59,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

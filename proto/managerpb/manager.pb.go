@@ -8948,6 +8948,304 @@ func (x *DrainNodeRequest) GetReason() string {
 	return ""
 }
 
+// Added (newer NorskManager SDK). AppendAuditEntry.
+type AppendAuditEntryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Payload       string                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendAuditEntryRequest) Reset() {
+	*x = AppendAuditEntryRequest{}
+	mi := &file_manager_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendAuditEntryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendAuditEntryRequest) ProtoMessage() {}
+
+func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
+func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *AppendAuditEntryRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AppendAuditEntryRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AppendAuditEntryRequest) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
+// Added (newer NorskManager SDK). One entry in the durable, hash-chained
+// audit log. prev_hash/hash form the tamper-evident chain: hash is the
+// lowercase hex SHA-256 of the entry's canonical encoding (which includes
+// prev_hash; docs/design/audit.md gives it byte by byte), prev_hash the
+// hash of the entry before (empty for the first). An entry of kind
+// "audit.anchor" stands for entries dropped by retention: its hash is that
+// of the last dropped entry, and it is not recomputed.
+type AuditLogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Milliseconds since the Unix epoch (a whole number).
+	TimestampMs float64 `protobuf:"fixed64,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Source      string  `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Kind        string  `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Payload     string  `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	PrevHash    string  `protobuf:"bytes,6,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	Hash        string  `protobuf:"bytes,7,opt,name=hash,proto3" json:"hash,omitempty"`
+	// Added (ours). Who made the change: the ACL token's name, "anonymous"
+	// when ACLs are off. Part of the hashed encoding.
+	Who           string `protobuf:"bytes,8,opt,name=who,proto3" json:"who,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditLogEntry) Reset() {
+	*x = AuditLogEntry{}
+	mi := &file_manager_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditLogEntry) ProtoMessage() {}
+
+func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
+func (*AuditLogEntry) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *AuditLogEntry) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditLogEntry) GetTimestampMs() float64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *AuditLogEntry) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetPrevHash() string {
+	if x != nil {
+		return x.PrevHash
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+// Added (ours). ListAuditEntries.
+type ListAuditEntriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First seq wanted (0 or below the oldest retained: from the oldest).
+	FromSeq int64 `protobuf:"varint,1,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	// Last seq wanted (0: up to the newest).
+	ToSeq int64 `protobuf:"varint,2,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
+	// At most this many entries (0: 1000; capped at 10000).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEntriesRequest) Reset() {
+	*x = ListAuditEntriesRequest{}
+	mi := &file_manager_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEntriesRequest) ProtoMessage() {}
+
+func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *ListAuditEntriesRequest) GetToSeq() int64 {
+	if x != nil {
+		return x.ToSeq
+	}
+	return 0
+}
+
+func (x *ListAuditEntriesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Added (ours). ListAuditEntriesResponse.
+type ListAuditEntriesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*AuditLogEntry       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The oldest retained seq (an anchor's, after retention dropped entries)
+	// and the newest; both 0 for an empty log.
+	FirstSeq      int64 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	HeadSeq       int64 `protobuf:"varint,3,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEntriesResponse) Reset() {
+	*x = ListAuditEntriesResponse{}
+	mi := &file_manager_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEntriesResponse) ProtoMessage() {}
+
+func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditEntriesResponse) GetFirstSeq() int64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *ListAuditEntriesResponse) GetHeadSeq() int64 {
+	if x != nil {
+		return x.HeadSeq
+	}
+	return 0
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -8958,7 +9256,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8970,7 +9268,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9659,7 +9957,28 @@ const file_manager_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"]\n" +
 	"\x10DrainNodeRequest\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*I\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"_\n" +
+	"\x17AppendAuditEntryRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\tR\apayload\"\xcd\x01\n" +
+	"\rAuditLogEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12!\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x01R\vtimestampMs\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\tR\apayload\x12\x1b\n" +
+	"\tprev_hash\x18\x06 \x01(\tR\bprevHash\x12\x12\n" +
+	"\x04hash\x18\a \x01(\tR\x04hash\x12\x10\n" +
+	"\x03who\x18\b \x01(\tR\x03who\"a\n" +
+	"\x17ListAuditEntriesRequest\x12\x19\n" +
+	"\bfrom_seq\x18\x01 \x01(\x03R\afromSeq\x12\x15\n" +
+	"\x06to_seq\x18\x02 \x01(\x03R\x05toSeq\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x8e\x01\n" +
+	"\x18ListAuditEntriesResponse\x12:\n" +
+	"\aentries\x18\x01 \x03(\v2 .norsk.api.manager.AuditLogEntryR\aentries\x12\x1b\n" +
+	"\tfirst_seq\x18\x02 \x01(\x03R\bfirstSeq\x12\x19\n" +
+	"\bhead_seq\x18\x03 \x01(\x03R\aheadSeq*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -9703,7 +10022,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eNodeScheduling\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
-	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xf6\x18\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xc5\x1a\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -9749,7 +10068,9 @@ const file_manager_proto_rawDesc = "" +
 	"CordonNode\x12$.norsk.api.manager.CordonNodeRequest\x1a\x16.google.protobuf.Empty\x12@\n" +
 	"\fUncordonNode\x12\x18.norsk.api.common.NodeId\x1a\x16.google.protobuf.Empty\x12H\n" +
 	"\tDrainNode\x12#.norsk.api.manager.DrainNodeRequest\x1a\x16.google.protobuf.Empty\x12I\n" +
-	"\fGetPlacement\x12\x17.norsk.api.common.JobId\x1a .norsk.api.manager.PlacementInfoB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\fGetPlacement\x12\x17.norsk.api.common.JobId\x1a .norsk.api.manager.PlacementInfo\x12`\n" +
+	"\x10AppendAuditEntry\x12*.norsk.api.manager.AppendAuditEntryRequest\x1a .norsk.api.manager.AuditLogEntry\x12k\n" +
+	"\x10ListAuditEntries\x12*.norsk.api.manager.ListAuditEntriesRequest\x1a+.norsk.api.manager.ListAuditEntriesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -9764,7 +10085,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 122)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 126)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -9890,79 +10211,83 @@ var file_manager_proto_goTypes = []any{
 	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
 	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
 	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
-	nil,                                   // 124: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 125: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 126: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 127: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 128: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 129: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 130: norsk.api.manager.DateFilter.Within
-	nil,                                   // 131: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 132: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 133: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 134: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 135: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 136: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 137: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 138: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 139: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 140: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 141: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 142: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 143: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 144: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 145: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 146: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 147: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 148: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 149: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 150: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 151: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 152: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 153: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 154: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 155: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 156: google.protobuf.Empty
+	(*AppendAuditEntryRequest)(nil),       // 124: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 125: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 126: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 127: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 128: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 129: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 130: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 131: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 132: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 133: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 134: norsk.api.manager.DateFilter.Within
+	nil,                                   // 135: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 136: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 137: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 138: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 139: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 140: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 141: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 142: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 143: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 144: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 145: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 146: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 147: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 148: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 149: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 150: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 151: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 152: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 153: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 154: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 155: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 156: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 157: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 158: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 159: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 160: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	136, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	137, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	124, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	138, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	139, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	140, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	141, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	128, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	142, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	143, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	140, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	144, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	141, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	125, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	145, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	129, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	142, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	146, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	143, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	144, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	145, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	147, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	148, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	149, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	138, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	138, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	138, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	138, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	126, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	138, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	142, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	142, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	130, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	142, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	138, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	146, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	138, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	142, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	142, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -9972,46 +10297,46 @@ var file_manager_proto_depIdxs = []int32{
 	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	127, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	148, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	131, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	152, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	153, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	137, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	141, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	146, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	146, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	150, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	150, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	153, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	149, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	146, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	153, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	150, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	149, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	128, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	153, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	132, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	149, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	129, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	153, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	133, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	137, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	149, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	137, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	149, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	138, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	138, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	138, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	138, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	138, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	130, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	141, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	153, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	141, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	153, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	142, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	142, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	142, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	142, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	142, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	134, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -10022,11 +10347,11 @@ var file_manager_proto_depIdxs = []int32{
 	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	149, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	153, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	148, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	138, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	138, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	152, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	142, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	142, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -10040,7 +10365,7 @@ var file_manager_proto_depIdxs = []int32{
 	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	150, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	154, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
@@ -10050,51 +10375,51 @@ var file_manager_proto_depIdxs = []int32{
 	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
 	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
 	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	138, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	142, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
 	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	151, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	136, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	146, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	147, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	155, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	140, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	150, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	151, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	138, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	142, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	152, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	156, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
 	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	153, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	157, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
 	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
 	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	148, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	138, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	138, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	131, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	149, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	138, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	152, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	142, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	142, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	135, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	153, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	152, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	153, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	142, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
 	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
 	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	132, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	149, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	154, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	149, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	136, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	153, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	158, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	153, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	138, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	138, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	133, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	142, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	142, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	137, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	153, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	149, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	149, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	134, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	138, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	157, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	153, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	153, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	138, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	142, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
 	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
 	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
 	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
@@ -10111,7 +10436,7 @@ var file_manager_proto_depIdxs = []int32{
 	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
 	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
 	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	137, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	141, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
 	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
@@ -10120,119 +10445,124 @@ var file_manager_proto_depIdxs = []int32{
 	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
 	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	138, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	142, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
 	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	137, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	149, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	137, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	141, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	153, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	141, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
 	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	137, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	149, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	141, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	153, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	149, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	153, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
 	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
 	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
 	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	138, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	142, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
 	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
 	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	135, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	139, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
 	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
 	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
 	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
 	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	138, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	149, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	155, // 219: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	138, // 220: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	138, // 221: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	155, // 222: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	156, // 223: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 224: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 225: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	137, // 226: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 227: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 228: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 229: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 230: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	149, // 231: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 232: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 233: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	137, // 234: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 235: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	156, // 236: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 237: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 238: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	137, // 239: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 240: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 241: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	149, // 242: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 243: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 244: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 245: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 246: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 247: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 248: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 249: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 250: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 251: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 252: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 253: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 254: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 255: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 256: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 257: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 258: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 259: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	149, // 260: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 261: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	137, // 262: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	66,  // 263: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 264: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 265: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	156, // 266: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 267: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	156, // 268: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	156, // 269: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	156, // 270: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	156, // 271: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	156, // 272: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	156, // 273: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	156, // 274: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 275: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 276: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 277: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	156, // 278: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 279: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 280: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 281: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	156, // 282: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 283: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	156, // 284: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 285: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 286: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	156, // 287: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	156, // 288: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	156, // 289: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	156, // 290: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 291: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 292: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 293: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	156, // 294: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	156, // 295: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	156, // 296: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 297: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 298: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	156, // 299: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	156, // 300: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	156, // 301: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 302: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	263, // [263:303] is the sub-list for method output_type
-	223, // [223:263] is the sub-list for method input_type
-	223, // [223:223] is the sub-list for extension type_name
-	223, // [223:223] is the sub-list for extension extendee
-	0,   // [0:223] is the sub-list for field type_name
+	142, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	153, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	153, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	125, // 219: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	159, // 220: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	142, // 221: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	142, // 222: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	159, // 223: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	160, // 224: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	15,  // 225: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	15,  // 226: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	141, // 227: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	65,  // 228: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	46,  // 229: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	47,  // 230: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	48,  // 231: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	153, // 232: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	49,  // 233: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	50,  // 234: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	141, // 235: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	55,  // 236: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	160, // 237: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	72,  // 238: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	70,  // 239: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	141, // 240: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	75,  // 241: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	79,  // 242: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	153, // 243: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	81,  // 244: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	83,  // 245: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	85,  // 246: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	88,  // 247: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 248: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 249: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	93,  // 250: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	94,  // 251: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	87,  // 252: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 253: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	108, // 254: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	114, // 255: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	114, // 256: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	113, // 257: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	113, // 258: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	117, // 259: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	122, // 260: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	153, // 261: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	123, // 262: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	141, // 263: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	124, // 264: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	126, // 265: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	66,  // 266: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	20,  // 267: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	20,  // 268: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	160, // 269: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	37,  // 270: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	160, // 271: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	160, // 272: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	160, // 273: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	160, // 274: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	160, // 275: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	160, // 276: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	160, // 277: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	64,  // 278: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	67,  // 279: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	73,  // 280: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	160, // 281: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	74,  // 282: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	76,  // 283: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	80,  // 284: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	160, // 285: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	82,  // 286: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	160, // 287: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	86,  // 288: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	92,  // 289: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	160, // 290: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	160, // 291: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	160, // 292: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	160, // 293: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	98,  // 294: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	100, // 295: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	109, // 296: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	160, // 297: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	160, // 298: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	160, // 299: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	114, // 300: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	118, // 301: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	160, // 302: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	160, // 303: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	160, // 304: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	101, // 305: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	125, // 306: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	127, // 307: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	266, // [266:308] is the sub-list for method output_type
+	224, // [224:266] is the sub-list for method input_type
+	224, // [224:224] is the sub-list for extension type_name
+	224, // [224:224] is the sub-list for extension extendee
+	0,   // [0:224] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -10329,7 +10659,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   122,
+			NumMessages:   126,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -76,6 +76,8 @@ const (
 	Manager_UncordonNode_FullMethodName          = "/norsk.api.manager.Manager/UncordonNode"
 	Manager_DrainNode_FullMethodName             = "/norsk.api.manager.Manager/DrainNode"
 	Manager_GetPlacement_FullMethodName          = "/norsk.api.manager.Manager/GetPlacement"
+	Manager_AppendAuditEntry_FullMethodName      = "/norsk.api.manager.Manager/AppendAuditEntry"
+	Manager_ListAuditEntries_FullMethodName      = "/norsk.api.manager.Manager/ListAuditEntries"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -159,6 +161,16 @@ type ManagerClient interface {
 	// answers from the job record (the leader's engine memory, fresher, wins
 	// there). InvalidArgument for a bad job id; NotFound for an unknown job.
 	GetPlacement(ctx context.Context, in *commonpb.JobId, opts ...grpc.CallOption) (*PlacementInfo, error)
+	// Added (newer NorskManager SDK; issue 12 §3, docs/design/audit.md):
+	// append a caller-supplied event to the durable, hash-chained audit log.
+	// The manager assigns seq, timestamp_ms and who (the caller's token name)
+	// and chains the entry. payload is opaque. InvalidArgument for an empty
+	// or oversized source/kind (1-128 bytes of [A-Za-z0-9._:/-]) or payload
+	// (at most 64 KiB of UTF-8).
+	AppendAuditEntry(ctx context.Context, in *AppendAuditEntryRequest, opts ...grpc.CallOption) (*AuditLogEntry, error)
+	// Added (ours): the audit entries with from_seq <= seq <= to_seq, oldest
+	// first, at most limit of them. InvalidArgument for to_seq < from_seq.
+	ListAuditEntries(ctx context.Context, in *ListAuditEntriesRequest, opts ...grpc.CallOption) (*ListAuditEntriesResponse, error)
 }
 
 type managerClient struct {
@@ -605,6 +617,26 @@ func (c *managerClient) GetPlacement(ctx context.Context, in *commonpb.JobId, op
 	return out, nil
 }
 
+func (c *managerClient) AppendAuditEntry(ctx context.Context, in *AppendAuditEntryRequest, opts ...grpc.CallOption) (*AuditLogEntry, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditLogEntry)
+	err := c.cc.Invoke(ctx, Manager_AppendAuditEntry_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) ListAuditEntries(ctx context.Context, in *ListAuditEntriesRequest, opts ...grpc.CallOption) (*ListAuditEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditEntriesResponse)
+	err := c.cc.Invoke(ctx, Manager_ListAuditEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -686,6 +718,16 @@ type ManagerServer interface {
 	// answers from the job record (the leader's engine memory, fresher, wins
 	// there). InvalidArgument for a bad job id; NotFound for an unknown job.
 	GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error)
+	// Added (newer NorskManager SDK; issue 12 §3, docs/design/audit.md):
+	// append a caller-supplied event to the durable, hash-chained audit log.
+	// The manager assigns seq, timestamp_ms and who (the caller's token name)
+	// and chains the entry. payload is opaque. InvalidArgument for an empty
+	// or oversized source/kind (1-128 bytes of [A-Za-z0-9._:/-]) or payload
+	// (at most 64 KiB of UTF-8).
+	AppendAuditEntry(context.Context, *AppendAuditEntryRequest) (*AuditLogEntry, error)
+	// Added (ours): the audit entries with from_seq <= seq <= to_seq, oldest
+	// first, at most limit of them. InvalidArgument for to_seq < from_seq.
+	ListAuditEntries(context.Context, *ListAuditEntriesRequest) (*ListAuditEntriesResponse, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -815,6 +857,12 @@ func (UnimplementedManagerServer) DrainNode(context.Context, *DrainNodeRequest) 
 }
 func (UnimplementedManagerServer) GetPlacement(context.Context, *commonpb.JobId) (*PlacementInfo, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPlacement not implemented")
+}
+func (UnimplementedManagerServer) AppendAuditEntry(context.Context, *AppendAuditEntryRequest) (*AuditLogEntry, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendAuditEntry not implemented")
+}
+func (UnimplementedManagerServer) ListAuditEntries(context.Context, *ListAuditEntriesRequest) (*ListAuditEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditEntries not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1529,6 +1577,42 @@ func _Manager_GetPlacement_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_AppendAuditEntry_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendAuditEntryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AppendAuditEntry(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AppendAuditEntry_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AppendAuditEntry(ctx, req.(*AppendAuditEntryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_ListAuditEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).ListAuditEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_ListAuditEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).ListAuditEntries(ctx, req.(*ListAuditEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1679,6 +1763,14 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPlacement",
 			Handler:    _Manager_GetPlacement_Handler,
+		},
+		{
+			MethodName: "AppendAuditEntry",
+			Handler:    _Manager_AppendAuditEntry_Handler,
+		},
+		{
+			MethodName: "ListAuditEntries",
+			Handler:    _Manager_ListAuditEntries_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -99,6 +99,7 @@ func addClientCommands(root *cobra.Command) {
 		newSlotCommand(),
 		newClusterCommand(),
 		newEventsCommand(),
+		newAuditCommand(),
 		newOperatorCommand(),
 		newVersionCommand(),
 		newDemoCommand(),

@@ -49,7 +49,16 @@ func RememberRequest(recent []string, id string) []string {
 // reload its record before the next command.
 func Commit(j persistence.Journal, key persistence.EntityKey, seq persistence.Seq, reqID string,
 	next proto.Message, events []*managerpb.EventStreamEvent, at time.Time, timeout time.Duration) (persistence.AppendResult, *internalpb.Reply) {
-	change := persistence.Change{RequestID: reqID, Events: events, At: at, Delete: next == nil}
+	return CommitAudited(j, key, seq, reqID, next, events, at, timeout, nil)
+}
+
+// CommitAudited is Commit whose append also writes audit (nil: none) to
+// the audit log, in the same apply, if the change is applied
+// (docs/design/audit.md).
+func CommitAudited(j persistence.Journal, key persistence.EntityKey, seq persistence.Seq, reqID string,
+	next proto.Message, events []*managerpb.EventStreamEvent, at time.Time, timeout time.Duration,
+	audit *internalpb.AuditIntent) (persistence.AppendResult, *internalpb.Reply) {
+	change := persistence.Change{RequestID: reqID, Events: events, At: at, Delete: next == nil, Audit: audit}
 	if next != nil {
 		b, err := proto.Marshal(next)
 		if err != nil {

@@ -137,7 +137,7 @@ func Connect(ctx context.Context, settings Settings) (*NorskManager, error) {
 func serviceConfig(managers int) string {
 	// Read-only methods change nothing, so a second attempt on another
 	// manager is always safe.
-	readOnly := []string{"Version", "JobById", "JobSearch", "ListNodes", "ListClusterNodes", "ClusterMembers", "GetBundle", "ListBundles", "GetPool", "ListPools"}
+	readOnly := []string{"Version", "JobById", "JobSearch", "ListNodes", "ListClusterNodes", "ClusterMembers", "GetBundle", "ListBundles", "GetPool", "ListPools", "ListAuditEntries"}
 	attempts := min(max(managers+1, 2), 5)
 	names := make([]string, 0, len(readOnly))
 	for _, m := range readOnly {

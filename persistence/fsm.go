@@ -25,6 +25,8 @@ import (
 type FSM struct {
 	db        *badger.DB
 	retention uint64
+	// auditRetention is Config.AuditRetention (set once by Open).
+	auditRetention uint64
 
 	// mu guards the cached meta values below (written by the apply
 	// goroutine, read by readers).
@@ -159,6 +161,9 @@ func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, 
 	if err := setU64(txn, keyApplied, last); err != nil {
 		return nil, err
 	}
+	if err := ab.audit.save(txn); err != nil {
+		return nil, err
+	}
 	if ab.head != head {
 		if err := setU64(txn, keyEvHead, ab.head); err != nil {
 			return nil, err
@@ -282,10 +287,16 @@ func isCommandFailure(err error) bool {
 type applyBatch struct {
 	fsm         *FSM
 	head, first uint64
+	// audit is the audit log's cursor (audit.go), loaded at the batch's
+	// first audit entry.
+	audit auditCursor
 }
 
 func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendCommand) (AppendResult, error) {
 	key := EntityKey(cmd.GetEntityKey())
+	if key == "" && cmd.GetAudit() != nil {
+		return ab.applyAuditOnly(txn, cmd)
+	}
 	kind := key.Kind()
 	if kind == "" || key.ID() == "" {
 		return AppendResult{}, &invalidCommandError{fmt.Errorf("malformed entity key %q: %w", key, ErrCorrupt)}
@@ -336,6 +347,11 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 	last, err := ab.appendEvents(txn, cmd)
 	if err != nil {
 		return AppendResult{}, err
+	}
+	if in := cmd.GetAudit(); in != nil {
+		if err := ab.appendAudit(txn, in, cmd.GetAt()); err != nil {
+			return AppendResult{}, err
+		}
 	}
 	return AppendResult{Seq: seq, LastEvent: last}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -31,13 +32,22 @@ type Change struct {
 	// Events are appended to the global event log in order; their
 	// log_index is assigned by the store.
 	Events []*managerpb.EventStreamEvent
-	// At is the time of the change (stored with the events).
+	// At is the time of the change (stored with the events, and the
+	// audit entry's timestamp).
 	At time.Time
+	// Audit, if set, is the audit entry the change writes in the same
+	// apply when it is applied (not on a conflict, a failure or a
+	// Duplicate). With an empty entity key the append writes only this
+	// entry (AppendAuditEntry); expectedSeq and the other fields must then
+	// be zero. docs/design/audit.md.
+	Audit *internalpb.AuditIntent
 }
 
 // AppendResult is the outcome of a successful append.
 type AppendResult struct {
-	// Seq is the entity's sequence number after the append.
+	// Seq is the entity's sequence number after the append; for an
+	// audit-only append (Change.Audit with an empty key), the seq of the
+	// audit entry written.
 	Seq Seq
 	// LastEvent is the log index of the last event the append wrote (0 if
 	// it wrote none).

@@ -16,8 +16,11 @@ import (
 //	meta/ev_first                    → u64 oldest retained event-log index
 //	meta/restoring                   → u64 applied index of a snapshot being restored
 //	meta/ev_base                     → u64 event-log index the log restarted after (a restore or recovery; absent: 0)
+//	meta/au_head                     → u64 newest audit seq (absent: 0, no entries)
+//	meta/au_dropped                  → u64 last audit seq retention dropped (absent: 0); au/<it> is the anchor
 //	ent/<entity key>                 → u64 seq ‖ record bytes
 //	ev/<u64 index>                   → StoredEvent
+//	au/<u64 seq>                     → managerpb.AuditLogEntry (audit.go)
 //	ix/job/tag/<lp name><lp value><id>    → ""   tag index (name, value)
 //	ix/job/start/<time><id>               → ""   start_date_time index, all jobs
 //	ix/job/pre/<time><id>                 → ""   start index of PRE jobs only
@@ -49,6 +52,7 @@ const (
 	prefixEnt   = "ent/"
 	prefixEv    = "ev/"
 	prefixIndex = "ix/"
+	prefixAudit = "au/"
 
 	ixJobTag     = "ix/job/tag/"
 	ixJobStart   = "ix/job/start/"
@@ -75,6 +79,9 @@ var (
 	// keyEvBase is where the event log restarted (RestartEventLog): every
 	// index at or below it belongs to the log before a restore or recovery.
 	keyEvBase = []byte("meta/ev_base")
+	// keyAuditHead and keyAuditDropped bound the audit log (audit.go).
+	keyAuditHead    = []byte("meta/au_head")
+	keyAuditDropped = []byte("meta/au_dropped")
 )
 
 // Raft store prefixes (a separate badger DB, see RaftStore).
@@ -157,6 +164,9 @@ func (k EntityKey) ID() string {
 func entKey(k EntityKey) []byte { return append([]byte(prefixEnt), k...) }
 
 func evKey(i Index) []byte { return binary.BigEndian.AppendUint64([]byte(prefixEv), uint64(i)) }
+
+// auditKey is the key of the audit entry seq: byte order is seq order.
+func auditKey(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte(prefixAudit), seq) }
 
 func appendLP(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))

@@ -65,6 +65,7 @@ func (l *LocalLog) Append(ctx context.Context, key EntityKey, expectedSeq Seq, c
 		Delete:      change.Delete,
 		Events:      change.Events,
 		At:          timestamppb.New(change.At),
+		Audit:       change.Audit,
 	}
 	p := &pendingAppend{cmd: cmd, size: proto.Size(cmd), result: make(chan commandResult, 1)}
 	if p.size > l.maxBytes {

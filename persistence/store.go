@@ -67,6 +67,12 @@ type Config struct {
 	// trimmed as new ones are appended, and a subscriber resuming before the
 	// oldest retained index gets an explicit reset. Default 100000.
 	EventRetention uint64
+	// AuditRetention is how many audit entries the audit log keeps; older
+	// ones are dropped as new ones are appended, the last dropped one
+	// replaced by an anchor so the chain still verifies (audit.go).
+	// Default 100000; 0 keeps every entry. Every manager of a cluster must
+	// use the same value (the FSM trims deterministically).
+	AuditRetention uint64
 	// MaxBatch bounds how many appends one group commit carries. Default 256.
 	MaxBatch int
 	// MaxBatchBytes bounds the encoded size of one group commit, and so of
@@ -113,6 +119,7 @@ func DefaultConfig(dir string) Config {
 		Dir:            dir,
 		SyncWrites:     true,
 		EventRetention: 100_000,
+		AuditRetention: 100_000,
 		MaxBatch:       256,
 		MaxBatchBytes:  4 << 20,
 		MemTableSize:   64 << 20,
@@ -240,6 +247,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return fail(err)
 	}
+	fsm.auditRetention = cfg.AuditRetention
 	s := &Store{cfg: cfg, db: db, lock: lock, fsm: fsm, logger: logger, stopCh: make(chan struct{})}
 	if !cfg.InMemory {
 		s.space = NewDiskGuard(DiskGuardConfig{Dir: cfg.Dir, MinFree: cfg.MinFreeDisk, Probe: cfg.SpaceProbe, Logger: logger})

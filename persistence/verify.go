@@ -81,6 +81,12 @@ type StoreCheck struct {
 	// IndexEntries is the number of secondary-index entries, each checked
 	// against the records it is derived from.
 	IndexEntries int
+	// AuditEntries is the number of stored audit entries (an anchor
+	// included), AuditFirst and AuditHead the oldest and newest seq (0, 0
+	// with none); the hash chain was recomputed over all of them
+	// (audit_verify.go).
+	AuditEntries          int
+	AuditFirst, AuditHead uint64
 }
 
 // Verify checks a stopped manager's data dir offline: the marker; the FSM
@@ -212,6 +218,7 @@ type storeScan struct {
 	expected map[string][]byte // ix/ entries the live records imply
 	evMin    Index
 	evMax    Index
+	audit    auditScan
 }
 
 // scanStore reads every key and value of the FSM store; it stops with
@@ -293,6 +300,8 @@ func (r *VerifyReport) checkKey(sc *storeScan, key, v []byte) {
 	case strings.HasPrefix(k, prefixIndex):
 		sc.indexes[k] = v
 		c.IndexEntries++
+	case strings.HasPrefix(k, prefixAudit):
+		r.checkAuditKey(&sc.audit, key, v)
 	default:
 		bad("a key of no known prefix", nil)
 	}
@@ -308,6 +317,7 @@ func (r *VerifyReport) crossCheck(sc *storeScan) {
 	if _, ok := sc.meta[string(keyRestoring)]; ok {
 		bad("a snapshot restore was interrupted (meta/restoring is set): the content is incomplete")
 	}
+	r.crossCheckAudit(sc)
 	c.Applied = sc.meta[string(keyApplied)]
 	c.EventHead = Index(sc.meta[string(keyEvHead)])
 	c.EventFirst = Index(max(sc.meta[string(keyEvFirst)], 1))

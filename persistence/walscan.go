@@ -543,7 +543,7 @@ func byteSize(n int64) string {
 // prefix this package writes (keys.go) or one badger writes itself
 // (its transaction markers, "!badger!").
 func knownKeyStart(key []byte) bool {
-	for _, p := range []string{prefixMeta, prefixEnt, prefixEv, prefixIndex, prefixRaftLog, prefixRaftStable, "!badger!"} {
+	for _, p := range []string{prefixMeta, prefixEnt, prefixEv, prefixIndex, prefixAudit, prefixRaftLog, prefixRaftStable, "!badger!"} {
 		if bytes.HasPrefix(key, []byte(p)) {
 			return true
 		}

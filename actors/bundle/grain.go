@@ -81,6 +81,8 @@ type grain struct {
 	cfg Config
 	id  string
 	log *slog.Logger
+	// audits holds the API commands' audit intents until their commit.
+	audits actors.Audits
 	// idleTimer passivates the grain after IdleTimeout without a message.
 	idleTimer actors.IdleTimer
 	// deleted holds, while rec is nil, the request ids the bundle's
@@ -178,6 +180,7 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.BundleCommand) {
 		}
 		return
 	}
+	g.audits.Hold(m.GetRequestId(), m.GetAudit())
 	// Answer only from the newest committed record (actors.Current).
 	stale, fail := actors.Current(g.cfg.Journal, persistence.BundleKey(g.id), g.seq, m.GetDeadline())
 	if fail != nil {
@@ -282,7 +285,11 @@ func (g *grain) commit(reqID string, next *internalpb.BundleRecord, events ...*m
 		next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
 		rec = next
 	}
-	res, fail := actors.Commit(g.cfg.Journal, persistence.BundleKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)
+	res, fail := actors.CommitAudited(g.cfg.Journal, persistence.BundleKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout,
+		g.audits.Take(reqID))
+	if fail == nil && !res.Duplicate {
+		g.audits.Done(reqID)
+	}
 	if fail != nil || res.Duplicate {
 		if fail != nil {
 			g.log.Warn("journal append failed; reloading the record", "error", fail.GetMessage())

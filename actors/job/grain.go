@@ -111,6 +111,8 @@ type grain struct {
 	endedWhilePending map[string]string
 	// idle passivates the grain after IdleTimeout without a message.
 	idle actors.IdleTimer
+	// audits holds the API commands' audit intents until their commit.
+	audits actors.Audits
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -154,6 +156,7 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.JobCommand) {
 		ctx.Respond(actors.Late(actors.KindJob, g.id))
 		return
 	}
+	g.audits.Hold(m.GetRequestId(), m.GetAudit())
 	// Answer only from the newest committed record: an activation that
 	// missed writes (another manager's, or its own manager was frozen)
 	// would refuse a current hash or miss an instance. An answer backed by
@@ -333,7 +336,11 @@ func (g *grain) commit(reqID string, next *internalpb.JobRecord, events ...*mana
 		rec = next
 	}
 	g.appended = true
-	res, fail := actors.Commit(g.cfg.Journal, persistence.JobKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)
+	res, fail := actors.CommitAudited(g.cfg.Journal, persistence.JobKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout,
+		g.audits.Take(reqID))
+	if fail == nil && !res.Duplicate {
+		g.audits.Done(reqID)
+	}
 	if fail != nil || res.Duplicate {
 		if fail != nil {
 			g.log.Warn("journal append failed; reloading the record", "error", fail.GetMessage())

@@ -159,6 +159,8 @@ type grain struct {
 	cfg Config
 	id  string
 	log *slog.Logger
+	// audits holds the API commands' audit intents until their commit.
+	audits actors.Audits
 	// idle passivates the grain after IdleTimeout without a message.
 	idle   actors.IdleTimer
 	timer  *scheduler.TimerScheduler
@@ -313,6 +315,7 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 		}
 		return
 	}
+	g.audits.Hold(m.GetRequestId(), m.GetAudit())
 	if r := g.refresh(ctx, m); r != nil {
 		if ctx.Sender() != nil {
 			ctx.Respond(r)
@@ -405,7 +408,11 @@ func (g *grain) commit(reqID string, next *internalpb.NodeRecord, events ...*man
 		next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
 		rec = next
 	}
-	res, fail := actors.Commit(g.cfg.Journal, persistence.NodeKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout)
+	res, fail := actors.CommitAudited(g.cfg.Journal, persistence.NodeKey(g.id), g.seq, reqID, rec, events, g.cfg.Clock(), g.cfg.AppendTimeout,
+		g.audits.Take(reqID))
+	if fail == nil && !res.Duplicate {
+		g.audits.Done(reqID)
+	}
 	if fail != nil || res.Duplicate {
 		if fail != nil {
 			g.log.Warn("journal append failed; reloading the record", "error", fail.GetMessage())

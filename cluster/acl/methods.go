@@ -73,6 +73,9 @@ var methodAccess = map[string]Access{
 	"AclTokenList":   AccessManage,
 	"AclTokenRevoke": AccessManage,
 	"AclTokenSelf":   AccessAny,
+
+	"AppendAuditEntry": AccessOperate,
+	"ListAuditEntries": AccessRead,
 }
 
 // MethodAccess returns what the gRPC method fullMethod

@@ -22,6 +22,7 @@ func (s *Server) bundleCmd(ctx context.Context, id string, cmd *internalpb.Bundl
 	if cmd.RequestId == "" {
 		cmd.RequestId = newRequestID()
 	}
+	cmd.Audit = bundleAudit(ctx, id, cmd)
 	return s.request(ctx, actors.KindBundle, id, cmd)
 }
 

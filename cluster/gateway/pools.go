@@ -228,8 +228,8 @@ func (s *Server) commitPool(ctx context.Context, name string, seq persistence.Se
 	if next != nil {
 		rec = next
 	}
-	_, fail := actors.Commit(s.cfg.Journal, persistence.PlacementPoolKey(name), seq, reqID, rec,
-		[]*managerpb.EventStreamEvent{ev}, s.cfg.Clock(), poolAppendTimeout)
+	_, fail := actors.CommitAudited(s.cfg.Journal, persistence.PlacementPoolKey(name), seq, reqID, rec,
+		[]*managerpb.EventStreamEvent{ev}, s.cfg.Clock(), poolAppendTimeout, poolAudit(ctx, name, seq, next == nil))
 	switch {
 	case fail == nil:
 		s.log.Info("pool changed", "pool", name, "version", seq+1, "deleted", next == nil)

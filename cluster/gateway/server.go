@@ -221,6 +221,7 @@ func (s *Server) job(ctx context.Context, id string, cmd *internalpb.JobCommand)
 	if cmd.RequestId == "" {
 		cmd.RequestId = newRequestID()
 	}
+	cmd.Audit = jobAudit(ctx, id, cmd)
 	return s.request(ctx, actors.KindJob, id, cmd)
 }
 
@@ -229,6 +230,7 @@ func (s *Server) node(ctx context.Context, id string, cmd *internalpb.NodeComman
 	if cmd.RequestId == "" {
 		cmd.RequestId = newRequestID()
 	}
+	cmd.Audit = nodeAudit(ctx, id, cmd)
 	return s.request(ctx, actors.KindNode, id, cmd)
 }
 

@@ -44,6 +44,7 @@ func (j *raftJournal) Append(ctx context.Context, key persistence.EntityKey, exp
 		Delete:      change.Delete,
 		Events:      change.Events,
 		At:          timestamppb.New(change.At),
+		Audit:       change.Audit,
 	}
 	for {
 		if r.IsLeader() {

@@ -100,6 +100,7 @@ func addClientCommands(root *cobra.Command) {
 		newSlotCommand(),
 		newClusterCommand(),
 		newEventsCommand(),
+		newAuditCommand(),
 		newOperatorCommand(),
 		newACLCommand(),
 		newVersionCommand(),

@@ -65,6 +65,7 @@ type options struct {
 	logFormat      string
 	mockURLs       string
 	eventRetention uint64
+	auditRetention uint64
 	noSync         bool
 	minFreeDisk    bytesFlag
 	orphanGrace    time.Duration
@@ -165,6 +166,7 @@ workers keep running them and a restarted manager adopts them.
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.mockURLs, "mock-worker-urls", os.Getenv("NORSK_MOCK_WORKER_URLS"), "comma-separated host:port of pre-started workers for CreateMockNode (default $NORSK_MOCK_WORKER_URLS)")
 	f.Uint64Var(&o.eventRetention, "event-retention", 100_000, "number of events the event log retains for resuming subscribers")
+	f.Uint64Var(&o.auditRetention, "audit-retention", 100_000, "number of audit entries the audit log retains; older ones are dropped behind an anchor that keeps the chain verifiable (every manager of a cluster must use the same value)")
 	f.DurationVar(&o.orphanGrace, "orphan-grace", node.DefaultOrphanGrace, "how long a job a worker runs that the store does not know (an orphan: a store restored from an old backup) keeps running before it is stopped; 0 stops it at once")
 	f.DurationVar(&o.moveGrace, "worker-move-grace", node.DefaultMoveGrace, "how long a node's worker session must have been down before a worker at another address presenting the node's identity is accepted as the host having moved (while the session is up it is refused: a copied --state-dir)")
 	f.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync writes (benchmarks only: a crash can lose acknowledged writes)")
@@ -231,6 +233,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	if o.eventRetention == 0 {
 		return usagef("--event-retention must be at least 1")
+	}
+	if o.auditRetention == 0 {
+		return usagef("--audit-retention must be at least 1")
 	}
 	var devJob *managerpb.Job
 	if o.runJob != "" {
@@ -315,6 +320,7 @@ func run(ctx context.Context, o *options) error {
 	cfg.Version = buildinfo.String()
 	cfg.MockWorkerURLs = splitList(o.mockURLs)
 	cfg.Store.EventRetention = o.eventRetention
+	cfg.Store.AuditRetention = o.auditRetention
 	cfg.Store.SyncWrites = !o.noSync
 	cfg.Store.MinFreeDisk = uint64(o.minFreeDisk)
 	if m := cfg.Store.MinSafeFreeDisk(); o.minFreeDisk != 0 && uint64(o.minFreeDisk) < m {

@@ -33,7 +33,8 @@ it checked:
   fsm store   every table's checksums, then every key and value (value-log
               checksums), every job/node/bundle record, the event log against
               its bounds, the secondary indexes against the records, and the
-              applied index
+              applied index, and the audit log's hash chain (recomputed; the
+              first entry that does not match is named by seq)
   raft store  (a cluster member's data dir) every Raft log entry, no gaps,
               the terms, and every Raft snapshot read whole (checksums)
 
@@ -111,6 +112,11 @@ func printReport(w io.Writer, r *persistence.VerifyReport, took time.Duration) {
 		events = fmt.Sprintf("%d events (%d-%d)", s.Events, s.EventFirst, s.EventHead)
 	}
 	p("", "%s; applied index %d; %d secondary-index entries", events, s.Applied, s.IndexEntries)
+	audit := "no audit entries"
+	if s.AuditEntries > 0 {
+		audit = fmt.Sprintf("audit log %d-%d (%d entries), hash chain recomputed", s.AuditFirst, s.AuditHead, s.AuditEntries)
+	}
+	p("", "%s", audit)
 	if rc := r.Raft; rc != nil {
 		log := "empty log"
 		if rc.Entries > 0 {

@@ -1448,7 +1448,12 @@ type AppendCommand struct {
 	// Public events raised by the change, appended to the event log in order.
 	Events []*managerpb.EventStreamEvent `protobuf:"bytes,6,rep,name=events,proto3" json:"events,omitempty"`
 	// Time of the change, chosen by the grain (the FSM never reads a clock).
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	At *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// The audit entry the change writes, in the same apply, if the change is
+	// applied (not on a conflict, a failure or a repeated request id). Its
+	// timestamp is at. With entity_key empty the command writes only this
+	// entry (AppendAuditEntry). docs/design/audit.md.
+	Audit         *AuditIntent `protobuf:"bytes,8,opt,name=audit,proto3" json:"audit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1528,6 +1533,13 @@ func (x *AppendCommand) GetEvents() []*managerpb.EventStreamEvent {
 func (x *AppendCommand) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *AppendCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -1847,6 +1859,9 @@ type JobCommand struct {
 	// must not take effect after its caller was told it failed. Unset: no
 	// deadline (one-way commands).
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The audit entry of the API call (set by the gateway; absent for
+	// internal commands): written with the change the command commits.
+	Audit *AuditIntent `protobuf:"bytes,4,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*JobCommand_Create
@@ -1913,6 +1928,13 @@ func (x *JobCommand) GetJobId() string {
 func (x *JobCommand) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *JobCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -2791,6 +2813,9 @@ type NodeCommand struct {
 	// must not take effect after its caller was told it failed. Unset: no
 	// deadline (one-way commands).
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The audit entry of the API call (set by the gateway; absent for
+	// internal commands): written with the change the command commits.
+	Audit *AuditIntent `protobuf:"bytes,4,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*NodeCommand_RegisterSlot
@@ -2860,6 +2885,13 @@ func (x *NodeCommand) GetNodeId() string {
 func (x *NodeCommand) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *NodeCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -4038,6 +4070,9 @@ type BundleCommand struct {
 	// that dequeues the command later answers DEADLINE_EXCEEDED and does
 	// nothing.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The audit entry of the API call (set by the gateway; absent for
+	// internal commands): written with the change the command commits.
+	Audit *AuditIntent `protobuf:"bytes,4,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Types that are valid to be assigned to Cmd:
 	//
 	//	*BundleCommand_Create
@@ -4098,6 +4133,13 @@ func (x *BundleCommand) GetBundleId() string {
 func (x *BundleCommand) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *BundleCommand) GetAudit() *AuditIntent {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -4599,6 +4641,82 @@ func (x *AclRecord) GetRecentRequests() []string {
 	return nil
 }
 
+// What an accepted change writes to the audit log. The FSM turns it into a
+// stored norsk.api.manager.AuditLogEntry, assigning seq and the hashes.
+type AuditIntent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "manager" for the entries the manager writes; the caller's for
+	// AppendAuditEntry.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// What was done: "job.create", "node.slot_register", …
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Who: identity.NameOf of the API call.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// A small JSON object naming what changed (ids, never secrets); opaque
+	// for AppendAuditEntry.
+	Payload       string `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditIntent) Reset() {
+	*x = AuditIntent{}
+	mi := &file_internal_internal_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditIntent) ProtoMessage() {}
+
+func (x *AuditIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
+func (*AuditIntent) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *AuditIntent) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AuditIntent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditIntent) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *AuditIntent) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
 var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
@@ -4735,7 +4853,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"generation\x12+\n" +
 	"\x11synced_generation\x18\x06 \x01(\x04R\x10syncedGeneration\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\a \x01(\tR\tlastError\"\x89\x02\n" +
+	"last_error\x18\a \x01(\tR\tlastError\"\xbf\x02\n" +
 	"\rAppendCommand\x12\x1d\n" +
 	"\n" +
 	"entity_key\x18\x01 \x01(\tR\tentityKey\x12!\n" +
@@ -4745,7 +4863,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x06record\x18\x04 \x01(\fR\x06record\x12\x16\n" +
 	"\x06delete\x18\x05 \x01(\bR\x06delete\x12;\n" +
 	"\x06events\x18\x06 \x03(\v2#.norsk.api.manager.EventStreamEventR\x06events\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"K\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x124\n" +
+	"\x05audit\x18\b \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\"K\n" +
 	"\vAppendBatch\x12<\n" +
 	"\bcommands\x18\x01 \x03(\v2 .norsk.internal.v1.AppendCommandR\bcommands\"t\n" +
 	"\vStoredEvent\x129\n" +
@@ -4764,13 +4883,14 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
 	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
 	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
-	"\apayload\"\x80\a\n" +
+	"\apayload\"\xb6\a\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x124\n" +
+	"\x05audit\x18\x04 \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\x126\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x1c.norsk.internal.v1.CreateJobH\x00R\x06create\x126\n" +
 	"\x06update\x18\v \x01(\v2\x1c.norsk.internal.v1.UpdateJobH\x00R\x06update\x126\n" +
@@ -4834,12 +4954,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\x85\t\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\t\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12F\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x124\n" +
+	"\x05audit\x18\x04 \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\x12F\n" +
 	"\rregister_slot\x18\n" +
 	" \x01(\v2\x1f.norsk.internal.v1.RegisterSlotH\x00R\fregisterSlot\x12L\n" +
 	"\x0fmember_register\x18\v \x01(\v2!.norsk.internal.v1.MemberRegisterH\x00R\x0ememberRegister\x12C\n" +
@@ -4927,12 +5048,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	" \x01(\v2\x1d.norsk.internal.v1.PopMockUrlH\x00R\x03popB\x05\n" +
 	"\x03cmd\"\f\n" +
 	"\n" +
-	"PopMockUrl\"\xe7\x03\n" +
+	"PopMockUrl\"\x9d\x04\n" +
 	"\rBundleCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
 	"\tbundle_id\x18\x02 \x01(\tR\bbundleId\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x129\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x124\n" +
+	"\x05audit\x18\x04 \x01(\v2\x1e.norsk.internal.v1.AuditIntentR\x05audit\x129\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x1f.norsk.internal.v1.CreateBundleH\x00R\x06create\x129\n" +
 	"\x06update\x18\v \x01(\v2\x1f.norsk.internal.v1.UpdateBundleH\x00R\x06update\x129\n" +
@@ -4963,7 +5085,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\tAclRecord\x129\n" +
 	"\x06tokens\x18\x01 \x03(\v2!.norsk.internal.v1.AclTokenRecordR\x06tokens\x12'\n" +
 	"\x0fbootstrap_index\x18\x02 \x01(\x04R\x0ebootstrapIndex\x12'\n" +
-	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests*X\n" +
+	"\x0frecent_requests\x18\x03 \x03(\tR\x0erecentRequests\"e\n" +
+	"\vAuditIntent\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\tR\apayload*X\n" +
 	"\x0eInstanceStatus\x12\x19\n" +
 	"\x15INSTANCE_PROVISIONING\x10\x00\x12\x14\n" +
 	"\x10INSTANCE_RUNNING\x10\x01\x12\x15\n" +
@@ -4982,7 +5109,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -5043,165 +5170,170 @@ var file_internal_internal_proto_goTypes = []any{
 	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
 	(*AclTokenRecord)(nil),                          // 57: norsk.internal.v1.AclTokenRecord
 	(*AclRecord)(nil),                               // 58: norsk.internal.v1.AclRecord
-	nil,                                             // 59: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 60: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 61: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 62: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 63: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 64: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 65: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 66: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 67: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 68: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 69: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 70: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 71: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 72: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 73: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 74: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 75: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 76: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 77: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 78: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 79: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 80: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 81: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 82: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 83: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 84: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 85: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 86: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 87: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 88: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 89: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 90: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 91: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 92: norsk.api.manager.Pool
-	(*managerpb.AclToken)(nil),                      // 93: norsk.api.manager.AclToken
-	(*commonpb.ResolvedPortMappings)(nil),           // 94: norsk.api.common.ResolvedPortMappings
+	(*AuditIntent)(nil),                             // 59: norsk.internal.v1.AuditIntent
+	nil,                                             // 60: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 61: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 62: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 63: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 64: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 65: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 66: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 67: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 68: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 69: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 70: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 72: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 73: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 74: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 75: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 76: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 77: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 78: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 79: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 80: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 81: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 82: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 83: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 84: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 85: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 86: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 87: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 88: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 89: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 90: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 91: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 92: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 93: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 94: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 95: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	59,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	64,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	65,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	66,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	60,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	65,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	66,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	67,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	67,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	64,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	68,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	64,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	69,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	68,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	65,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	69,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	65,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	70,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	70,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	71,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	64,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	71,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	72,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	65,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	66,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	73,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	64,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	74,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	64,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	75,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	65,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	72,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	73,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	66,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	67,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	74,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	65,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	75,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	65,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	76,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
 	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	76,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	77,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	78,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	79,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	77,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	78,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	79,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	80,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
 	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	64,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	64,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	73,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	80,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	81,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	65,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	65,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	65,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	74,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	81,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	82,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
 	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
 	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	82,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	64,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	15,  // 41: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	82,  // 42: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	64,  // 43: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	83,  // 44: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	84,  // 45: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 46: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	9,   // 47: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	85,  // 48: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	86,  // 49: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	13,  // 50: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	87,  // 51: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	64,  // 52: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	20,  // 53: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	21,  // 54: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	22,  // 55: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	23,  // 56: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	26,  // 57: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	27,  // 58: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	28,  // 59: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	29,  // 60: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	30,  // 61: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	31,  // 62: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	24,  // 63: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	25,  // 64: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	88,  // 65: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	88,  // 66: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 67: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	68,  // 68: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	67,  // 69: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 70: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	60,  // 71: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	65,  // 72: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	66,  // 73: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	89,  // 74: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	64,  // 75: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	37,  // 76: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	38,  // 77: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	39,  // 78: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	40,  // 79: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	41,  // 80: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	42,  // 81: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	43,  // 82: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	44,  // 83: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	45,  // 84: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	46,  // 85: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	47,  // 86: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	36,  // 87: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	34,  // 88: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	35,  // 89: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	33,  // 90: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	90,  // 91: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	61,  // 92: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	78,  // 93: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	79,  // 94: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	62,  // 95: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	74,  // 96: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	75,  // 97: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	63,  // 98: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	91,  // 99: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	49,  // 100: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	64,  // 101: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	51,  // 102: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	52,  // 103: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	53,  // 104: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	54,  // 105: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	55,  // 106: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	45,  // 107: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	81,  // 108: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	81,  // 109: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	92,  // 110: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	93,  // 111: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	57,  // 112: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	94,  // 113: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	94,  // 114: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	94,  // 115: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	116, // [116:116] is the sub-list for method output_type
-	116, // [116:116] is the sub-list for method input_type
-	116, // [116:116] is the sub-list for extension type_name
-	116, // [116:116] is the sub-list for extension extendee
-	0,   // [0:116] is the sub-list for field type_name
+	83,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	65,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	59,  // 41: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	15,  // 42: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	83,  // 43: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	65,  // 44: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	84,  // 45: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	85,  // 46: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 47: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	9,   // 48: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	86,  // 49: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	87,  // 50: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	13,  // 51: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	88,  // 52: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	65,  // 53: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	59,  // 54: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	20,  // 55: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	21,  // 56: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	22,  // 57: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	23,  // 58: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	26,  // 59: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	27,  // 60: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	28,  // 61: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	29,  // 62: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	30,  // 63: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	31,  // 64: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	24,  // 65: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	25,  // 66: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	89,  // 67: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	89,  // 68: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 69: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	69,  // 70: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	68,  // 71: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 72: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	61,  // 73: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	66,  // 74: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	67,  // 75: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	90,  // 76: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	65,  // 77: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	59,  // 78: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	37,  // 79: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	38,  // 80: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	39,  // 81: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	40,  // 82: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	41,  // 83: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	42,  // 84: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	43,  // 85: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	44,  // 86: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	45,  // 87: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	46,  // 88: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	47,  // 89: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	36,  // 90: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	34,  // 91: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	35,  // 92: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	33,  // 93: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	91,  // 94: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	62,  // 95: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	79,  // 96: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	80,  // 97: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	63,  // 98: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	75,  // 99: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	76,  // 100: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	64,  // 101: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	92,  // 102: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	49,  // 103: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	65,  // 104: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	59,  // 105: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	51,  // 106: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	52,  // 107: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	53,  // 108: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	54,  // 109: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	55,  // 110: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	45,  // 111: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	82,  // 112: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	82,  // 113: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	93,  // 114: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	94,  // 115: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	57,  // 116: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	95,  // 117: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	95,  // 118: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	95,  // 119: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	120, // [120:120] is the sub-list for method output_type
+	120, // [120:120] is the sub-list for method input_type
+	120, // [120:120] is the sub-list for extension type_name
+	120, // [120:120] is the sub-list for extension extendee
+	0,   // [0:120] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5276,7 +5408,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

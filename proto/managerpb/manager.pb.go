@@ -9326,6 +9326,304 @@ func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
+// Added (newer NorskManager SDK). AppendAuditEntry.
+type AppendAuditEntryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Payload       string                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendAuditEntryRequest) Reset() {
+	*x = AppendAuditEntryRequest{}
+	mi := &file_manager_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendAuditEntryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendAuditEntryRequest) ProtoMessage() {}
+
+func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
+func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *AppendAuditEntryRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AppendAuditEntryRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AppendAuditEntryRequest) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
+// Added (newer NorskManager SDK). One entry in the durable, hash-chained
+// audit log. prev_hash/hash form the tamper-evident chain: hash is the
+// lowercase hex SHA-256 of the entry's canonical encoding (which includes
+// prev_hash; docs/design/audit.md gives it byte by byte), prev_hash the
+// hash of the entry before (empty for the first). An entry of kind
+// "audit.anchor" stands for entries dropped by retention: its hash is that
+// of the last dropped entry, and it is not recomputed.
+type AuditLogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Milliseconds since the Unix epoch (a whole number).
+	TimestampMs float64 `protobuf:"fixed64,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Source      string  `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Kind        string  `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Payload     string  `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	PrevHash    string  `protobuf:"bytes,6,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	Hash        string  `protobuf:"bytes,7,opt,name=hash,proto3" json:"hash,omitempty"`
+	// Added (ours). Who made the change: the ACL token's name, "anonymous"
+	// when ACLs are off. Part of the hashed encoding.
+	Who           string `protobuf:"bytes,8,opt,name=who,proto3" json:"who,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditLogEntry) Reset() {
+	*x = AuditLogEntry{}
+	mi := &file_manager_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditLogEntry) ProtoMessage() {}
+
+func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
+func (*AuditLogEntry) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *AuditLogEntry) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditLogEntry) GetTimestampMs() float64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *AuditLogEntry) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetPrevHash() string {
+	if x != nil {
+		return x.PrevHash
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *AuditLogEntry) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+// Added (ours). ListAuditEntries.
+type ListAuditEntriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First seq wanted (0 or below the oldest retained: from the oldest).
+	FromSeq int64 `protobuf:"varint,1,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	// Last seq wanted (0: up to the newest).
+	ToSeq int64 `protobuf:"varint,2,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
+	// At most this many entries (0: 1000; capped at 10000).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEntriesRequest) Reset() {
+	*x = ListAuditEntriesRequest{}
+	mi := &file_manager_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEntriesRequest) ProtoMessage() {}
+
+func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{119}
+}
+
+func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *ListAuditEntriesRequest) GetToSeq() int64 {
+	if x != nil {
+		return x.ToSeq
+	}
+	return 0
+}
+
+func (x *ListAuditEntriesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Added (ours). ListAuditEntriesResponse.
+type ListAuditEntriesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*AuditLogEntry       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The oldest retained seq (an anchor's, after retention dropped entries)
+	// and the newest; both 0 for an empty log.
+	FirstSeq      int64 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	HeadSeq       int64 `protobuf:"varint,3,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEntriesResponse) Reset() {
+	*x = ListAuditEntriesResponse{}
+	mi := &file_manager_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEntriesResponse) ProtoMessage() {}
+
+func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditEntriesResponse) GetFirstSeq() int64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *ListAuditEntriesResponse) GetHeadSeq() int64 {
+	if x != nil {
+		return x.HeadSeq
+	}
+	return 0
+}
+
 type DateFilter_Within struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartDate     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
@@ -9336,7 +9634,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[123]
+	mi := &file_manager_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9348,7 +9646,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[123]
+	mi := &file_manager_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10061,7 +10359,28 @@ const file_manager_proto_rawDesc = "" +
 	"\x15AclTokenRevokeRequest\x12\x1f\n" +
 	"\vaccessor_id\x18\x01 \x01(\tR\n" +
 	"accessorId\"\x15\n" +
-	"\x13AclTokenSelfRequest*I\n" +
+	"\x13AclTokenSelfRequest\"_\n" +
+	"\x17AppendAuditEntryRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\tR\apayload\"\xcd\x01\n" +
+	"\rAuditLogEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12!\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x01R\vtimestampMs\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\tR\apayload\x12\x1b\n" +
+	"\tprev_hash\x18\x06 \x01(\tR\bprevHash\x12\x12\n" +
+	"\x04hash\x18\a \x01(\tR\x04hash\x12\x10\n" +
+	"\x03who\x18\b \x01(\tR\x03who\"a\n" +
+	"\x17ListAuditEntriesRequest\x12\x19\n" +
+	"\bfrom_seq\x18\x01 \x01(\x03R\afromSeq\x12\x15\n" +
+	"\x06to_seq\x18\x02 \x01(\x03R\x05toSeq\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x8e\x01\n" +
+	"\x18ListAuditEntriesResponse\x12:\n" +
+	"\aentries\x18\x01 \x03(\v2 .norsk.api.manager.AuditLogEntryR\aentries\x12\x1b\n" +
+	"\tfirst_seq\x18\x02 \x01(\x03R\bfirstSeq\x12\x19\n" +
+	"\bhead_seq\x18\x03 \x01(\x03R\aheadSeq*I\n" +
 	"\aVersion\x12\x0f\n" +
 	"\vRECOMMENDED\x10\x00\x12\n" +
 	"\n" +
@@ -10105,7 +10424,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eNodeScheduling\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
-	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xae\x1c\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xfd\x1d\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -10156,7 +10475,9 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eAclTokenCreate\x12(.norsk.api.manager.AclTokenCreateRequest\x1a\x1b.norsk.api.manager.AclToken\x12_\n" +
 	"\fAclTokenList\x12&.norsk.api.manager.AclTokenListRequest\x1a'.norsk.api.manager.AclTokenListResponse\x12R\n" +
 	"\x0eAclTokenRevoke\x12(.norsk.api.manager.AclTokenRevokeRequest\x1a\x16.google.protobuf.Empty\x12S\n" +
-	"\fAclTokenSelf\x12&.norsk.api.manager.AclTokenSelfRequest\x1a\x1b.norsk.api.manager.AclTokenB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\fAclTokenSelf\x12&.norsk.api.manager.AclTokenSelfRequest\x1a\x1b.norsk.api.manager.AclToken\x12`\n" +
+	"\x10AppendAuditEntry\x12*.norsk.api.manager.AppendAuditEntryRequest\x1a .norsk.api.manager.AuditLogEntry\x12k\n" +
+	"\x10ListAuditEntries\x12*.norsk.api.manager.ListAuditEntriesRequest\x1a+.norsk.api.manager.ListAuditEntriesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -10171,7 +10492,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 129)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -10304,79 +10625,83 @@ var file_manager_proto_goTypes = []any{
 	(*AclTokenListResponse)(nil),          // 128: norsk.api.manager.AclTokenListResponse
 	(*AclTokenRevokeRequest)(nil),         // 129: norsk.api.manager.AclTokenRevokeRequest
 	(*AclTokenSelfRequest)(nil),           // 130: norsk.api.manager.AclTokenSelfRequest
-	nil,                                   // 131: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 132: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 133: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 134: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 135: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 136: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 137: norsk.api.manager.DateFilter.Within
-	nil,                                   // 138: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 139: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 140: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 141: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 142: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 143: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 144: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 145: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 146: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 147: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 148: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 149: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 150: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 151: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 152: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 153: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 154: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 155: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 156: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 157: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 158: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 159: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 160: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 161: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 162: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 163: google.protobuf.Empty
+	(*AppendAuditEntryRequest)(nil),       // 131: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 132: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 133: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 134: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 135: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 136: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 137: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 138: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 139: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 140: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 141: norsk.api.manager.DateFilter.Within
+	nil,                                   // 142: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 143: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 144: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 145: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 146: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 147: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 148: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 149: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 150: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 151: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 152: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 153: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 154: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 155: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 156: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 157: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 158: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 159: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 160: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 161: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 162: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 163: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 164: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 165: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 166: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 167: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	143, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	144, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	131, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	145, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	146, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	147, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	148, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	135, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	149, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	150, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	147, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	151, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	148, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	132, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	152, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	136, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	149, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	153, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	150, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	151, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	152, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	154, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	155, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	156, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	145, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	145, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	149, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	149, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	145, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	153, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	145, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	153, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	133, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	145, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	153, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	149, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	157, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	149, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	157, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	137, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	149, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	157, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	145, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	153, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	145, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	149, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	157, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	149, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -10386,46 +10711,46 @@ var file_manager_proto_depIdxs = []int32{
 	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	134, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	155, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	156, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	138, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	159, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	160, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	144, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	148, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	153, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	153, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	156, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	157, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	157, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	160, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	156, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	153, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	160, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	157, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	156, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	135, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	160, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	139, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	156, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	136, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	160, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	140, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	144, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	156, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	144, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	156, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	145, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	145, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	145, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	145, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	137, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	148, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	160, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	148, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	160, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	149, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	149, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	149, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	149, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	149, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	141, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -10436,11 +10761,11 @@ var file_manager_proto_depIdxs = []int32{
 	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	156, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	160, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	155, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	145, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	145, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	159, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	149, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	149, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -10454,7 +10779,7 @@ var file_manager_proto_depIdxs = []int32{
 	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	157, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	161, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
@@ -10464,51 +10789,51 @@ var file_manager_proto_depIdxs = []int32{
 	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
 	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
 	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	145, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	149, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
 	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
 	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	158, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	143, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	153, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	154, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	162, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	147, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	157, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
 	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	145, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	149, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	159, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	163, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
 	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	160, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	164, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
 	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
 	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	155, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	145, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	145, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	138, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	156, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	155, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	156, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	145, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	159, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	149, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	149, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	142, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	160, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	159, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	160, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	149, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
 	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
 	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
 	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
 	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	139, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	156, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	161, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	156, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	143, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	160, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	165, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	160, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
 	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	145, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	145, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	140, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	149, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	149, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	144, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
 	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
 	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	160, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	156, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	156, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	141, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	145, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	164, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	160, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	160, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	145, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	149, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
 	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
 	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
 	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
@@ -10525,7 +10850,7 @@ var file_manager_proto_depIdxs = []int32{
 	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
 	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
 	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	144, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	148, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
 	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
@@ -10534,132 +10859,137 @@ var file_manager_proto_depIdxs = []int32{
 	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
 	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	145, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	149, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
 	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	144, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	156, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	144, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	148, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	160, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	148, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
 	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	144, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	156, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	148, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	160, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	156, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	160, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
 	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
 	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
 	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	145, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	149, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
 	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
 	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	142, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	146, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
 	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
 	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
 	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
 	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	145, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	156, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	156, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	145, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	149, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	160, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	160, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	149, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	149, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
 	124, // 221: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	162, // 222: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	145, // 223: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	145, // 224: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	162, // 225: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	163, // 226: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 227: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 228: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	144, // 229: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 230: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 231: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 232: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 233: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	156, // 234: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 235: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 236: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	144, // 237: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 238: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	163, // 239: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 240: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 241: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	144, // 242: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 243: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 244: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	156, // 245: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 246: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 247: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 248: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 249: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 250: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 251: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 252: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 253: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 254: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 255: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 256: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 257: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 258: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 259: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 260: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 261: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 262: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	156, // 263: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 264: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	144, // 265: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	125, // 266: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	126, // 267: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	127, // 268: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	129, // 269: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	130, // 270: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	66,  // 271: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 272: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 273: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	163, // 274: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 275: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	163, // 276: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	163, // 277: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	163, // 278: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	163, // 279: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	163, // 280: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	163, // 281: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	163, // 282: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 283: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 284: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 285: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	163, // 286: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 287: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 288: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 289: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	163, // 290: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 291: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	163, // 292: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 293: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 294: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	163, // 295: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	163, // 296: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	163, // 297: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	163, // 298: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 299: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 300: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 301: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	163, // 302: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	163, // 303: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	163, // 304: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 305: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 306: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	163, // 307: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	163, // 308: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	163, // 309: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 310: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	124, // 311: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	124, // 312: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	128, // 313: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	163, // 314: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	124, // 315: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	271, // [271:316] is the sub-list for method output_type
-	226, // [226:271] is the sub-list for method input_type
-	226, // [226:226] is the sub-list for extension type_name
-	226, // [226:226] is the sub-list for extension extendee
-	0,   // [0:226] is the sub-list for field type_name
+	132, // 222: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	166, // 223: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	149, // 224: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	149, // 225: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	166, // 226: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	167, // 227: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	15,  // 228: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	15,  // 229: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	148, // 230: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	65,  // 231: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	46,  // 232: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	47,  // 233: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	48,  // 234: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	160, // 235: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	49,  // 236: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	50,  // 237: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	148, // 238: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	55,  // 239: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	167, // 240: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	72,  // 241: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	70,  // 242: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	148, // 243: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	75,  // 244: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	79,  // 245: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	160, // 246: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	81,  // 247: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	83,  // 248: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	85,  // 249: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	88,  // 250: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 251: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 252: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	93,  // 253: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	94,  // 254: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	87,  // 255: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 256: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	108, // 257: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	114, // 258: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	114, // 259: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	113, // 260: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	113, // 261: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	117, // 262: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	122, // 263: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	160, // 264: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	123, // 265: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	148, // 266: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	125, // 267: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	126, // 268: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	127, // 269: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	129, // 270: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	130, // 271: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	131, // 272: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	133, // 273: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	66,  // 274: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	20,  // 275: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	20,  // 276: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	167, // 277: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	37,  // 278: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	167, // 279: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	167, // 280: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	167, // 281: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	167, // 282: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	167, // 283: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	167, // 284: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	167, // 285: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	64,  // 286: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	67,  // 287: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	73,  // 288: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	167, // 289: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	74,  // 290: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	76,  // 291: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	80,  // 292: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	167, // 293: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	82,  // 294: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	167, // 295: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	86,  // 296: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	92,  // 297: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	167, // 298: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	167, // 299: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	167, // 300: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	167, // 301: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	98,  // 302: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	100, // 303: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	109, // 304: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	167, // 305: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	167, // 306: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	167, // 307: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	114, // 308: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	118, // 309: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	167, // 310: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	167, // 311: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	167, // 312: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	101, // 313: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	124, // 314: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	124, // 315: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	128, // 316: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	167, // 317: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	124, // 318: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	132, // 319: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	134, // 320: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	274, // [274:321] is the sub-list for method output_type
+	227, // [227:274] is the sub-list for method input_type
+	227, // [227:227] is the sub-list for extension type_name
+	227, // [227:227] is the sub-list for extension extendee
+	0,   // [0:227] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -10756,7 +11086,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   129,
+			NumMessages:   133,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

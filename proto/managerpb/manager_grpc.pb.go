@@ -81,6 +81,8 @@ const (
 	Manager_AclTokenList_FullMethodName          = "/norsk.api.manager.Manager/AclTokenList"
 	Manager_AclTokenRevoke_FullMethodName        = "/norsk.api.manager.Manager/AclTokenRevoke"
 	Manager_AclTokenSelf_FullMethodName          = "/norsk.api.manager.Manager/AclTokenSelf"
+	Manager_AppendAuditEntry_FullMethodName      = "/norsk.api.manager.Manager/AppendAuditEntry"
+	Manager_ListAuditEntries_FullMethodName      = "/norsk.api.manager.Manager/ListAuditEntries"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -183,6 +185,16 @@ type ManagerClient interface {
 	AclTokenRevoke(ctx context.Context, in *AclTokenRevokeRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	// Any valid token: the caller's own token, without its secret.
 	AclTokenSelf(ctx context.Context, in *AclTokenSelfRequest, opts ...grpc.CallOption) (*AclToken, error)
+	// Added (newer NorskManager SDK; issue 12 §3, docs/design/audit.md):
+	// append a caller-supplied event to the durable, hash-chained audit log.
+	// The manager assigns seq, timestamp_ms and who (the caller's token name)
+	// and chains the entry. payload is opaque. InvalidArgument for an empty
+	// or oversized source/kind (1-128 bytes of [A-Za-z0-9._:/-]) or payload
+	// (at most 64 KiB of UTF-8).
+	AppendAuditEntry(ctx context.Context, in *AppendAuditEntryRequest, opts ...grpc.CallOption) (*AuditLogEntry, error)
+	// Added (ours): the audit entries with from_seq <= seq <= to_seq, oldest
+	// first, at most limit of them. InvalidArgument for to_seq < from_seq.
+	ListAuditEntries(ctx context.Context, in *ListAuditEntriesRequest, opts ...grpc.CallOption) (*ListAuditEntriesResponse, error)
 }
 
 type managerClient struct {
@@ -679,6 +691,26 @@ func (c *managerClient) AclTokenSelf(ctx context.Context, in *AclTokenSelfReques
 	return out, nil
 }
 
+func (c *managerClient) AppendAuditEntry(ctx context.Context, in *AppendAuditEntryRequest, opts ...grpc.CallOption) (*AuditLogEntry, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditLogEntry)
+	err := c.cc.Invoke(ctx, Manager_AppendAuditEntry_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) ListAuditEntries(ctx context.Context, in *ListAuditEntriesRequest, opts ...grpc.CallOption) (*ListAuditEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditEntriesResponse)
+	err := c.cc.Invoke(ctx, Manager_ListAuditEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -779,6 +811,16 @@ type ManagerServer interface {
 	AclTokenRevoke(context.Context, *AclTokenRevokeRequest) (*emptypb.Empty, error)
 	// Any valid token: the caller's own token, without its secret.
 	AclTokenSelf(context.Context, *AclTokenSelfRequest) (*AclToken, error)
+	// Added (newer NorskManager SDK; issue 12 §3, docs/design/audit.md):
+	// append a caller-supplied event to the durable, hash-chained audit log.
+	// The manager assigns seq, timestamp_ms and who (the caller's token name)
+	// and chains the entry. payload is opaque. InvalidArgument for an empty
+	// or oversized source/kind (1-128 bytes of [A-Za-z0-9._:/-]) or payload
+	// (at most 64 KiB of UTF-8).
+	AppendAuditEntry(context.Context, *AppendAuditEntryRequest) (*AuditLogEntry, error)
+	// Added (ours): the audit entries with from_seq <= seq <= to_seq, oldest
+	// first, at most limit of them. InvalidArgument for to_seq < from_seq.
+	ListAuditEntries(context.Context, *ListAuditEntriesRequest) (*ListAuditEntriesResponse, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -923,6 +965,12 @@ func (UnimplementedManagerServer) AclTokenRevoke(context.Context, *AclTokenRevok
 }
 func (UnimplementedManagerServer) AclTokenSelf(context.Context, *AclTokenSelfRequest) (*AclToken, error) {
 	return nil, status.Error(codes.Unimplemented, "method AclTokenSelf not implemented")
+}
+func (UnimplementedManagerServer) AppendAuditEntry(context.Context, *AppendAuditEntryRequest) (*AuditLogEntry, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendAuditEntry not implemented")
+}
+func (UnimplementedManagerServer) ListAuditEntries(context.Context, *ListAuditEntriesRequest) (*ListAuditEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditEntries not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1727,6 +1775,42 @@ func _Manager_AclTokenSelf_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_AppendAuditEntry_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendAuditEntryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AppendAuditEntry(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AppendAuditEntry_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AppendAuditEntry(ctx, req.(*AppendAuditEntryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_ListAuditEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).ListAuditEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_ListAuditEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).ListAuditEntries(ctx, req.(*ListAuditEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1897,6 +1981,14 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AclTokenSelf",
 			Handler:    _Manager_AclTokenSelf_Handler,
+		},
+		{
+			MethodName: "AppendAuditEntry",
+			Handler:    _Manager_AppendAuditEntry_Handler,
+		},
+		{
+			MethodName: "ListAuditEntries",
+			Handler:    _Manager_ListAuditEntries_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

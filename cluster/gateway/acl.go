@@ -63,23 +63,24 @@ func (s *Server) AclBootstrap(ctx context.Context, _ *managerpb.AclBootstrapRequ
 	}
 	var out *managerpb.AclToken
 	var resetUsed bool
-	err := s.writeACL(ctx, func(cur *internalpb.AclRecord) (*internalpb.AclRecord, error) {
+	err := s.writeACL(ctx, func(cur *internalpb.AclRecord) (*internalpb.AclRecord, *internalpb.AuditIntent, error) {
 		if idx := cur.GetBootstrapIndex(); idx > 0 {
 			if err := s.checkBootstrapReset(idx); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			resetUsed = true
 		}
 		tok, rec, err := s.newToken(bootstrapTokenName, acl.RoleManagement, 0)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rec.Token.Bootstrap, tok.Bootstrap = true, true
 		next := proto.Clone(cur).(*internalpb.AclRecord)
 		next.BootstrapIndex++
 		next.Tokens = append(next.Tokens, rec)
 		out = tok
-		return next, nil
+		return next, auditIntent(ctx, "acl.bootstrap", map[string]string{"accessor_id": tok.GetAccessorId(),
+			"bootstrap_index": fmt.Sprint(next.BootstrapIndex), "peer": callerPeer(ctx)}), nil
 	})
 	if err != nil {
 		return nil, err
@@ -139,18 +140,19 @@ func (s *Server) AclTokenCreate(ctx context.Context, in *managerpb.AclTokenCreat
 		return nil, invalid("ttl_ms", "%d must be 0 (never expires) or a positive number of milliseconds up to %d (ten years)", in.GetTtlMs(), maxTokenTTL.Milliseconds())
 	}
 	var out *managerpb.AclToken
-	err = s.writeACL(ctx, func(cur *internalpb.AclRecord) (*internalpb.AclRecord, error) {
+	err = s.writeACL(ctx, func(cur *internalpb.AclRecord) (*internalpb.AclRecord, *internalpb.AuditIntent, error) {
 		if len(cur.GetTokens()) >= maxTokens {
-			return nil, status.Errorf(codes.ResourceExhausted, "the cluster has %d ACL tokens, the most it keeps: revoke some first", len(cur.GetTokens()))
+			return nil, nil, status.Errorf(codes.ResourceExhausted, "the cluster has %d ACL tokens, the most it keeps: revoke some first", len(cur.GetTokens()))
 		}
 		tok, rec, err := s.newToken(in.GetName(), role, ttl)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		next := proto.Clone(cur).(*internalpb.AclRecord)
 		next.Tokens = append(next.Tokens, rec)
 		out = tok
-		return next, nil
+		return next, auditIntent(ctx, "acl.token_create", map[string]string{"accessor_id": tok.GetAccessorId(),
+			"name": tok.GetName(), "role": tok.GetRole(), "ttl_ms": fmt.Sprint(in.GetTtlMs())}), nil
 	})
 	if err != nil {
 		return nil, err
@@ -190,17 +192,18 @@ func (s *Server) AclTokenRevoke(ctx context.Context, in *managerpb.AclTokenRevok
 		return nil, err
 	}
 	now := s.cfg.Clock()
-	err := s.writeACL(ctx, func(cur *internalpb.AclRecord) (*internalpb.AclRecord, error) {
+	err := s.writeACL(ctx, func(cur *internalpb.AclRecord) (*internalpb.AclRecord, *internalpb.AuditIntent, error) {
 		i := slices.IndexFunc(cur.GetTokens(), func(t *internalpb.AclTokenRecord) bool { return t.GetToken().GetAccessorId() == id })
 		if i < 0 {
-			return nil, status.Errorf(codes.NotFound, "ACL token %q not found", id)
+			return nil, nil, status.Errorf(codes.NotFound, "ACL token %q not found", id)
 		}
 		next := proto.Clone(cur).(*internalpb.AclRecord)
 		next.Tokens = slices.Delete(next.Tokens, i, i+1)
 		if isLiveManagement(cur.GetTokens()[i], now) && !slices.ContainsFunc(next.GetTokens(), func(t *internalpb.AclTokenRecord) bool { return isLiveManagement(t, now) }) {
-			return nil, status.Errorf(codes.FailedPrecondition, "ACL token %q is the last management token: create another first (revoking it would leave the cluster to the bootstrap reset)", id)
+			return nil, nil, status.Errorf(codes.FailedPrecondition, "ACL token %q is the last management token: create another first (revoking it would leave the cluster to the bootstrap reset)", id)
 		}
-		return next, nil
+		return next, auditIntent(ctx, "acl.token_revoke", map[string]string{"accessor_id": id,
+			"name": cur.GetTokens()[i].GetToken().GetName()}), nil
 	})
 	if err != nil {
 		return nil, err
@@ -285,7 +288,8 @@ func (s *Server) loadACL(ctx context.Context) (*internalpb.AclRecord, persistenc
 
 // aclDecision decides an ACL write on the record read after the barrier:
 // the next record, or the error to answer.
-type aclDecision func(cur *internalpb.AclRecord) (*internalpb.AclRecord, error)
+// The audit intent is written in the same append (docs/design/audit.md).
+type aclDecision func(cur *internalpb.AclRecord) (*internalpb.AclRecord, *internalpb.AuditIntent, error)
 
 // writeACL reads the ACL record after the barrier, decides, and appends
 // the decision expecting the sequence read, deciding again after a
@@ -302,13 +306,13 @@ func (s *Server) writeACL(ctx context.Context, decide aclDecision) error {
 		if err != nil {
 			return err
 		}
-		next, err := decide(cur)
+		next, audit, err := decide(cur)
 		if err != nil {
 			return err
 		}
 		reqID := newRequestID()
 		next.RecentRequests = actors.RememberRequest(next.GetRecentRequests(), reqID)
-		_, fail := actors.Commit(s.cfg.Journal, persistence.ACLKey, seq, reqID, next, nil, s.cfg.Clock(), poolAppendTimeout)
+		_, fail := actors.CommitAudited(s.cfg.Journal, persistence.ACLKey, seq, reqID, next, nil, s.cfg.Clock(), poolAppendTimeout, audit)
 		switch {
 		case fail == nil:
 			return nil

@@ -168,3 +168,39 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// TestAgent_ACL_Audited: with ACLs on, each accepted ACL change and each
+// accepted job change is an audit entry naming the token that made it
+// (bootstrap: the anonymous caller); a refused call writes none.
+func TestAgent_ACL_Audited(t *testing.T) {
+	ctx := context.Background()
+	a := aclAgent(t, true)
+	boot, err := aclClient(t, a, "").AclBootstrap(ctx)
+	require.NoError(t, err)
+	mgmt := aclClient(t, a, boot.GetSecretId())
+	opTok, err := mgmt.AclTokenCreate(ctx, "ci", "operator", 0)
+	require.NoError(t, err)
+	rdTok, err := mgmt.AclTokenCreate(ctx, "dash", "read", 0)
+	require.NoError(t, err)
+	op, rd := aclClient(t, a, opTok.GetSecretId()), aclClient(t, a, rdTok.GetSecretId())
+	job := &managerpb.Job{JobId: &commonpb.JobId{JobId: "audited"}, Services: oneService()}
+	_, err = rd.CreateJob(ctx, job)
+	requireCode(t, err, codes.PermissionDenied)
+	_, err = op.CreateJob(ctx, job)
+	require.NoError(t, err)
+	require.NoError(t, mgmt.AclTokenRevoke(ctx, rdTok.GetAccessorId()))
+
+	entries, err := mgmt.ListAuditEntries(ctx, nil)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries.GetEntries() {
+		got = append(got, e.GetKind()+" by "+e.GetWho())
+	}
+	require.Equal(t, []string{
+		"acl.bootstrap by anonymous",
+		"acl.token_create by " + boot.GetName(),
+		"acl.token_create by " + boot.GetName(),
+		"job.create by ci",
+		"acl.token_revoke by " + boot.GetName(),
+	}, got)
+}

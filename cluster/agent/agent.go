@@ -175,6 +175,9 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.TLS.validateCluster(cfg.Cluster); err != nil {
 		return nil, err
 	}
+	if err := validateClusterACL(cfg.Cluster, cfg.ACL, cfg.TLS); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	// Listen first: a busy port must fail before a new data dir is made.
 	lis, err := net.Listen("tcp", cfg.APIAddr)
@@ -286,7 +289,7 @@ func (a *Agent) Start() error {
 	if err != nil {
 		return err
 	}
-	a.grpc = grpc.NewServer(append(append(a.cfg.TLS.serverOptions(), aclOpts...),
+	a.grpc = grpc.NewServer(append(append(append(a.cfg.TLS.serverOptions(), aclOpts...), a.cfg.TLS.internalGuardOptions()...),
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)

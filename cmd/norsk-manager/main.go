@@ -270,6 +270,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if cc.Enabled() && o.acl && o.tls.ca == "" {
+		return usagef("--acl in a cluster needs mutual TLS between the managers (--tls-cert, --tls-key and --tls-ca): their internal service on the API port appends to the replicated log and is authorised by their certificates")
+	}
 	if cc.Enabled() && o.tls.given() && o.tls.ca == "" {
 		return usagef("--tls-cert without --tls-ca in a cluster: the Raft and actor ports use mutual TLS and need the cluster CA (--tls-ca) to verify the other managers")
 	}

@@ -5,16 +5,21 @@ package ha
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/norsk-oss/norsk-manager/client"
+	"github.com/norsk-oss/norsk-manager/cluster/pki"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/test/testproc"
@@ -26,12 +31,27 @@ import (
 // read token's write is PermissionDenied on every manager and changes
 // nothing; a read token lists the slots without their registration
 // tokens; a token revoked through one manager is refused by all three
-// (each authenticates from its own replica), and an expired one too.
+// (each authenticates from its own replica), and an expired one too. ACLs
+// in a cluster need mutual TLS: the managers' internal service on the API
+// port refuses an operator's certificate of the same CA.
 func TestACL_ThreeManagers(t *testing.T) {
 	skipShort(t)
-	c := testproc.NewCluster(t, 3, "--acl")
+	dir := t.TempDir()
+	ca, caFile := pki.TestCA(t, dir)
+	_, server := pki.TestIssue(t, ca, dir, "server", pki.CertOptions{Role: pki.RoleServer})
+	_, cli := pki.TestIssue(t, ca, dir, "client", pki.CertOptions{Role: pki.RoleClient})
+	clientTLS, err := client.TLSFiles{CACert: caFile, ClientCert: cli.Cert, ClientKey: cli.Key}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testproc.NewCluster(t, 3, "--acl", "--tls-cert", server.Cert, "--tls-key", server.Key, "--tls-ca", caFile)
+	c.TLS = clientTLS
+	for _, m := range c.Managers {
+		m.TLS = clientTLS
+	}
 	c.StartAll()
 	ctx := context.Background()
+	aclInternalRefused(t, c.Managers[0], clientTLS)
 
 	mgmt := aclBootstrapOnce(t, c.Managers)
 	for _, m := range c.Managers {
@@ -132,7 +152,7 @@ func aclRefusedEverywhere(t *testing.T, ms []*testproc.Manager, secret, what str
 	}
 }
 
-// aclClient connects to ms (in order, failing over) with the token secret
+// aclClient connects to ms (in order, failing over, with the TLS of ms[0]) with the token secret
 // ("" for none).
 func aclClient(t testing.TB, secret string, ms ...*testproc.Manager) *client.NorskManager {
 	t.Helper()
@@ -143,7 +163,7 @@ func aclClient(t testing.TB, secret string, ms ...*testproc.Manager) *client.Nor
 		}
 		addrs += m.APIAddr
 	}
-	cl, err := client.Connect(context.Background(), client.Settings{URL: addrs, Timeout: callTimeout, Token: secret})
+	cl, err := client.Connect(context.Background(), client.Settings{URL: addrs, Timeout: callTimeout, Token: secret, TLS: ms[0].TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +182,23 @@ func aclNoError(t *testing.T, err error, what string) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// aclInternalRefused: the managers' internal service on m's API port
+// refuses an operator's client certificate of the cluster CA (it does not
+// carry server.norsk): only another manager may append to the log.
+func aclInternalRefused(t *testing.T, m *testproc.Manager, cfg *tls.Config) {
+	t.Helper()
+	conn, err := grpc.NewClient(m.APIAddr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	_, err = internalpb.NewClusterClient(conn).Append(ctx, &internalpb.AppendCommand{})
+	if st := status.Convert(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "managers of the cluster only") {
+		t.Fatalf("Cluster.Append with an operator's certificate: %v, want PermissionDenied", err)
 	}
 }

@@ -19,8 +19,8 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/cluster/pki"
-	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/test/testproc"
 )

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -186,14 +187,26 @@ func (l *registerLimiter) allow(addr string) error {
 	if !r.OK() {
 		delay = time.Duration(float64(time.Second) / float64(l.rate))
 	}
-	delay = delay.Round(time.Millisecond)
+	// Rounded up: a client retrying at the hint must find a token.
+	delay = (delay + retryGrain - 1).Truncate(retryGrain)
 	st := status.Newf(codes.ResourceExhausted,
-		"registration rate limit: address %s registered more than %d times in a burst or more than %g times a second on average "+
-			"(--register-burst, --register-rate); retry after %s", addr, l.burst, float64(l.rate), delay)
+		"registration rate limit: address %s made more than %d registrations at once or more than %s on average "+
+			"(--register-burst, --register-rate); retry after %s", addr, l.burst, describeRate(l.rate), delay)
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}); err == nil {
 		st = d
 	}
 	return st.Err()
+}
+
+// retryGrain is the resolution of a retry-after hint.
+const retryGrain = 100 * time.Millisecond
+
+// describeRate reads "2 per second" or "1 every 1m0s".
+func describeRate(r rate.Limit) string {
+	if r >= 1 {
+		return fmt.Sprintf("%g per second", float64(r))
+	}
+	return fmt.Sprintf("1 every %s", time.Duration(float64(time.Second)/float64(r)).Round(time.Millisecond))
 }
 
 // makeRoom forgets buckets when the map is full: first the full ones (an

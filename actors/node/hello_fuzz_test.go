@@ -31,8 +31,8 @@ func FuzzWorkerHello(f *testing.F) {
 	for _, h := range []*workerpb.WorkerHello{
 		{Token: &workerpb.WorkerAuthenticationToken{InstanceId: nodeID, Cookie: good, Signature: &commonpb.OptionalString{Value: "worker-nonce"}},
 			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: nodeID}},
-			RunningJobs: []*workerpb.WorkerRunningJob{{Job: &workerpb.WorkerJob{JobId: &commonpb.JobId{JobId: "j1"}, Role: "primary", InstanceId: "i1"}}},
-			Resources:   &commonpb.NodeResources{Capacity: 10, Capabilities: map[string]string{"nvenc": "2"}}},
+			RunningJobs:  []*workerpb.WorkerRunningJob{{Job: &workerpb.WorkerJob{JobId: &commonpb.JobId{JobId: "j1"}, Role: "primary", InstanceId: "i1"}}},
+			Resources:    &commonpb.NodeResources{Capacity: 10, Capabilities: map[string]string{"nvenc": "2"}}},
 		{Token: &workerpb.WorkerAuthenticationToken{InstanceId: "other", Cookie: good}},
 		{},
 	} {

@@ -23,8 +23,12 @@ type FilterError struct {
 	Reason string
 }
 
-// Error reads "job_filter[i].field: reason".
+// Error reads "job_filter[i].field: reason" ("job_filter: reason" for
+// Index -1, the list as a whole).
 func (e *FilterError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("%s: %s", e.Field, e.Reason)
+	}
 	return fmt.Sprintf("job_filter[%d].%s: %s", e.Index, e.Field, e.Reason)
 }
 
@@ -57,8 +61,16 @@ type compiledFilter struct {
 	candidates func(r *Reader) (map[string]struct{}, error)
 }
 
-// CompileJobQuery validates and compiles filters. Errors are *FilterError.
+// MaxJobFilters bounds the filters of one JobSearch: each may compile a
+// regular expression of up to MaxRegexpLen bytes, and each walks an index.
+const MaxJobFilters = 64
+
+// CompileJobQuery validates and compiles filters. Errors are *FilterError
+// (Index -1 with Field "job_filter" for too many filters).
 func CompileJobQuery(filters []*managerpb.JobFilter) (*JobQuery, error) {
+	if len(filters) > MaxJobFilters {
+		return nil, &FilterError{Index: -1, Field: "job_filter", Reason: fmt.Sprintf("%d filters; the limit is %d", len(filters), MaxJobFilters)}
+	}
 	q := &JobQuery{}
 	for i, f := range filters {
 		var cf compiledFilter

@@ -198,11 +198,18 @@ func (a *Agent) Identity() (Identity, bool) {
 	return *a.mu.identity, true
 }
 
+// workerMaxConcurrentStreams bounds the calls in flight on one connection
+// to the worker's dial-back port.
+const workerMaxConcurrentStreams = 16
+
 func (a *Agent) newServer() *grpc.Server {
 	opts := []grpc.ServerOption{
 		// Stop (after the graceful timeout) still waits for handlers, so no
 		// session goroutine outlives Run.
 		grpc.WaitForHandlers(true),
+		// Only managers dial a worker, each with one session stream and
+		// health checks (docs/design/security.md, "Limits").
+		grpc.MaxConcurrentStreams(workerMaxConcurrentStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 15 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}

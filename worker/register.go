@@ -122,6 +122,7 @@ func (a *Agent) register(ctx context.Context) error {
 	req := a.registrationRequest(ctx)
 	backoff := a.cfg.RetryBackoff
 	for round := 1; ; round++ {
+		var hint time.Duration // the longest retry-after a manager asked for
 		for _, u := range a.cfg.ManagerURLs {
 			target, _ := ManagerTarget(u) // validated by Config.Validate
 			resp, err := a.registerOnce(ctx, target, req)
@@ -136,9 +137,12 @@ func (a *Agent) register(ctx context.Context) error {
 				// Not logged: Run returns it and its caller reports it.
 				return rej
 			}
+			hint = max(hint, retryAfter(err))
 			a.log.Warn("registration failed; will retry", "manager", target, "round", round, "error", err)
 		}
-		if err := sleepCtx(ctx, jitter(backoff)); err != nil {
+		// A rate-limited manager says when to come back; never wait longer
+		// than the backoff's cap (another manager may answer sooner).
+		if err := sleepCtx(ctx, max(jitter(backoff), min(hint, a.cfg.MaxRetryBackoff))); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, a.cfg.MaxRetryBackoff)
@@ -312,6 +316,21 @@ func permissionHint(reason string) string {
 		return hintTerminated
 	}
 	return hintBound
+}
+
+// retryAfter returns the delay of the status's google.rpc.RetryInfo detail
+// (the manager's registration rate limit sends one), 0 if none.
+func retryAfter(err error) time.Duration {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return max(ri.GetRetryDelay().AsDuration(), 0)
+		}
+	}
+	return 0
 }
 
 // errorReason returns the reason of the status's google.rpc.ErrorInfo

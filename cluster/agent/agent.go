@@ -63,6 +63,15 @@ type Config struct {
 	// MaxRecvMsgSize bounds one request in bytes (ResourceExhausted
 	// beyond). Default 4 MiB.
 	MaxRecvMsgSize int
+	// MaxSendMsgSize bounds one response in bytes (the call fails with
+	// ResourceExhausted beyond). Default 16 MiB (limits.go).
+	MaxSendMsgSize int
+	// MaxConcurrentStreams bounds the calls in flight on one client
+	// connection; more wait in the client. Default 1024 (limits.go).
+	MaxConcurrentStreams uint32
+	// Limits bounds event streams per caller and registrations per
+	// source address (gateway.LimitsConfig; zero: its defaults).
+	Limits gateway.LimitsConfig
 	// ShutdownGrace bounds how long Shutdown waits for in-flight calls
 	// before cutting streams. Default 2 s.
 	ShutdownGrace time.Duration
@@ -92,7 +101,7 @@ func DefaultConfig(dataDir string) Config {
 	return Config{
 		APIAddr:        "127.0.0.1:6790",
 		Store:          persistence.DefaultConfig(dataDir),
-		MaxRecvMsgSize: 4 << 20,
+		MaxRecvMsgSize: DefaultMaxRecvMsgSize,
 		ShutdownGrace:  2 * time.Second,
 	}
 }
@@ -160,9 +169,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxRecvMsgSize <= 0 {
-		cfg.MaxRecvMsgSize = 4 << 20
-	}
+	cfg.limitDefaults()
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
 	}
@@ -289,15 +296,15 @@ func (a *Agent) Start() error {
 	if err != nil {
 		return err
 	}
-	a.grpc = grpc.NewServer(append(append(append(a.cfg.TLS.serverOptions(), aclOpts...), a.cfg.TLS.internalGuardOptions()...),
-		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
+	opts := append(append(append(a.cfg.TLS.serverOptions(), aclOpts...), a.cfg.TLS.internalGuardOptions()...), a.cfg.limitOptions()...)
+	a.grpc = grpc.NewServer(append(opts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)
 	gcfg := gateway.Config{
 		Router: a.router, Store: a.store, Journal: a.journal, Liveness: a.live, Logger: a.log.With("component", "gateway"),
 		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
-		Events:  a.cfg.Events,
-		ACL:     a.aclGatewayConfig(),
+		Events:  a.cfg.Events, Limits: a.cfg.Limits,
+		ACL: a.aclGatewayConfig(),
 	}
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier

@@ -82,12 +82,20 @@ func (c *EventStreamConfig) defaults() {
 // not log entries, and carry the index of the log event they follow.
 //
 // A subscriber that falls more than MaxLag events behind, or stops reading
-// for SendTimeout, is ended with ResourceExhausted; it may resume.
+// for SendTimeout, is ended with ResourceExhausted; it may resume. A caller
+// (a token, or an address when ACLs are off) holding
+// LimitsConfig.MaxEventStreamsPerCaller streams already, or a manager
+// serving MaxSubscribers, answers a new one ResourceExhausted.
 func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb.Manager_EventStreamServer) error {
 	window := time.Duration(req.GetPendingWindowS()) * time.Second
 	if req.GetPendingWindowS() < 0 || window > s.cfg.Events.MaxPendingWindow {
 		return invalid("pending_window_s", "%d is outside 0..%d", req.GetPendingWindowS(), int64(s.cfg.Events.MaxPendingWindow/time.Second))
 	}
+	release, err := s.streams.acquire(callerKey(stream.Context()))
+	if err != nil {
+		return err
+	}
+	defer release()
 	if n := s.subscribers.Add(1); n > s.cfg.Events.MaxSubscribers {
 		s.subscribers.Add(-1)
 		return status.Errorf(codes.ResourceExhausted, "the manager already serves %d event streams (the limit); retry later", s.cfg.Events.MaxSubscribers)
@@ -125,7 +133,7 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 		}
 		sendErr <- nil
 	}()
-	err := sub.run(ctx, req)
+	err = sub.run(ctx, req)
 	close(sub.out)
 	if err == nil || errors.Is(err, context.Canceled) {
 		if serr := <-sendErr; serr != nil {

@@ -179,15 +179,16 @@ func (s *Server) DeregisterClusterNode(ctx context.Context, in *commonpb.NodeId)
 // node credential (again), and where to dial it back. Unauthenticated for
 // an unknown or revoked token; PermissionDenied for a bound slot's token
 // presented without its credential; FailedPrecondition if the dial-back
-// address does not accept connections.
+// address does not accept connections; ResourceExhausted (with a
+// RetryInfo) when the calling address registers faster than LimitsConfig
+// allows.
 func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
-	if in.GetToken() == "" && in.GetNodeCredential() == "" {
-		return nil, status.Error(codes.Unauthenticated, "token: a registration token (or, for a registered worker, its node credential) is required")
+	if src := sourceIP(ctx); src != "" {
+		if err := s.registers.allow(src); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkDialBack(in.GetAddress(), in.GetPort()); err != nil {
-		return nil, err
-	}
-	if err := checkResources(in.GetResources()); err != nil {
+	if err := validateMemberRegister(in); err != nil {
 		return nil, err
 	}
 	var id string
@@ -234,6 +235,19 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 		return nil, err
 	}
 	return r.GetClusterMemberRegister(), nil
+}
+
+// validateMemberRegister checks a registration before anything is read:
+// Unauthenticated without a token or credential, InvalidArgument naming
+// the field for a bad dial-back address or resources.
+func validateMemberRegister(in *managerpb.ClusterMemberRegisterRequest) error {
+	if in.GetToken() == "" && in.GetNodeCredential() == "" {
+		return status.Error(codes.Unauthenticated, "token: a registration token (or, for a registered worker, its node credential) is required")
+	}
+	if err := checkDialBack(in.GetAddress(), in.GetPort()); err != nil {
+		return err
+	}
+	return checkResources(in.GetResources())
 }
 
 // checkResources validates what a worker reports it offers

@@ -41,6 +41,9 @@ type Config struct {
 	DialCheckTimeout time.Duration
 	// Events configures EventStream.
 	Events EventStreamConfig
+	// Limits bounds event streams per caller and registrations per
+	// address (limits.go).
+	Limits LimitsConfig
 	// Barrier, if set, is called before every read of the store (JobById,
 	// JobSearch, listings, token lookups, event-stream snapshots and
 	// resumes): in an HA cluster it waits until the local replica has
@@ -89,6 +92,10 @@ type Server struct {
 	subscribers atomic.Int64
 	// snapshotting is set while a SnapshotSave streams a backup.
 	snapshotting atomic.Bool
+	// streams counts event streams per caller; registers rate-limits
+	// ClusterMemberRegister per address (limits.go).
+	streams   *callerStreams
+	registers *registerLimiter
 }
 
 var _ managerpb.ManagerServer = (*Server)(nil)
@@ -114,7 +121,9 @@ func New(cfg Config) *Server {
 		cfg.Version = &managerpb.VersionInfo{}
 	}
 	cfg.Events.defaults()
-	return &Server{cfg: cfg, log: cfg.Logger}
+	cfg.Limits.defaults()
+	return &Server{cfg: cfg, log: cfg.Logger,
+		streams: newCallerStreams(cfg.Limits.MaxEventStreamsPerCaller), registers: newRegisterLimiter(cfg.Limits, cfg.Clock)}
 }
 
 // Subscribers returns how many event streams are being served.

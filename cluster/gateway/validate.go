@@ -155,6 +155,9 @@ func validateJob(j *managerpb.Job) error {
 	if n := proto.Size(j); n > maxJobBytes {
 		return invalid("job", "is %d bytes encoded; the limit is %d (1 MiB)", n, maxJobBytes)
 	}
+	if err := checkJobCounts(j); err != nil {
+		return err
+	}
 	if err := checkTags("job.tags", j.GetTags()); err != nil {
 		return err
 	}

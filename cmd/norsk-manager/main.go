@@ -92,6 +92,7 @@ type options struct {
 	tls       tlsOptions
 	devTLS    bool
 	acl       bool
+	limits    limitOptions
 }
 
 func defaultDataDir() string {
@@ -175,6 +176,7 @@ workers keep running them and a restarted manager adopts them.
 		"until space is freed, before a full disk could crash the store; the default is four of the store's 64 MiB memtables (README, \"A full disk\"); 0 disables")
 	o.providers.addFlags(f)
 	o.tls.addFlags(f)
+	o.limits.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; empty: off)")
 	f.BoolVar(&o.enableDebug, "enable-debug", false, "with --metrics-addr: also serve Go runtime profiles on http://ADDR/debug/pprof/")
 	f.BoolVar(&o.acl, "acl", false, "require an ACL token on every API call (every manager of a cluster must have it; \"norsk-ctl acl bootstrap\" makes the first token; "+
@@ -334,6 +336,9 @@ func run(ctx context.Context, o *options) error {
 	cfg.MetricsAddr = o.metricsAddr
 	cfg.TLS = tlsCfg
 	cfg.ACL = o.acl
+	if err := o.limits.apply(&cfg); err != nil {
+		return err
+	}
 	cfg.EnableDebug = o.enableDebug
 	cfg.Node.Providers = provs
 	if o.moveGrace <= 0 {

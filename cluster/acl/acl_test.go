@@ -256,3 +256,47 @@ type fakeStream struct {
 }
 
 func (f fakeStream) Context() context.Context { return f.ctx }
+
+// sendStream is a fakeStream that counts the messages that reach the wire.
+type sendStream struct {
+	fakeStream
+	sent int
+}
+
+func (s *sendStream) SendMsg(any) error { s.sent++; return nil }
+
+// TestAuthorizer_StreamRecheck: a stream opened with a token stops
+// delivering once the token is revoked or expires. Before, an open
+// EventStream kept sending every event to a revoked token's holder for as
+// long as the connection lasted.
+func TestAuthorizer_StreamRecheck(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		exp    time.Time
+		revoke func(fakeTokens, *time.Time)
+		msg    string
+	}{
+		{"revoked", time.Time{}, func(f fakeTokens, _ *time.Time) { delete(f, "e") }, "revoked"},
+		{"expired", now.Add(time.Minute), func(_ fakeTokens, clk *time.Time) { *clk = now.Add(time.Minute) }, "expired at 2030-01-01T00:01:00Z"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := now
+			toks := fakeTokens{}
+			toks.add("e", "te", RoleEvents, c.exp)
+			a, err := New(Config{Enabled: true, Tokens: toks, Clock: func() time.Time { return clk }})
+			require.NoError(t, err)
+			ss := &sendStream{fakeStream: fakeStream{ctx: callCtx("Bearer e")}}
+			err = a.StreamInterceptor()(nil, ss, &grpc.StreamServerInfo{FullMethod: "/norsk.api.manager.Manager/EventStream"},
+				func(_ any, s grpc.ServerStream) error {
+					require.NoError(t, s.SendMsg(nil), "send while the token is valid")
+					c.revoke(toks, &clk)
+					return s.SendMsg(nil)
+				})
+			require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+			require.Contains(t, status.Convert(err).Message(), c.msg)
+			require.Equal(t, 1, ss.sent, "a message reached a stream whose token is no longer valid")
+		})
+	}
+}

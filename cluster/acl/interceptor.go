@@ -102,11 +102,14 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // runs, and gives the handler a stream whose Context carries the caller.
 func (a *Authorizer) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := a.Authorize(ss.Context(), info.FullMethod)
+		ctx, tok, err := a.authorize(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
-		return handler(srv, &callerStream{ServerStream: ss, ctx: ctx})
+		if tok == nil {
+			return handler(srv, &callerStream{ServerStream: ss, ctx: ctx})
+		}
+		return handler(srv, &recheckStream{callerStream: callerStream{ServerStream: ss, ctx: ctx}, a: a, tok: tok})
 	}
 }
 
@@ -125,32 +128,40 @@ func (s *callerStream) Context() context.Context { return s.ctx }
 // role does not allow the method, naming the roles that do; or a Manager
 // method missing from the table).
 func (a *Authorizer) Authorize(ctx context.Context, fullMethod string) (context.Context, error) {
+	ctx, _, err := a.authorize(ctx, fullMethod)
+	return ctx, err
+}
+
+// authorize is Authorize that also returns the token the call was
+// accepted with (nil when it needs none), for the stream interceptor's
+// rechecks.
+func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (context.Context, *internalpb.AclTokenRecord, error) {
 	who := identity.Caller{Name: identity.Anonymous, Peer: peerOf(ctx)}
 	if !a.cfg.Enabled {
-		return identity.With(ctx, who), nil
+		return identity.With(ctx, who), nil, nil
 	}
 	need, inManager, known := MethodAccess(fullMethod)
 	switch {
 	case !inManager || need == AccessNone:
-		return identity.With(ctx, who), nil
+		return identity.With(ctx, who), nil, nil
 	case !known:
 		a.cfg.Logger.Error("call refused: method has no entry in the ACL table", "method", fullMethod, "peer", who.Peer)
-		return nil, status.Errorf(codes.PermissionDenied, "%s has no entry in the manager's ACL table: refused to every token (a bug: report it)", fullMethod)
+		return nil, nil, status.Errorf(codes.PermissionDenied, "%s has no entry in the manager's ACL table: refused to every token (a bug: report it)", fullMethod)
 	}
 	tok, err := a.authenticate(ctx)
 	if err != nil {
 		a.cfg.Logger.Debug("call refused: not authenticated", "method", fullMethod, "peer", who.Peer, "error", err)
-		return nil, err
+		return nil, nil, err
 	}
 	t := tok.GetToken()
 	who.Name, who.TokenID, who.Role = t.GetName(), t.GetAccessorId(), t.GetRole()
 	if !Role(t.GetRole()).Allows(need) {
 		a.cfg.Logger.Info("call refused: role does not allow it", "method", fullMethod, "peer", who.Peer,
 			"token", t.GetAccessorId(), "token_name", t.GetName(), "role", t.GetRole(), "needs", need.String())
-		return nil, status.Errorf(codes.PermissionDenied, "%s needs a token of role %s; token %q (%s) has role %q",
+		return nil, nil, status.Errorf(codes.PermissionDenied, "%s needs a token of role %s; token %q (%s) has role %q",
 			shortMethod(fullMethod), orList(rolesAllowing(need)), t.GetName(), t.GetAccessorId(), t.GetRole())
 	}
-	return identity.With(ctx, who), nil
+	return identity.With(ctx, who), tok, nil
 }
 
 // authenticate returns the token the call's metadata presents, or
@@ -180,11 +191,19 @@ func (a *Authorizer) authenticate(ctx context.Context) (*internalpb.AclTokenReco
 	if !SameHash(tok.GetSecretHash(), h) {
 		return nil, status.Error(codes.Unauthenticated, "unknown ACL token")
 	}
-	if exp := tok.GetToken().GetExpireTime(); exp != nil && !a.cfg.Clock().Before(exp.AsTime()) {
-		return nil, status.Errorf(codes.Unauthenticated, "ACL token %q (%s) expired at %s",
-			tok.GetToken().GetName(), tok.GetToken().GetAccessorId(), exp.AsTime().UTC().Format(time.RFC3339))
+	if err := a.checkExpiry(tok); err != nil {
+		return nil, err
 	}
 	return tok, nil
+}
+
+// checkExpiry is Unauthenticated once tok has expired by the Clock.
+func (a *Authorizer) checkExpiry(tok *internalpb.AclTokenRecord) error {
+	if exp := tok.GetToken().GetExpireTime(); exp != nil && !a.cfg.Clock().Before(exp.AsTime()) {
+		return status.Errorf(codes.Unauthenticated, "ACL token %q (%s) expired at %s",
+			tok.GetToken().GetName(), tok.GetToken().GetAccessorId(), exp.AsTime().UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // peerOf is the caller's address and, with mutual TLS, its certificate's

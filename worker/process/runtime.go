@@ -51,10 +51,17 @@ var (
 // (worker.LockStateDir) until Shutdown, so that two runtimes never adopt
 // the same jobs: while another Runtime, in this process or another, holds
 // it, New returns a *worker.StateDirInUseError. It creates StateDir/jobs.
+// A relative StateDir is made absolute first: each service's shell runs
+// in its job's directory and writes its exit file by the runtime's path.
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	abs, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("process: StateDir %q: %w", cfg.StateDir, err)
+	}
+	cfg.StateDir = abs
 	lock, err := worker.LockStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,6 +190,10 @@ func TestAgent_ACL_Audited(t *testing.T) {
 	_, err = op.CreateJob(ctx, job)
 	require.NoError(t, err)
 	require.NoError(t, mgmt.AclTokenRevoke(ctx, rdTok.GetAccessorId()))
+	_, err = op.SnapshotSave(ctx, io.Discard, nil)
+	requireCode(t, err, codes.PermissionDenied)
+	_, err = mgmt.SnapshotSave(ctx, io.Discard, nil)
+	require.NoError(t, err)
 
 	entries, err := mgmt.ListAuditEntries(ctx, nil)
 	require.NoError(t, err)
@@ -202,5 +207,6 @@ func TestAgent_ACL_Audited(t *testing.T) {
 		"acl.token_create by " + boot.GetName(),
 		"job.create by ci",
 		"acl.token_revoke by " + boot.GetName(),
+		"snapshot.save by " + boot.GetName(),
 	}, got)
 }

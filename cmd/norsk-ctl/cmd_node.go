@@ -167,7 +167,7 @@ func newSlotRegisterCommand() *cobra.Command {
 			if e.jsonOut {
 				return e.printJSON(&managerpb.RegisterClusterNodeResponse{NodeId: &commonpb.NodeId{NodeId: string(id)}, Token: token})
 			}
-			return writeSlotRegistered(e.out, args[0], string(id), token, e.url)
+			return writeSlotRegistered(e.out, args[0], string(id), token, e.url, ctlTLSFiles(e.cmd).CACert)
 		}),
 	}
 	cmd.Flags().StringArrayVar(&tags, "tag", nil, "tag of the slot's node key=value (repeatable)")
@@ -181,13 +181,22 @@ const ctlWorkerStateDir = "/var/lib/norsk-worker"
 // writeSlotRegistered prints a new slot and the worker command line for it.
 // The worker listens on loopback when every manager is on this host;
 // otherwise the operator fills in an address the managers can reach, for
-// the placeholder WORKER-IP (as in the README).
-func writeSlotRegistered(w io.Writer, name, id, token, managerURL string) error {
+// the placeholder WORKER-IP (as in the README). caCert is the CA this
+// command verified the manager with ("" without TLS): then the worker
+// needs it too, and a worker certificate of that CA for its dial-back port
+// (a manager with --tls-ca requires one), with placeholders to fill in.
+func writeSlotRegistered(w io.Writer, name, id, token, managerURL, caCert string) error {
 	listen := "127.0.0.1:7001"
 	note := ""
 	if !ctlAllLoopback(managerURL) {
 		listen = "WORKER-IP:7001"
 		note = "\nReplace WORKER-IP by an address of the worker host that the managers can reach.\n"
+	}
+	tlsLine := ""
+	if caCert != "" {
+		tlsLine = fmt.Sprintf(" \\\n    --ca-cert=%s --tls-cert=WORKER.pem --tls-key=WORKER-key.pem", ctlShellQuote(caCert))
+		note += "\nWORKER.pem and WORKER-key.pem: a worker certificate of that CA for this host " +
+			"(norsk-manager tls cert create --worker), needed when the manager has --tls-ca.\n"
 	}
 	_, err := fmt.Fprintf(w, `registered cluster slot %q
 node id: %s
@@ -196,8 +205,8 @@ token:   %s
 Run the worker on the slot's host with:
 
   norsk-ctl --mode=worker --token=%s --manager-url=%s \
-    --listen=%s --state-dir=%s
-%s`, name, id, token, ctlShellQuote(token), ctlShellQuote(managerURL), listen, ctlWorkerStateDir, note)
+    --listen=%s --state-dir=%s%s
+%s`, name, id, token, ctlShellQuote(token), ctlShellQuote(managerURL), listen, ctlWorkerStateDir, tlsLine, note)
 	return err
 }
 

@@ -68,13 +68,25 @@ Run the worker on the slot's host with:
 
 func TestWriteSlotRegistered_RemoteManager(t *testing.T) {
 	var b strings.Builder
-	if err := writeSlotRegistered(&b, "r", "node-1", "tok'x", "m1:6790,m2:6790"); err != nil {
+	if err := writeSlotRegistered(&b, "r", "node-1", "tok'x", "m1:6790,m2:6790", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		`--token='tok'\''x'`, "--manager-url=m1:6790,m2:6790", "--listen=WORKER-IP:7001", "--state-dir=/var/lib/norsk-worker",
 		"Replace WORKER-IP",
 	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestWriteSlotRegistered_TLS(t *testing.T) {
+	var b strings.Builder
+	if err := writeSlotRegistered(&b, "r", "node-1", "tok", "127.0.0.1:6790", "/etc/norsk/ca.pem"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--ca-cert=/etc/norsk/ca.pem --tls-cert=WORKER.pem --tls-key=WORKER-key.pem", "tls cert create --worker"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}

@@ -59,6 +59,13 @@ func newWebSetup(t *testing.T, extra ...string) *webSetup {
 	require.NoError(t, err)
 	require.NoError(t, s.mc.StartJob(ctx, "web", "primary", id))
 	testproc.Eventually(t, 20*time.Second, "the job answers HTTP", func() bool { return httpOK(s.webPort) })
+	// The service answers before its worker has saved the job as running
+	// (then it reports job_running): a state dir copied in between holds a
+	// job still starting, which a restarted worker fails.
+	testproc.Eventually(t, 20*time.Second, "the job reported running", func() bool {
+		r, err := s.mc.JobByID(ctx, "web")
+		return err == nil && lastRoleEntry(r, "primary").GetJobRunning() != nil
+	})
 	pid, ok := testproc.ReadPID(s.pidFile)
 	require.True(t, ok)
 	s.pid = pid

@@ -151,7 +151,11 @@ func TestStorage_DiskFull(t *testing.T) {
 
 	// A restart while the disk is still low: the store flushes the
 	// replayed write-ahead log into a table (inside the reserve), serves
-	// reads and still refuses writes.
+	// reads and still refuses writes. The refusal came within a write of
+	// the reserve, and a restart's compactions can free that much: a
+	// second filler keeps the disk clearly below it.
+	filler2 := filepath.Join(mnt, "filler2")
+	fillFile(t, filler2, 4<<20)
 	m.Kill()
 	m = startManager(t, dir, port, flags...)
 	requireJobs("after a SIGKILL and a restart on a low disk")
@@ -159,6 +163,7 @@ func TestStorage_DiskFull(t *testing.T) {
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "a create after a restart on a low disk: %v", err)
 
 	require.NoError(t, os.Remove(filler))
+	require.NoError(t, os.Remove(filler2))
 	id := "df-after-free"
 	_, err = cl.CreateJob(ctx, bigJob(id, 30<<10, rng))
 	require.NoError(t, err, "a create after space was freed")

@@ -68,13 +68,30 @@ type haCluster struct {
 	e        *env
 	dir      string
 	logLevel string
+	opts     clusterOpts
 	ms       []*haManager
+}
+
+// clusterOpts change how a bench cluster's managers start and how the
+// bench watches them; the zero value is a plaintext cluster.
+type clusterOpts struct {
+	// flags returns more flags for manager m (after its cluster flags),
+	// e.g. TLS; nil: none.
+	flags func(m *haManager) ([]string, error)
+	// control opens the bench's control connection to an API address;
+	// nil: dialFast (plaintext).
+	control func(addr string) (*grpc.ClientConn, error)
 }
 
 // newCluster prepares (does not start) n managers m1…mn with free ports
 // under a fresh scratch dir.
 func (e *env) newCluster(name string, n int, logLevel string) (*haCluster, error) {
-	c := &haCluster{e: e, dir: e.dir(name), logLevel: logLevel}
+	return e.newClusterOpts(name, n, logLevel, clusterOpts{})
+}
+
+// newClusterOpts is newCluster with opts.
+func (e *env) newClusterOpts(name string, n int, logLevel string, opts clusterOpts) (*haCluster, error) {
+	c := &haCluster{e: e, dir: e.dir(name), logLevel: logLevel, opts: opts}
 	for i := 1; i <= n; i++ {
 		if _, err := c.add(fmt.Sprintf("m%d", i)); err != nil {
 			c.close()
@@ -94,7 +111,11 @@ func (c *haCluster) add(name string) (*haManager, error) {
 		}
 		*p = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	conn, err := dialFast(m.api)
+	control := c.opts.control
+	if control == nil {
+		control = dialFast
+	}
+	conn, err := control(m.api)
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +170,17 @@ func listenPort() (int, error) {
 // dialFast opens a connection that retries a refused connect after at most
 // 250 ms.
 func dialFast(addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return dialFastWith(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// dialFastWith is dialFast with other options (transport credentials are
+// required among them).
+func dialFastWith(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, append(opts,
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond},
 			MinConnectTimeout: time.Second,
-		}))
+		}))...)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +231,13 @@ func (c *haCluster) start(m *haManager) error {
 	args := append([]string{"--data-dir", m.dir, "--api-addr", m.api, "--name", m.name,
 		"--gossip-addr", m.gossip, "--cluster-addr", m.actor, "--raft-addr", m.raftAd,
 		"--cluster-timings", c.e.timings, "--log-level", c.logLevel}, m.flags...)
+	if c.opts.flags != nil {
+		more, err := c.opts.flags(m)
+		if err != nil {
+			return err
+		}
+		args = append(args, more...)
+	}
 	if c.e.noSync {
 		args = append(args, "--unsafe-no-fsync")
 	}

@@ -14,6 +14,7 @@ import (
 // tpSetup is one server setup of cluster-throughput with its clients.
 type tpSetup struct {
 	label string
+	tag   string       // in job ids (default: from the cluster-throughput label)
 	pids  func() []int // the manager processes, for the CPU columns
 	conns []*grpc.ClientConn
 	apis  []managerpb.ManagerClient // client c → a connection to manager c % managers
@@ -141,11 +142,14 @@ func startTPSetups(ctx context.Context, e *env, n int) (setups []*tpSetup, err e
 }
 
 // connect opens one connection per client, client c to addrs[c % len].
-func (s *tpSetup) connect(n int, addrs []string) error {
+func (s *tpSetup) connect(n int, addrs []string) error { return s.connectWith(n, addrs, dial) }
+
+// connectWith is connect with the connections opened by dialer.
+func (s *tpSetup) connectWith(n int, addrs []string, dialer func(string) (*grpc.ClientConn, managerpb.ManagerClient, error)) error {
 	s.conns, s.apis, s.seq = make([]*grpc.ClientConn, n), make([]managerpb.ManagerClient, n), make([]int, n)
 	for c := range n {
 		var err error
-		if s.conns[c], s.apis[c], err = dial(addrs[c%len(addrs)]); err != nil {
+		if s.conns[c], s.apis[c], err = dialer(addrs[c%len(addrs)]); err != nil {
 			return err
 		}
 	}
@@ -156,7 +160,10 @@ func (s *tpSetup) connect(n int, addrs []string) error {
 // run and client.
 func (s *tpSetup) run(ctx context.Context, e *env, r int) runStats {
 	cpu := windowCPUs(s.pids(), e.warmup, e.window)
-	tag := map[string]string{"plain manager": "p", "1-manager cluster": "c1", "3-manager cluster": "c3"}[s.label]
+	tag := s.tag
+	if tag == "" {
+		tag = map[string]string{"plain manager": "p", "1-manager cluster": "c1", "3-manager cluster": "c3"}[s.label]
+	}
 	st := closedLoop(ctx, len(s.apis), e.warmup, e.window, func(ctx context.Context, c int) error {
 		s.seq[c]++
 		job := benchJob(fmt.Sprintf("tp-%s-r%d-c%02d-%07d", tag, r, c, s.seq[c]), c*1_000_000+s.seq[c])

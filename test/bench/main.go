@@ -23,11 +23,15 @@
 //	go run ./test/bench robustness --duration 10m --seed N  # porcupine-checked CAS traffic under kills, freezes, partitions (test/robustness)
 //	go run ./test/bench freeze              # SIGSTOP a manager for 20 s, SIGCONT: → serving, → rejoined, → every manager answers consistently; false answers
 //
+// Security (issue 12 §5):
+//
+//	go run ./test/bench secure   # CreateJob with mutual TLS + ACL tokens on vs off, interleaved: single managers, then 3-manager clusters (--secure-cluster)
+//
 // Add --quick for a sanity run of well under a minute. Diagnostics for
 // createjob: --unsafe-no-fsync (no fsync in the manager nor in raw badger,
 // to see what the syncs cost) and --manager-cpu-profile (the manager runs as
 // this binary, the same cluster/agent code, with a CPU profile whose top is
-// printed). The load shape is
+// printed; for secure, both single managers, with the difference on − off). The load shape is
 // that of docs/benchmarks.md and the peer baselines (closed loop, one gRPC
 // connection per client, warm-up, measured window, several runs,
 // nearest-rank percentiles). Everything listens on 127.0.0.1; scratch
@@ -109,6 +113,11 @@ type settings struct {
 	freezeTrials      int           // freeze: freezes (--trials, 10 unless given)
 	freezeFor         time.Duration // freeze: how long each victim stays stopped
 	managerLogLevel   string        // freeze: the managers' --log-level
+
+	// secure: whether to measure 3-manager clusters too, and at which
+	// client counts.
+	secureCluster        bool
+	secureClusterClients []int
 }
 
 // scenarios maps a scenario name to its runner.
@@ -131,6 +140,8 @@ var scenarios = map[string]func(context.Context, *env) error{
 
 	"robustness": runRobustness,
 	"freeze":     runFreeze,
+
+	"secure": runSecure,
 }
 
 // order is the order "all" runs the scenarios in (a single manager).
@@ -177,6 +188,7 @@ func usage() string {
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +
 		"       go run ./test/bench freeze [--quick] [--trials N] [--freeze 20s] [--cluster-timings local|lan]\n" +
+		"       go run ./test/bench secure [--quick] [--clients 1,16,64] [--secure-cluster=false] [--secure-cluster-clients 16,64] [--manager-cpu-profile]\n" +
 		"       go run ./test/bench <scenario> --help   lists the flags"
 }
 
@@ -230,7 +242,9 @@ func parseFlags(name string, args []string) (*settings, error) {
 	runs := fs.Int("runs", 3, "runs per client count (createjob)")
 	warmup := fs.Duration("warmup", 2*time.Second, "warm-up before each measured window (not counted)")
 	window := fs.Duration("window", 10*time.Second, "measured window per run")
-	clients := fs.String("clients", "1,16,64", "concurrent clients (createjob; cluster-throughput: 16,64 unless given)")
+	clients := fs.String("clients", "1,16,64", "concurrent clients (createjob, secure; cluster-throughput: 16,64 unless given)")
+	secureCluster := fs.Bool("secure-cluster", true, "secure: also measure two 3-manager clusters (plaintext vs mutual TLS on every port + --acl)")
+	secureClusterClients := fs.String("secure-cluster-clients", "16,64", "secure: client counts of the 3-manager clusters (--quick: 16)")
 	trials := fs.Int("trials", 100, "start/stop trials (startjob); freezes (freeze: 10 unless given, 3 with --quick)")
 	slots := fs.Int("slots", 50, "cluster slots registered (register)")
 	jobs := fs.String("jobs", "10000,100000", "job counts to recover (recovery) or to snapshot (snapshot)")
@@ -289,6 +303,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "convergence-trials", convergenceTrials, 1)
 		quickDefault(set, "duration", rbDuration, time.Minute)
 		quickDefault(set, "freeze", freezeFor, 6*time.Second)
+		quickDefault(set, "secure-cluster-clients", secureClusterClients, "16")
 	}
 	freezeTrials := *trials
 	if !set["trials"] {
@@ -309,6 +324,10 @@ func parseFlags(name string, args []string) (*settings, error) {
 		return nil, err
 	}
 	s.clientsSet = set["clients"]
+	s.secureCluster = *secureCluster
+	if s.secureClusterClients, err = parseInts("--secure-cluster-clients", *secureClusterClients); err != nil {
+		return nil, err
+	}
 	if s.jobs, err = parseInts("--jobs", *jobs); err != nil {
 		return nil, err
 	}

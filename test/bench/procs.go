@@ -198,6 +198,21 @@ type manager struct {
 // stopped. extra flags are given to norsk-manager (not to the profiled
 // bench process).
 func (e *env) startManager(ctx context.Context, dataDir string, profile string, extra ...string) (*manager, error) {
+	m, err := e.launchManager(ctx, dataDir, profile, nil, extra)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitAPI(ctx, m.child, m.addr); err != nil {
+		_ = m.stop()
+		return nil, err
+	}
+	return m, nil
+}
+
+// launchManager starts a manager as startManager does, without waiting for
+// its API: extra goes to norsk-manager, serveExtra to the profiled bench
+// process (the flags of runServe).
+func (e *env) launchManager(ctx context.Context, dataDir, profile string, serveExtra, extra []string) (*manager, error) {
 	bin, err := e.binaries(ctx)
 	if err != nil {
 		return nil, err
@@ -216,19 +231,14 @@ func (e *env) startManager(ctx context.Context, dataDir string, profile string, 
 		if exe, err = os.Executable(); err != nil {
 			return nil, err
 		}
-		name, args = "bench "+serveCommand, []string{serveCommand, "--data-dir", dataDir, "--api-addr", addr, "--cpu-profile", profile,
-			fmt.Sprintf("--no-sync=%t", e.noSync)}
+		name, args = "bench "+serveCommand, append([]string{serveCommand, "--data-dir", dataDir, "--api-addr", addr, "--cpu-profile", profile,
+			fmt.Sprintf("--no-sync=%t", e.noSync)}, serveExtra...)
 	}
 	c, err := startChild(name, dataDir+".log", exe, args...)
 	if err != nil {
 		return nil, err
 	}
-	m := &manager{child: c, addr: addr, dataDir: dataDir}
-	if err := waitAPI(ctx, c, addr); err != nil {
-		_ = c.stop()
-		return nil, err
-	}
-	return m, nil
+	return &manager{child: c, addr: addr, dataDir: dataDir}, nil
 }
 
 // waitAPI waits until Version answers on addr (30 s at most).

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/norsk-oss/norsk-manager/cluster/agent"
+	"github.com/norsk-oss/norsk-manager/cluster/pki"
 )
 
 // serveCommand is the hidden first argument that makes the bench binary a
@@ -24,6 +25,10 @@ func runServe(args []string) error {
 	addr := fs.String("api-addr", "127.0.0.1:0", "API address")
 	profile := fs.String("cpu-profile", "", "write a CPU profile here")
 	noSync := fs.Bool("no-sync", false, "do not fsync (as norsk-manager --unsafe-no-fsync)")
+	tlsCert := fs.String("tls-cert", "", "as norsk-manager --tls-cert")
+	tlsKey := fs.String("tls-key", "", "as norsk-manager --tls-key")
+	tlsCA := fs.String("tls-ca", "", "as norsk-manager --tls-ca")
+	aclOn := fs.Bool("acl", false, "as norsk-manager --acl")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -32,6 +37,16 @@ func runServe(args []string) error {
 	cfg := agent.DefaultConfig(*dir)
 	cfg.APIAddr = *addr
 	cfg.Store.SyncWrites = !*noSync
+	cfg.ACL = *aclOn
+	if *tlsCert != "" {
+		// As norsk-manager's tlsOptions.config, with the default names.
+		certs, err := pki.NewReloader(pki.ReloaderConfig{Files: pki.Files{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, Name: "api"})
+		if err != nil {
+			return err
+		}
+		cfg.TLS = agent.TLSConfig{Certs: certs, WorkerName: pki.RoleName(pki.RoleWorker, pki.DefaultDomain),
+			PeerName: pki.RoleName(pki.RoleServer, pki.DefaultDomain)}
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

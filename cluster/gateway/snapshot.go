@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"hash"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -41,6 +40,8 @@ func (s *Server) SnapshotSave(_ *managerpb.SnapshotSaveRequest, stream managerpb
 	if err := s.barrier(ctx); err != nil {
 		return err
 	}
+	// Audited first, so that the backup holds its own entry.
+	s.auditBackup(ctx)
 	start := time.Now()
 	b, err := s.cfg.Store.BeginBackup(persistence.BackupInfo{ManagerVersion: s.cfg.Version.GetManagerVersion(), Now: s.cfg.Clock})
 	if err != nil {
@@ -48,7 +49,6 @@ func (s *Server) SnapshotSave(_ *managerpb.SnapshotSaveRequest, stream managerpb
 	}
 	defer b.Close()
 	m := b.Meta()
-	s.auditBackup(ctx, m.AppliedIndex)
 	hdr := &managerpb.SnapshotHeader{
 		FileFormatVersion: backupfile.Version, StoreFormatVersion: m.StoreFormat, AppliedIndex: m.AppliedIndex, StoreId: m.StoreID,
 		CreatedAt: timestamppb.New(m.CreatedAt), EstimatedSizeBytes: uint64(b.EstimatedSize()), Keys: m.Keys,
@@ -127,20 +127,20 @@ func (w *chunkWriter) flush() error {
 	return err
 }
 
-// auditBackup writes the audit entry "snapshot.save" (who, the applied
-// index): a backup holds every registration token and node credential, so
+// auditBackup writes the audit entry "snapshot.save" (who): a backup holds
+// every registration token and node credential, so
 // taking one is recorded although it changes nothing. Best effort: a
 // backup is what an operator needs most when the cluster is in trouble, so
 // when the log takes no writes (no quorum) the backup goes on, not
 // audited, and the manager logs a warning (docs/design/audit.md).
-func (s *Server) auditBackup(ctx context.Context, index uint64) {
+func (s *Server) auditBackup(ctx context.Context) {
 	if s.cfg.Journal == nil {
 		return
 	}
-	audit := auditIntent(ctx, "snapshot.save", map[string]string{"applied_index": strconv.FormatUint(index, 10)})
+	audit := auditIntent(ctx, "snapshot.save", map[string]string{"manager": s.cfg.Version.GetManagerVersion()})
 	actx, cancel := context.WithTimeout(ctx, poolAppendTimeout)
 	defer cancel()
 	if _, err := s.cfg.Journal.Append(actx, "", 0, persistence.Change{At: s.cfg.Clock(), Audit: audit}); err != nil {
-		s.log.Warn("backup not audited: the audit entry could not be appended", "who", audit.GetWho(), "applied_index", index, "error", err)
+		s.log.Warn("backup not audited: the audit entry could not be appended", "who", audit.GetWho(), "error", err)
 	}
 }

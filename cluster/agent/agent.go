@@ -220,6 +220,9 @@ func New(cfg Config) (*Agent, error) {
 	a.actorLogger = slog.New(newActorLog(log.With("component", "protoactor").Handler(), slog.LevelWarn, &a.stopping))
 	a.system = a.newActorSystem()
 	a.cfg.Node.DialOptions = append(a.cfg.TLS.workerDialOptions(), a.cfg.Node.DialOptions...)
+	if a.cfg.Node.PinnedDialOptions == nil {
+		a.cfg.Node.PinnedDialOptions = a.cfg.TLS.pinnedWorkerDialOptions
+	}
 	// The kinds need the router before it exists.
 	router := &lateRouter{}
 	if cfg.Cluster.Enabled() {
@@ -289,7 +292,7 @@ func (a *Agent) Start() error {
 	if err != nil {
 		return err
 	}
-	a.grpc = grpc.NewServer(append(append(append(a.cfg.TLS.serverOptions(), aclOpts...), a.cfg.TLS.internalGuardOptions()...),
+	a.grpc = grpc.NewServer(append(append(append(a.cfg.TLS.serverOptions(), a.cfg.TLS.internalGuardOptions()...), aclOpts...),
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)

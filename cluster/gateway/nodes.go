@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -190,6 +191,9 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	if err := checkResources(in.GetResources()); err != nil {
 		return nil, err
 	}
+	if n := len(in.GetWorkerCertSha256()); n != 0 && n != sha256.Size {
+		return nil, invalid("worker_cert_sha256", "want the %d-byte SHA-256 of the worker's certificate, got %d bytes", sha256.Size, n)
+	}
 	var id string
 	err := s.view(ctx, func(r *persistence.Reader) error {
 		if in.GetToken() != "" {
@@ -229,7 +233,8 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	}
 	r, err := s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_MemberRegister{MemberRegister: &internalpb.MemberRegister{
 		Token: in.GetToken(), Address: in.GetAddress(), Port: in.GetPort(), Hardware: in.GetHardware(),
-		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion(), Resources: in.GetResources()}}})
+		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion(), Resources: in.GetResources(),
+		WorkerCertSha256: in.GetWorkerCertSha256()}}})
 	if err != nil {
 		return nil, err
 	}

@@ -64,14 +64,17 @@ func FormatFingerprint(fp []byte) string { return hex.EncodeToString(fp) }
 // LoadOrCreateSelfSigned returns the self-signed certificate in path,
 // making a fresh ECDSA P-256 key and a certificate for name (its CN and
 // only DNS name, e.g. "worker.norsk") if the file does not exist. The file
-// is written whole or not at all (a temporary file, synced, renamed, the
-// directory synced), mode 0600, so a kill at any instant leaves either no
-// file or a complete one; a temporary file left by such a kill is
-// replaced. An existing file that cannot be parsed, or whose key does not
-// match its certificate, is an error naming it and is never overwritten:
-// the pin of a registered worker is its certificate. The directory must
-// exist.
+// is created whole or not at all, and never replaced: a temporary file in
+// the same directory, synced, is hard-linked to path (which fails if path
+// appeared meanwhile: then that file is loaded) and the directory synced,
+// mode 0600. So a kill at any instant leaves no file or a complete one,
+// and two processes starting at once load the same key. Temporary files
+// older than a minute, left by such a kill, are removed. An existing file
+// that cannot be parsed, or whose key does not match its certificate, is
+// an error naming it and is never overwritten: the pin of a registered
+// worker is its certificate. The directory must exist.
 func LoadOrCreateSelfSigned(path, name string, now func() time.Time) (*SelfSigned, error) {
+	removeStaleTemps(path, nowOf(now))
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -83,7 +86,10 @@ func LoadOrCreateSelfSigned(path, name string, now func() time.Time) (*SelfSigne
 	if err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(path, data, KeyFileMode); err != nil {
+	switch err := createWhole(path, data, KeyFileMode); {
+	case errors.Is(err, fs.ErrExist):
+		return LoadOrCreateSelfSigned(path, name, now) // made by another process meanwhile
+	case err != nil:
 		return nil, fmt.Errorf("pki: write self-signed certificate %s: %w", path, err)
 	}
 	s, err := parseSelfSigned(path, data)
@@ -95,15 +101,16 @@ func LoadOrCreateSelfSigned(path, name string, now func() time.Time) (*SelfSigne
 }
 
 func parseSelfSigned(path string, data []byte) (*SelfSigned, error) {
+	const fix = "remove the file to make a new key; the worker then needs a new registration token"
 	if err := checkPair(data, data); err != nil {
-		return nil, fmt.Errorf("self-signed certificate %s: %w (remove the file to make a new key; the worker then needs a new registration token)", path, err)
+		return nil, fmt.Errorf("self-signed certificate %s: %w (%s)", path, err, fix)
 	}
 	if _, err := tls.X509KeyPair(data, data); err != nil {
-		return nil, fmt.Errorf("pki: self-signed certificate %s: %w (remove the file to make a new key; the worker then needs a new registration token)", path, err)
+		return nil, fmt.Errorf("pki: self-signed certificate %s: %w (%s)", path, err, fix)
 	}
 	cert, err := parseCertPEM(data)
 	if err != nil {
-		return nil, fmt.Errorf("self-signed certificate %s: %w", path, err)
+		return nil, fmt.Errorf("self-signed certificate %s: %w (%s)", path, err, fix)
 	}
 	return &SelfSigned{Path: path, Cert: cert, Fingerprint: Fingerprint(cert.Raw)}, nil
 }
@@ -142,21 +149,48 @@ func newSelfSigned(name string, now time.Time) ([]byte, error) {
 	return append(encodeCert(der), keyPEM...), nil
 }
 
-// writeAtomic writes data to path through a synced temporary file renamed
-// into place, then syncs the directory.
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// tempPattern names the temporary files of createWhole for path.
+func tempPattern(path string) string { return path + ".tmp-*" }
+
+// createWhole writes data to a synced temporary file and links it to path
+// (fs.ErrExist if path exists), then syncs the directory.
+func createWhole(path string, data []byte, mode fs.FileMode) (err error) {
+	fh, err := os.CreateTemp(filepath.Dir(path), filepath.Base(tempPattern(path)))
+	if err != nil {
 		return err
 	}
-	if err := writeExclusive(File{Path: tmp, Data: data, Mode: mode}); err != nil {
+	tmp := fh.Name()
+	defer os.Remove(tmp)
+	if err := fh.Chmod(mode); err != nil {
+		fh.Close()
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
+	if _, err := fh.Write(data); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// removeStaleTemps removes createWhole's temporary files for path that are
+// older than a minute (a kill between their creation and their removal).
+func removeStaleTemps(path string, now time.Time) {
+	old, _ := filepath.Glob(tempPattern(path))
+	for _, p := range old {
+		if st, err := os.Stat(p); err == nil && now.Sub(st.ModTime()) > time.Minute {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // PinnedClientConfig returns the tls.Config of a client that accepts only

@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -13,7 +15,9 @@ func TestLoadOrCreateSelfSigned(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "worker-tls.pem")
 	// A temporary file left by a kill during an earlier first boot.
-	require.NoError(t, os.WriteFile(path+".tmp", []byte("half"), 0o600))
+	stale := path + ".tmp-123"
+	require.NoError(t, os.WriteFile(stale, []byte("half"), 0o600))
+	require.NoError(t, os.Chtimes(stale, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)))
 
 	first, err := LoadOrCreateSelfSigned(path, "worker.norsk", nil)
 	require.NoError(t, err)
@@ -23,8 +27,10 @@ func TestLoadOrCreateSelfSigned(t *testing.T) {
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Equal(t, KeyFileMode, st.Mode().Perm(), "the file holds the key")
-	_, err = os.Stat(path + ".tmp")
+	_, err = os.Stat(stale)
 	require.ErrorIs(t, err, os.ErrNotExist)
+	left, _ := filepath.Glob(path + ".tmp-*")
+	require.Empty(t, left)
 
 	again, err := LoadOrCreateSelfSigned(path, "worker.norsk", nil)
 	require.NoError(t, err)
@@ -36,6 +42,29 @@ func TestLoadOrCreateSelfSigned(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.Cert.Raw, r.Leaf().Raw)
 
+	t.Run("two processes at the first boot get one key", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "worker-tls.pem")
+		got := make(chan []byte, 8)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				s, err := LoadOrCreateSelfSigned(p, "worker.norsk", nil)
+				if err != nil {
+					t.Error(err)
+					got <- nil
+					return
+				}
+				got <- s.Fingerprint
+			})
+		}
+		wg.Wait()
+		close(got)
+		onDisk, err := LoadOrCreateSelfSigned(p, "worker.norsk", nil)
+		require.NoError(t, err)
+		for fp := range got {
+			require.Equal(t, onDisk.Fingerprint, fp)
+		}
+	})
 	t.Run("corrupt file: an error, never overwritten", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "worker-tls.pem")
 		require.NoError(t, os.WriteFile(bad, []byte("not pem"), 0o600))

@@ -179,8 +179,12 @@ func (s *Server) DeregisterClusterNode(ctx context.Context, in *commonpb.NodeId)
 // ClusterMemberRegister is the worker's registration: token (first time) or
 // node credential (again), and where to dial it back. Unauthenticated for
 // an unknown or revoked token; PermissionDenied for a bound slot's token
-// presented without its credential; FailedPrecondition if the dial-back
-// address does not accept connections.
+// presented without its credential, or a worker_cert_sha256 other than the
+// one pinned when the slot was bound (reason CERT_CHANGED); InvalidArgument
+// for a worker_cert_sha256 that is neither empty nor 32 bytes;
+// FailedPrecondition if the dial-back address does not accept connections.
+// With mutual TLS it is the one method a connection without a client
+// certificate may call (cluster/agent clientcert_guard.go).
 func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
 	if in.GetToken() == "" && in.GetNodeCredential() == "" {
 		return nil, status.Error(codes.Unauthenticated, "token: a registration token (or, for a registered worker, its node credential) is required")

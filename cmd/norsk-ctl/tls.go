@@ -110,6 +110,18 @@ func (o *workerTLS) loadSelfSigned(logger *slog.Logger, stateDir string) (certs 
 	if o.cert != "" || o.key != "" {
 		return nil, nil, nil, fmt.Errorf("--self-signed and --tls-cert/--tls-key exclude each other: the worker serves either its own self-signed certificate or one of the cluster CA")
 	}
+	// The CA first: a bad --ca-cert must not leave a key behind.
+	switch {
+	case o.files.CACert != "":
+		trust, err := pki.NewReloader(pki.ReloaderConfig{Files: pki.Files{CA: o.files.CACert}, Name: "managers"})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--%s: %w", ctlFlagCACert, err)
+		}
+		manager = trust.ClientConfig()
+		manager.ServerName = o.files.ServerName
+	case o.files.ServerName != "":
+		manager = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.files.ServerName}
+	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("--self-signed: --state-dir: %w", err)
 	}
@@ -125,17 +137,6 @@ func (o *workerTLS) loadSelfSigned(logger *slog.Logger, stateDir string) (certs 
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--self-signed/--%s: %w", ctlFlagCACert, err)
-	}
-	switch {
-	case o.files.CACert != "":
-		trust, err := pki.NewReloader(pki.ReloaderConfig{Files: pki.Files{CA: o.files.CACert}, Name: "managers"})
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--%s: %w", ctlFlagCACert, err)
-		}
-		manager = trust.ClientConfig()
-		manager.ServerName = o.files.ServerName
-	case o.files.ServerName != "":
-		manager = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.files.ServerName}
 	}
 	return certs, manager, ss.Fingerprint, nil
 }

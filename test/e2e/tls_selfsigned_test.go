@@ -129,12 +129,13 @@ func TestE2E_TLS_SelfSignedWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(impostorDir, worker.IdentityFile), id, 0o600))
 	deadManager := testproc.Addr(testproc.FreePort(t))
+	before := len(m.Output())
 	imp := start(t, "impostor", workerArgs(impostorDir, "--manager-url", deadManager)...)
 	testproc.Eventually(t, 60*time.Second, "the manager refusing the impostor's certificate", func() bool {
 		if !imp.Running() {
 			t.Fatalf("impostor exited:\n%s", imp.Output())
 		}
-		return strings.Contains(m.Output(), "not the one pinned at registration")
+		return strings.Contains(m.Output()[before:], "the peer's certificate is not the one pinned at registration")
 	})
 	require.False(t, nodeConnected(t, mc, nodeID))
 	require.NotContains(t, imp.Output(), "session up")

@@ -147,6 +147,14 @@ type Config struct {
 	// Nil: plaintext.
 	ManagerTLS *tls.Config
 
+	// CertSHA256, when set, is the SHA-256 of the self-signed certificate
+	// ServerTLS serves (norsk-ctl --mode=worker --self-signed), sent in
+	// every registration (worker_cert_sha256): the manager pins it at the
+	// registration that binds the slot and accepts only it when dialling
+	// back; a re-registration with another is refused. Nil for a
+	// CA-signed certificate or plaintext. 32 bytes.
+	CertSHA256 []byte
+
 	// Logger receives the agent's logs. Nil logs text to stderr.
 	Logger *slog.Logger
 

@@ -17,6 +17,12 @@ import (
 // node identity (mode 0600, JSON).
 const IdentityFile = "identity.json"
 
+// SelfSignedCertFile is the name, inside Config.StateDir, of the worker's
+// self-signed certificate and key (norsk-ctl --mode=worker --self-signed;
+// mode 0600, PEM), made at the first start and kept: the manager pins the
+// certificate at registration (Config.CertSHA256).
+const SelfSignedCertFile = "worker-tls.pem"
+
 // Identity is what a registered worker keeps in its state directory across
 // restarts, so that it comes back as the same node with the same jobs.
 type Identity struct {

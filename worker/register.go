@@ -171,6 +171,8 @@ func (a *Agent) registrationRequest(ctx context.Context) *managerpb.ClusterMembe
 		Hardware:      hardwareInfo(ctx),
 		WorkerVersion: a.cfg.Version,
 		Resources:     a.cfg.Resources,
+		// Pinned by the manager for the dial-back (self-signed only).
+		WorkerCertSha256: a.cfg.CertSHA256,
 	}
 	if id, ok := a.Identity(); ok {
 		req.NodeCredential = id.Credential
@@ -282,6 +284,9 @@ const (
 	hintIdentityInUse = "Another worker with this node's identity is connected from the address the manager names: " +
 		"this --state-dir is probably a copy of that worker's. Stop one of the two; give a second host a slot of its own " +
 		"(norsk-ctl slot register NAME) and a fresh --state-dir."
+	hintCertChanged = "The manager pinned the self-signed certificate this node's worker registered with, and this worker presents another: " +
+		"its key in --state-dir (" + SelfSignedCertFile + ") was lost or replaced. A new key is a new worker: register a new slot " +
+		"(norsk-ctl slot register NAME), or for a cloud node create a new node, and start the worker with the new token and a fresh --state-dir."
 	hintTerminated = "An operator terminated this node; the manager refuses its worker for good. To use the host again, " +
 		"deregister the slot (norsk-ctl slot deregister NODE_ID), register a new one and start the worker with its token and a fresh --state-dir."
 )
@@ -314,6 +319,8 @@ func permissionHint(reason string) string {
 		return hintIdentityInUse
 	case workerauth.ReasonNodeTerminated:
 		return hintTerminated
+	case workerauth.ReasonCertChanged:
+		return hintCertChanged
 	}
 	return hintBound
 }

@@ -88,10 +88,14 @@ func (g *grain) memberRegister(ctx actor.Context, reqID string, c *internalpb.Me
 		return actors.FailWithReason(errorpb.Code_UNAUTHENTICATED, workerauth.ReasonCredentialUnknown,
 			"cluster slot %q (node %s) has no bound worker: register with the token only", g.rec.GetSlotName(), g.id)
 	}
+	if r := g.checkCertPin(c, bound); r != nil {
+		return r
+	}
 	next := g.next()
 	if !bound {
 		next.TokenUsed = true
 		next.Credential = workerauth.NewSecret()
+		next.WorkerCertSha256 = c.GetWorkerCertSha256() // pinned (certpin.go)
 	}
 	next.Address, next.Port = c.GetAddress(), c.GetPort()
 	next.Hardware, next.WorkerVersion = c.GetHardware(), c.GetWorkerVersion()

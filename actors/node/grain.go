@@ -54,6 +54,12 @@ type Config struct {
 	IdleTimeout time.Duration
 	// DialOptions are added to every dial of a worker.
 	DialOptions []grpc.DialOption
+	// PinnedDialOptions, if set, returns the options added after
+	// DialOptions to the dial of a worker whose record pins a self-signed
+	// certificate (its SHA-256, certpin.go): TLS accepting that
+	// certificate only. Nil: such a worker is dialled with DialOptions
+	// alone (and its certificate is not accepted where they verify a CA).
+	PinnedDialOptions func(sha256 []byte) []grpc.DialOption
 	// Providers are the cloud providers by kind (AWS, OCI); a missing one
 	// makes CreateAwsNode/CreateOciNode fail with FAILED_PRECONDITION.
 	Providers map[managerpb.NodeProvider]providers.Provider

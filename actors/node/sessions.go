@@ -9,10 +9,12 @@ import (
 	"google.golang.org/grpc/status"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/grpc"
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
@@ -54,11 +56,21 @@ func (g *grain) ensureSession(ctx actor.Context) {
 		helloTimeout:  g.cfg.HelloTimeout,
 		initialHealth: g.cfg.InitialHealthTimeout,
 		health:        g.cfg.HealthTimeout,
-		dialOptions:   g.cfg.DialOptions,
+		dialOptions:   g.dialOptions(),
 	}
 	g.session = ctx.Spawn(newSessionProps(p))
 	g.pendingNonce = p.nonce
 	g.log.Debug("dialling worker", "target", p.target, "epoch", p.epoch)
+}
+
+// dialOptions are the options of a dial of this node's worker: the
+// configured ones, then those of its pinned certificate if it has one.
+func (g *grain) dialOptions() []grpc.DialOption {
+	pin := g.rec.GetWorkerCertSha256()
+	if len(pin) == 0 || g.cfg.PinnedDialOptions == nil {
+		return g.cfg.DialOptions
+	}
+	return append(slices.Clip(g.cfg.DialOptions), g.cfg.PinnedDialOptions(pin)...)
 }
 
 // closeSession stops the current session child (if any) at once.

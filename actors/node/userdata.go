@@ -16,12 +16,15 @@ const WorkerCAPath = "/etc/norsk-worker/manager-ca.pem"
 // TLSUserData is DefaultUserData for managers that serve TLS: the script
 // first writes caPEM (the CA bundle that signed the managers'
 // certificates: public, nothing secret) to WorkerCAPath, then starts the
-// worker with --ca-cert (it registers over TLS and verifies the manager)
-// and, if serverName is given, --tls-server-name (the name every
-// manager's certificate carries, e.g. server.norsk, since a URL's host may
-// not be in it). The user data carries no private key: a cloud worker has
-// no certificate of its own, so it suits managers without --tls-ca
-// (docs/design/security.md, "Cloud workers"). Lines of caPEM that are not
+// worker with --ca-cert (it registers over TLS and verifies the manager;
+// on its dial-back port it admits only a manager presenting a certificate
+// of that CA), --self-signed (it makes its own key at the first boot and
+// serves the dial-back with a self-signed certificate, which the manager
+// pins at the registration: certpin.go) and, if serverName is given,
+// --tls-server-name (the name every manager's certificate carries, e.g.
+// server.norsk, since a URL's host may not be in it). The user data
+// carries no private key (docs/design/security.md, "Cloud workers"): the
+// single-use token is its only secret. Lines of caPEM that are not
 // PEM text (a line equal to the heredoc end, control characters) are
 // dropped, so the CA cannot inject commands into the script.
 func TLSUserData(nodeID, token string, managerURLs []string, caPEM []byte, serverName string) string {
@@ -45,7 +48,7 @@ mkdir -p %s
 cat > %s <<'%s'
 %s%s
 ADDR=$(hostname -I 2>/dev/null | cut -d' ' -f1)
-exec norsk-ctl --mode=worker --token=%s --manager-url=%s --ca-cert=%s%s \
+exec norsk-ctl --mode=worker --token=%s --manager-url=%s --ca-cert=%s --self-signed%s \
   --listen=0.0.0.0:7001 --advertise="${ADDR:-$(hostname)}" --state-dir=/var/lib/norsk-worker
 `, nodeID, WorkerCAPath[:strings.LastIndexByte(WorkerCAPath, '/')], WorkerCAPath, caHeredoc, ca.String(), caHeredoc,
 		token, strings.Join(managerURLs, ","), WorkerCAPath, name)

@@ -19,7 +19,7 @@ func TestTLSUserData(t *testing.T) {
 		notWant    []string
 	}{
 		{"ca and server name", ca, "server.norsk", strings.TrimSpace(ca),
-			[]string{"--ca-cert=" + WorkerCAPath, "--tls-server-name=server.norsk", "--token=tok-1", "--manager-url=10.0.0.1:6790,10.0.0.2:6790"}, nil},
+			[]string{"--ca-cert=" + WorkerCAPath, "--self-signed", "--tls-server-name=server.norsk", "--token=tok-1", "--manager-url=10.0.0.1:6790,10.0.0.2:6790"}, nil},
 		{"no server name", ca, "", strings.TrimSpace(ca), []string{"--ca-cert=" + WorkerCAPath}, []string{"--tls-server-name"}},
 		{"heredoc end and control characters in the bundle are dropped", ca + caHeredoc + "\nrm -rf /\x1b[0m\n", "server.norsk",
 			strings.TrimSpace(ca), nil, []string{"\x1b", "rm -rf"}},

@@ -17,7 +17,10 @@ var ManagerService = managerpb.Manager_ServiceDesc.ServiceName
 // Reads need AccessRead, changes AccessOperate. SnapshotSave needs
 // AccessManage: a backup holds every registration token and node
 // credential. ClusterMemberRegister is the worker's: it carries its own
-// single-use registration token or node credential, not an ACL token.
+// single-use registration token or node credential, not an ACL token;
+// with mutual TLS it is also the only method a connection without a client
+// certificate may call (a --self-signed worker's), decided before this
+// table in cluster/agent clientcert_guard.go.
 // ListClusterNodes is a read, but blanks the registration tokens for a
 // role without AccessOperate (the gateway).
 var methodAccess = map[string]Access{

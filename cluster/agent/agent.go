@@ -227,6 +227,9 @@ func New(cfg Config) (*Agent, error) {
 	a.actorLogger = slog.New(newActorLog(log.With("component", "protoactor").Handler(), slog.LevelWarn, &a.stopping))
 	a.system = a.newActorSystem()
 	a.cfg.Node.DialOptions = append(a.cfg.TLS.workerDialOptions(), a.cfg.Node.DialOptions...)
+	if a.cfg.Node.PinnedDialOptions == nil {
+		a.cfg.Node.PinnedDialOptions = a.cfg.TLS.pinnedWorkerDialOptions
+	}
 	// The kinds need the router before it exists.
 	router := &lateRouter{}
 	if cfg.Cluster.Enabled() {
@@ -296,7 +299,9 @@ func (a *Agent) Start() error {
 	if err != nil {
 		return err
 	}
-	opts := append(append(append(a.cfg.TLS.serverOptions(), aclOpts...), a.cfg.TLS.internalGuardOptions()...), a.cfg.limitOptions()...)
+	// The client-certificate and internal-service guards run first, then
+	// the ACL layer, then the limits.
+	opts := append(append(append(a.cfg.TLS.serverOptions(), a.cfg.TLS.internalGuardOptions()...), aclOpts...), a.cfg.limitOptions()...)
 	a.grpc = grpc.NewServer(append(opts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)

@@ -42,9 +42,11 @@ func validateClusterACL(cc ClusterConfig, acl bool, tlsCfg TLSConfig) error {
 	return nil
 }
 
-// internalGuardOptions are the API server's interceptors that refuse a
-// call of the internal service from a peer that is not a manager (with
-// mutual TLS); none without it.
+// internalGuardOptions are the API server's interceptors, with mutual TLS,
+// that refuse a call from a peer without a client certificate
+// (checkClientCert: all but the registration) and a call of the internal
+// service from a peer that is not a manager; none without mutual TLS.
+// They run before the ACL interceptors.
 func (c TLSConfig) internalGuardOptions() []grpc.ServerOption {
 	if !c.mutual() {
 		return nil
@@ -52,12 +54,18 @@ func (c TLSConfig) internalGuardOptions() []grpc.ServerOption {
 	name := c.peerName()
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := checkClientCert(ctx, info.FullMethod); err != nil {
+				return nil, err
+			}
 			if err := checkManagerPeer(ctx, info.FullMethod, name); err != nil {
 				return nil, err
 			}
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := checkClientCert(ss.Context(), info.FullMethod); err != nil {
+				return err
+			}
 			if err := checkManagerPeer(ss.Context(), info.FullMethod, name); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"time"
 
 	"google.golang.org/grpc"
@@ -56,7 +57,10 @@ func (c TLSConfig) serverOptions() []grpc.ServerOption {
 	if !c.enabled() {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(c.Certs.ServerConfig(true)))}
+	// With a CA a client certificate is asked for and verified if given;
+	// checkClientCert (clientcert_guard.go) refuses every call but the
+	// registration from a connection that gave none.
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(c.Certs.ServerConfigClientCertIfGiven()))}
 }
 
 // managerCreds are the transport credentials for dialling another
@@ -82,6 +86,22 @@ func (c TLSConfig) workerDialOptions() []grpc.DialOption {
 		grpc.WithTransportCredentials(credentials.NewTLS(c.Certs.ClientConfig())),
 		grpc.WithAuthority(c.workerName()),
 	}
+}
+
+// pinnedWorkerDialOptions are added after workerDialOptions to the dial
+// of a worker whose record pins its self-signed certificate (sha256, the
+// certificate's fingerprint; actors/node certpin.go): TLS that accepts
+// that certificate only, presenting this manager's certificate if it has
+// one and the worker asks. Used whatever the manager's own TLS: a pinned
+// worker serves TLS.
+func (c TLSConfig) pinnedWorkerDialOptions(sha256 []byte) []grpc.DialOption {
+	var cfg *tls.Config
+	if c.enabled() {
+		cfg = c.Certs.PinnedClientConfig(sha256)
+	} else {
+		cfg = pki.PinnedClientConfig(sha256, nil)
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithAuthority(c.workerName())}
 }
 
 // registerTLSGauges adds the expiry of the API certificate to the metrics.

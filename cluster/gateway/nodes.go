@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -178,10 +179,14 @@ func (s *Server) DeregisterClusterNode(ctx context.Context, in *commonpb.NodeId)
 // ClusterMemberRegister is the worker's registration: token (first time) or
 // node credential (again), and where to dial it back. Unauthenticated for
 // an unknown or revoked token; PermissionDenied for a bound slot's token
-// presented without its credential; FailedPrecondition if the dial-back
-// address does not accept connections; ResourceExhausted (with a
-// RetryInfo) when the calling address registers faster than LimitsConfig
-// allows.
+// presented without its credential, or a worker_cert_sha256 other than the
+// one pinned when the slot was bound (reason CERT_CHANGED); InvalidArgument
+// for a worker_cert_sha256 that is neither empty nor 32 bytes;
+// FailedPrecondition if the dial-back address does not accept connections;
+// ResourceExhausted (with a RetryInfo) when the calling address registers
+// faster than LimitsConfig allows. With mutual TLS it is the one method a
+// connection without a client certificate may call (cluster/agent
+// clientcert_guard.go).
 func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.ClusterMemberRegisterRequest) (*managerpb.ClusterMemberRegisterResponse, error) {
 	if src := sourceIP(ctx); src != "" {
 		if err := s.registers.allow(src); err != nil {
@@ -190,6 +195,9 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	}
 	if err := validateMemberRegister(in); err != nil {
 		return nil, err
+	}
+	if n := len(in.GetWorkerCertSha256()); n != 0 && n != sha256.Size {
+		return nil, invalid("worker_cert_sha256", "want the %d-byte SHA-256 of the worker's certificate, got %d bytes", sha256.Size, n)
 	}
 	var id string
 	err := s.view(ctx, func(r *persistence.Reader) error {
@@ -230,7 +238,8 @@ func (s *Server) ClusterMemberRegister(ctx context.Context, in *managerpb.Cluste
 	}
 	r, err := s.node(ctx, id, &internalpb.NodeCommand{Cmd: &internalpb.NodeCommand_MemberRegister{MemberRegister: &internalpb.MemberRegister{
 		Token: in.GetToken(), Address: in.GetAddress(), Port: in.GetPort(), Hardware: in.GetHardware(),
-		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion(), Resources: in.GetResources()}}})
+		Credential: in.GetNodeCredential(), WorkerVersion: in.GetWorkerVersion(), Resources: in.GetResources(),
+		WorkerCertSha256: in.GetWorkerCertSha256()}}})
 	if err != nil {
 		return nil, err
 	}

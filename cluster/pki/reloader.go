@@ -84,8 +84,9 @@ type loaded struct {
 	leaf                   *x509.Certificate
 	pool                   *x509.CertPool // nil without CA
 	// serverCfg and mutualCfg are what ServerConfig hands to handshakes
-	// (without and with client certificates required); nil without cert.
-	serverCfg, mutualCfg *tls.Config
+	// (without and with client certificates required), optionalCfg what
+	// ServerConfigClientCertIfGiven does; nil without cert.
+	serverCfg, mutualCfg, optionalCfg *tls.Config
 }
 
 // NewReloader validates cfg and loads the files. It fails, naming the file

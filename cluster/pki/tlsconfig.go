@@ -32,6 +32,27 @@ func (r *Reloader) ServerConfig(requireClientCert bool) *tls.Config {
 	}
 }
 
+// ServerConfigClientCertIfGiven is ServerConfig(true) except that a
+// client may also connect without a certificate (a certificate it does
+// present must still be one the CA signed): the manager's API with mutual
+// TLS, where a worker registering with a self-signed certificate has none
+// and an interceptor admits such a connection to the registration only
+// (docs/design/security.md, "Cloud workers"). Without a CA it is
+// ServerConfig(false).
+func (r *Reloader) ServerConfigClientCertIfGiven() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			l := r.cur.Load()
+			if l.cert == nil {
+				return nil, ErrNoCertificate
+			}
+			return l.optionalCfg, nil
+		},
+	}
+}
+
 // serverConfigs builds l's two server configurations once per load rather
 // than once per handshake. Handshakes must not modify them (gRPC clones
 // the Config it is given before adding its defaults).
@@ -45,9 +66,12 @@ func (l *loaded) serverConfigs() {
 		Certificates: []tls.Certificate{*l.cert},
 	}
 	l.mutualCfg = l.serverCfg.Clone()
+	l.optionalCfg = l.serverCfg.Clone()
 	if l.pool != nil {
 		l.mutualCfg.ClientAuth = tls.RequireAndVerifyClientCert
 		l.mutualCfg.ClientCAs = l.pool
+		l.optionalCfg.ClientAuth = tls.VerifyClientCertIfGiven
+		l.optionalCfg.ClientCAs = l.pool
 	}
 }
 

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/cluster/pki"
+	"github.com/norsk-oss/norsk-manager/worker"
 )
 
 // Names of the TLS flags of every command (persistent) and their
@@ -81,6 +84,7 @@ func ctlTLSConfig(cmd *cobra.Command) (*tls.Config, error) {
 // --tls-key) and the CA (--ca-cert).
 type workerTLS struct {
 	cert, key  string          // worker-mode flags
+	selfSigned bool            // --self-signed
 	files      client.TLSFiles // the persistent flags, read at run time
 	clientFlag bool            // --client-cert or --client-key was given
 }
@@ -91,6 +95,50 @@ func addWorkerTLSFlags(cmd *cobra.Command, o *workerTLS) {
 	f.StringVar(&o.cert, "tls-cert", "", "worker mode: the worker's certificate (PEM; \"norsk-manager tls cert create --worker\"): the port the manager dials back serves TLS only, "+
 		"and the certificate is presented when registering. With --ca-cert too, only managers presenting a certificate of that CA may open a session. Re-read on SIGHUP and when the file changes")
 	f.StringVar(&o.key, "tls-key", "", "worker mode: the private key of --tls-cert (PEM)")
+	f.BoolVar(&o.selfSigned, "self-signed", false, "worker mode: serve the port the manager dials back with TLS, using a key and self-signed certificate the worker makes "+
+		"at its first start and keeps in --state-dir ("+worker.SelfSignedCertFile+", mode 0600). The certificate's SHA-256 is sent with the registration "+
+		"and the manager accepts only it when dialling back, instead of a certificate of its CA: for cloud workers, whose user data carries no key. "+
+		"The certificate is not presented when registering (the registration token authenticates). Losing the file means a new slot and token. Not with --tls-cert")
+}
+
+// loadSelfSigned makes or loads the worker's self-signed certificate in
+// stateDir, and returns the reloader serving it (verifying managers'
+// client certificates against --ca-cert, if given), the TLS of the
+// registrations (which present no certificate; nil: plaintext, as without
+// --self-signed) and the certificate's SHA-256.
+func (o *workerTLS) loadSelfSigned(logger *slog.Logger, stateDir string) (certs *pki.Reloader, manager *tls.Config, sha []byte, err error) {
+	if o.cert != "" || o.key != "" {
+		return nil, nil, nil, fmt.Errorf("--self-signed and --tls-cert/--tls-key exclude each other: the worker serves either its own self-signed certificate or one of the cluster CA")
+	}
+	// The CA first: a bad --ca-cert must not leave a key behind.
+	switch {
+	case o.files.CACert != "":
+		trust, err := pki.NewReloader(pki.ReloaderConfig{Files: pki.Files{CA: o.files.CACert}, Name: "managers"})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--%s: %w", ctlFlagCACert, err)
+		}
+		manager = trust.ClientConfig()
+		manager.ServerName = o.files.ServerName
+	case o.files.ServerName != "":
+		manager = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.files.ServerName}
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("--self-signed: --state-dir: %w", err)
+	}
+	ss, err := pki.LoadOrCreateSelfSigned(filepath.Join(stateDir, worker.SelfSignedCertFile), pki.RoleName(pki.RoleWorker, pki.DefaultDomain), nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--self-signed: %w", err)
+	}
+	logger.Info("self-signed worker certificate", "file", ss.Path, "sha256", pki.FormatFingerprint(ss.Fingerprint), "created", ss.Created)
+	certs, err = pki.NewReloader(pki.ReloaderConfig{
+		Files: pki.Files{Cert: ss.Path, Key: ss.Path, CA: o.files.CACert}, Name: "worker", Logger: logger.With("component", "tls"),
+		// Pinned: its validity is not checked, so nothing to warn about.
+		WarnBefore: time.Nanosecond,
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--self-signed/--%s: %w", ctlFlagCACert, err)
+	}
+	return certs, manager, ss.Fingerprint, nil
 }
 
 // read takes the persistent TLS flags of cmd.
@@ -101,11 +149,18 @@ func (o *workerTLS) read(cmd *cobra.Command) {
 
 // load loads the worker's certificates: the TLS of its server (nil: plaintext)
 // and of its registrations (nil: plaintext), and the reloader to keep current
-// (nil without certificates).
+// (nil without certificates). With --self-signed it sets cfg.CertSHA256.
 // Errors name the flags.
-func (o *workerTLS) load(logger *slog.Logger) (server, manager *tls.Config, certs *pki.Reloader, err error) {
+func (o *workerTLS) load(logger *slog.Logger, cfg *worker.Config) (server, manager *tls.Config, certs *pki.Reloader, err error) {
 	if o.clientFlag {
 		return nil, nil, nil, fmt.Errorf("--%s/--%s are for the operator commands: a worker presents its --tls-cert when it registers", ctlFlagClientCert, ctlFlagClientKey)
+	}
+	if o.selfSigned {
+		certs, manager, cfg.CertSHA256, err = o.loadSelfSigned(logger, cfg.StateDir)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return certs.ServerConfig(true), manager, certs, nil
 	}
 	if (o.cert == "") != (o.key == "") {
 		return nil, nil, nil, fmt.Errorf("--tls-cert and --tls-key go together: the worker's certificate and its key")

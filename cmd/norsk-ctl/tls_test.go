@@ -32,6 +32,8 @@ func TestCtl_TLSFlagErrors(t *testing.T) {
 		{"worker: cert without key", nil, append(worker, "--tls-cert", w.Cert), "--tls-cert and --tls-key go together"},
 		{"worker: client cert", nil, append(worker, "--ca-cert", caPath, "--client-cert", w.Cert, "--client-key", w.Key), "a worker presents its --tls-cert"},
 		{"worker: missing CA", nil, append(worker, "--ca-cert", missing, "--tls-cert", w.Cert, "--tls-key", w.Key), "missing.pem"},
+		{"worker: self-signed and a certificate", nil, append(worker, "--self-signed", "--tls-cert", w.Cert, "--tls-key", w.Key), "--self-signed and --tls-cert/--tls-key exclude each other"},
+		{"worker: self-signed, missing CA", nil, append(worker, "--self-signed", "--ca-cert", missing), "missing.pem"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -137,7 +137,7 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = logger
 	var certs *pki.Reloader
-	if cfg.ServerTLS, cfg.ManagerTLS, certs, err = o.tls.load(logger); err != nil {
+	if cfg.ServerTLS, cfg.ManagerTLS, certs, err = o.tls.load(logger, &cfg); err != nil {
 		return fail(workerExitUsage, err)
 	}
 	tlsCtx, stopTLS := context.WithCancel(ctx)
@@ -159,7 +159,7 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	logger.Info("starting worker", "version", cfg.Version, "state_dir", cfg.StateDir, "runtime", o.runtime,
 		"managers", cfg.ManagerURLs, "mock_pool", len(cfg.ManagerURLs) == 0,
 		"capacity", cfg.Resources.GetCapacity(), "gpu_capacity", cfg.Resources.GetGpuCapacity(), "zone", cfg.Resources.GetZone(),
-		"tls_serve", cfg.ServerTLS != nil, "tls_register", cfg.ManagerTLS != nil)
+		"tls_serve", cfg.ServerTLS != nil, "tls_register", cfg.ManagerTLS != nil, "self_signed", cfg.CertSHA256 != nil)
 	if err := agent.Run(ctx); err != nil {
 		return fail(workerFailure(cfg.StateDir, err))
 	}

@@ -126,7 +126,11 @@ the job in the given file and prints the event stream until Ctrl-C.
 
 --tls-cert and --tls-key serve the API over TLS only; with --tls-ca, clients
 must present a certificate of that CA and workers are dialled back over TLS
-(make them with "norsk-manager tls"; README, "Securing a cluster"). In a
+(make them with "norsk-manager tls"; README, "Securing a cluster"). A
+connection without a client certificate may call ClusterMemberRegister only:
+a worker started with --self-signed (cloud nodes' user data does so)
+registers with its token and the fingerprint of its own certificate, which
+the manager then pins when it dials the worker back. In a
 cluster the same certificate and CA secure the Raft and actor ports with
 mutual TLS (--tls-ca is then required): a process without a certificate of
 the CA carrying --tls-peer-name cannot connect to them, join or vote. SIGHUP

@@ -757,9 +757,14 @@ type NodeRecord struct {
 	Contested string `protobuf:"bytes,42,opt,name=contested,proto3" json:"contested,omitempty"`
 	// Whether new placements may go to the node (cordon, drain), set by an
 	// operator through SetScheduling. Unset: ELIGIBLE.
-	Scheduling    *managerpb.NodeSchedulingState `protobuf:"bytes,43,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Scheduling *managerpb.NodeSchedulingState `protobuf:"bytes,43,opt,name=scheduling,proto3" json:"scheduling,omitempty"`
+	// SHA-256 of the self-signed certificate of the worker, pinned at the
+	// registration that bound the slot (ClusterMemberRegisterRequest.
+	// worker_cert_sha256): the dial-back accepts that certificate only.
+	// Empty: verified against the CA (or plaintext).
+	WorkerCertSha256 []byte `protobuf:"bytes,44,opt,name=worker_cert_sha256,json=workerCertSha256,proto3" json:"worker_cert_sha256,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -963,6 +968,13 @@ func (x *NodeRecord) GetContested() string {
 func (x *NodeRecord) GetScheduling() *managerpb.NodeSchedulingState {
 	if x != nil {
 		return x.Scheduling
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetWorkerCertSha256() []byte {
+	if x != nil {
+		return x.WorkerCertSha256
 	}
 	return nil
 }
@@ -3472,8 +3484,10 @@ type MemberRegister struct {
 	Credential    string                     `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
 	WorkerVersion string                     `protobuf:"bytes,6,opt,name=worker_version,json=workerVersion,proto3" json:"worker_version,omitempty"`
 	Resources     *commonpb.NodeResources    `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// ClusterMemberRegisterRequest.worker_cert_sha256.
+	WorkerCertSha256 []byte `protobuf:"bytes,8,opt,name=worker_cert_sha256,json=workerCertSha256,proto3" json:"worker_cert_sha256,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MemberRegister) Reset() {
@@ -3551,6 +3565,13 @@ func (x *MemberRegister) GetWorkerVersion() string {
 func (x *MemberRegister) GetResources() *commonpb.NodeResources {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *MemberRegister) GetWorkerCertSha256() []byte {
+	if x != nil {
+		return x.WorkerCertSha256
 	}
 	return nil
 }
@@ -4766,7 +4787,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"4\n" +
 	"\tTombstone\x12'\n" +
-	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xaf\t\n" +
+	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xdd\t\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -4800,7 +4821,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\tcontested\x18* \x01(\tR\tcontested\x12F\n" +
 	"\n" +
 	"scheduling\x18+ \x01(\v2&.norsk.api.manager.NodeSchedulingStateR\n" +
-	"schedulingB\x0e\n" +
+	"scheduling\x12,\n" +
+	"\x12worker_cert_sha256\x18, \x01(\fR\x10workerCertSha256B\x0e\n" +
 	"\f_stop_reason\"\xa2\x05\n" +
 	"\tCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
@@ -5009,7 +5031,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x05token\x18\x03 \x01(\tR\x05token\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x02\n" +
 	"\x0eMemberRegister\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -5019,7 +5041,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"credential\x18\x05 \x01(\tR\n" +
 	"credential\x12%\n" +
 	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\x12=\n" +
-	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\"\x10\n" +
+	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12,\n" +
+	"\x12worker_cert_sha256\x18\b \x01(\fR\x10workerCertSha256\"\x10\n" +
 	"\x0eDeregisterSlot\"\x0f\n" +
 	"\rTerminateNode\"\x9c\x01\n" +
 	"\x0eCreateMockNode\x12\x10\n" +

@@ -6001,9 +6001,18 @@ type ClusterMemberRegisterRequest struct {
 	WorkerVersion string `protobuf:"bytes,6,opt,name=worker_version,json=workerVersion,proto3" json:"worker_version,omitempty"`
 	// Added. What the worker offers for placement (as WorkerHello.resources);
 	// stored with the node, replacing what it held. Absent: kept as it was.
-	Resources     *commonpb.NodeResources `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resources *commonpb.NodeResources `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
+	// Added (TLS, cloud workers). SHA-256 of the DER certificate the worker
+	// serves its dial-back port with, when that certificate is self-signed
+	// (norsk-ctl --mode=worker --self-signed): the manager pins it at the
+	// registration that binds the slot (with the token) and, when it dials
+	// the worker back, accepts that certificate only, instead of verifying
+	// it against its CA. A re-registration with the node credential must
+	// present the same one. Empty: the certificate is verified against the
+	// CA (or the dial-back is plaintext). 32 bytes when set.
+	WorkerCertSha256 []byte `protobuf:"bytes,100,opt,name=worker_cert_sha256,json=workerCertSha256,proto3" json:"worker_cert_sha256,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ClusterMemberRegisterRequest) Reset() {
@@ -6081,6 +6090,13 @@ func (x *ClusterMemberRegisterRequest) GetWorkerVersion() string {
 func (x *ClusterMemberRegisterRequest) GetResources() *commonpb.NodeResources {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *ClusterMemberRegisterRequest) GetWorkerCertSha256() []byte {
+	if x != nil {
+		return x.WorkerCertSha256
 	}
 	return nil
 }
@@ -10122,7 +10138,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x19\n" +
 	"\x17ListClusterNodesRequest\"P\n" +
 	"\x18ListClusterNodesResponse\x124\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1e.norsk.api.manager.ClusterNodeR\x05nodes\"\xb1\x02\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1e.norsk.api.manager.ClusterNodeR\x05nodes\"\xdf\x02\n" +
 	"\x1cClusterMemberRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -10130,7 +10146,8 @@ const file_manager_proto_rawDesc = "" +
 	"\bhardware\x18\x04 \x01(\v2\".norsk.api.manager.ClusterHardwareR\bhardware\x12'\n" +
 	"\x0fnode_credential\x18\x05 \x01(\tR\x0enodeCredential\x12%\n" +
 	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\x12=\n" +
-	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\"\x98\x01\n" +
+	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12,\n" +
+	"\x12worker_cert_sha256\x18d \x01(\fR\x10workerCertSha256\"\x98\x01\n" +
 	"\x1dClusterMemberRegisterResponse\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12'\n" +
 	"\x0fnode_credential\x18\x02 \x01(\tR\x0enodeCredential\x12\x1b\n" +

@@ -41,6 +41,11 @@ const (
 	// ReasonNodeTerminated: an operator terminated the node; its worker is
 	// refused until the slot is deregistered and registered again.
 	ReasonNodeTerminated = "NODE_TERMINATED"
+	// ReasonCertChanged: the node's worker registered with a self-signed
+	// certificate, whose fingerprint the manager pinned, and now presents
+	// another (or none): its key was lost or replaced. A new key is a new
+	// worker: it needs a new slot and token.
+	ReasonCertChanged = "CERT_CHANGED"
 )
 
 // WorkerProof is hex(HMAC-SHA256(credential, "norsk-worker-proof|" + nodeID

@@ -169,7 +169,7 @@ func TestE2E_TLS(t *testing.T) {
 		files  client.TLSFiles
 		reason string
 	}{
-		{"no client certificate", client.TLSFiles{CACert: caFile}, ""},
+		{"no client certificate", client.TLSFiles{CACert: caFile}, "needs a client certificate of the cluster CA"},
 		{"client certificate of another CA", client.TLSFiles{CACert: caFile, ClientCert: rogue.Cert, ClientKey: rogue.Key}, ""},
 		{"server not trusted (the system roots)", client.TLSFiles{ClientCert: good.ClientCert, ClientKey: good.ClientKey}, "certificate signed by unknown authority"},
 	}

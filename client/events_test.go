@@ -175,8 +175,18 @@ func TestEventSubscription_SnapshotThenLive(t *testing.T) {
 	wantSnapshot(t, f.next(t, 3), head)
 	want := publishN(fake, "live", 3)
 	wantIndexes(t, f.next(t, 3), want)
-	if last, ok := f.sub.LastIndex(); !ok || last != want[2] {
-		t.Errorf("LastIndex = %d, %v; want %d", last, ok, want[2])
+	// LastIndex counts an event once OnEvent has returned, which is after
+	// the test received it: wait for it, with a deadline.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		last, ok := f.sub.LastIndex()
+		if ok && last == want[2] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LastIndex = %d, %v; want %d", last, ok, want[2])
+		}
+		time.Sleep(time.Millisecond) // polling interval
 	}
 	if w := fake.StreamRequests()[0].GetPendingWindowS(); w != 5400 {
 		t.Errorf("pending_window_s = %d, want 5400", w)

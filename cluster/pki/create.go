@@ -111,15 +111,7 @@ func CreateCA(opts CAOptions) (*CA, error) {
 		opts.Validity = DefaultCAValidity
 	}
 	now := nowOf(opts.Now)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("pki: generate CA key: %w", err)
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	skid, err := keyID(key.Public())
+	key, serial, skid, err := newKeySerial()
 	if err != nil {
 		return nil, err
 	}
@@ -246,15 +238,7 @@ func (ca *CA) Issue(opts CertOptions) (*Issued, error) {
 			ips = append(ips, ip)
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("pki: generate key: %w", err)
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	skid, err := keyID(key.Public())
+	key, serial, skid, err := newKeySerial()
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +275,24 @@ func nowOf(now func() time.Time) time.Time {
 		return time.Now()
 	}
 	return now()
+}
+
+// newKeySerial returns a new ECDSA P-256 key, a random serial number for
+// its certificate (newSerial) and its subject key id (keyID).
+func newKeySerial() (*ecdsa.PrivateKey, *big.Int, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pki: generate key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	skid, err := keyID(key.Public())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return key, serial, skid, nil
 }
 
 // newSerial returns a random 128-bit serial number (RFC 5280 allows up to

@@ -1,8 +1,6 @@
 package pki
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -120,11 +118,7 @@ func newSelfSigned(name string, now time.Time) ([]byte, error) {
 	if name == "" {
 		return nil, errors.New("pki: self-signed certificate: empty name")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("pki: generate key: %w", err)
-	}
-	serial, err := newSerial()
+	key, serial, _, err := newKeySerial()
 	if err != nil {
 		return nil, err
 	}

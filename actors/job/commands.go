@@ -59,11 +59,12 @@ func (g *grain) update(reqID string, job *managerpb.Job) *internalpb.Reply {
 	j.CurrentHash = Hash(j)
 	j.State = stateAfter(j, now.AsTime())
 	next.Job.Job = j
+	stale := carryDefinitions(next, j)
 	g.addHistory(next, hUpdated(now, cur))
 	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
 		return r
 	}
-	g.log.Info("job updated", "hash", j.GetCurrentHash())
+	g.log.Info("job updated", "hash", j.GetCurrentHash(), "stale_instances", stale)
 	return hashReply(j.GetCurrentHash())
 }
 
@@ -169,7 +170,8 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *
 		return r
 	}
 	role, node := c.GetRole(), c.GetNodeId()
-	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID), cpus: startCPUs(g.rec.GetJob().GetJob(), c), note: c.GetPlacement()}
+	p := pendingStart{node: node, instance: newInstanceID(g.id, role, reqID), cpus: startCPUs(g.rec.GetJob().GetJob(), c), note: c.GetPlacement(),
+		def: definitionOf(g.rec.GetJob().GetJob())}
 	g.pending[role] = p
 	delete(g.endedWhilePending, role)
 	wj := WorkerJob(g.rec.GetJob().GetJob(), role)
@@ -263,6 +265,7 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 		NodeMetadata: nodeRec.GetMetadata(), RunningNodeMetadata: nodeRec.GetRunningMetadata(),
 		InstanceId: p.instance, CpuList: p.cpus,
 	}
+	recordDefinition(in, p.def, next.GetJob().GetJob())
 	putInstance(next, in)
 	g.addHistory(next, hProvisioned(now, in))
 	events := append([]*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}, NotePlaced(next, in, p.note, now)...)

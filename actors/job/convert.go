@@ -57,14 +57,18 @@ func CurrentJob(rec *internalpb.JobRecord) *managerpb.CurrentJob {
 	return &managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: RunningJobs(rec)}
 }
 
-// RunningJobs lists a record's instances in the wire shape.
+// RunningJobs lists a record's instances in the wire shape, with the
+// definition each runs and whether it is stale (drift.go).
 func RunningJobs(rec *internalpb.JobRecord) []*managerpb.RunningJob {
-	id := rec.GetJob().GetJob().GetJobId()
+	j := rec.GetJob().GetJob()
+	id := j.GetJobId()
 	out := make([]*managerpb.RunningJob, 0, len(rec.GetInstances()))
 	for _, in := range rec.GetInstances() {
 		out = append(out, &managerpb.RunningJob{
-			JobKey: &commonpb.ActiveJobKey{JobId: id, Role: in.GetRole(), InstanceId: in.GetInstanceId()},
-			NodeId: &commonpb.NodeId{NodeId: in.GetNodeId()},
+			JobKey:          &commonpb.ActiveJobKey{JobId: id, Role: in.GetRole(), InstanceId: in.GetInstanceId()},
+			NodeId:          &commonpb.NodeId{NodeId: in.GetNodeId()},
+			DefinitionHash:  in.GetDefinitionHash(),
+			DefinitionStale: Stale(j, in),
 		})
 	}
 	return out

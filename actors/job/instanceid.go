@@ -29,6 +29,9 @@ type pendingStart struct {
 	// note is the placement engine's note of the StartJob (nil: by hand),
 	// kept on the instance whichever path records it.
 	note *internalpb.PlacementNote
+	// def is the definition the provision sends (drift.go), recorded on
+	// the Instance.
+	def definition
 }
 
 // newInstanceID returns the id of the instance a StartJob provisions: 32

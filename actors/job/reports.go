@@ -115,6 +115,7 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			if adoptID(in.GetInstanceId(), id) == in.GetInstanceId() {
 				return actors.OK()
 			}
+			forgetDefinition(in, id)
 			// Being stopped, but the worker runs another id than the one
 			// recorded (the provision found an instance running): record
 			// it, so that this stop's job_stopped ends the instance.
@@ -125,9 +126,11 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			if portsEqual(in.GetServicePortMappings(), r.GetServicePortMappings()) && adoptID(in.GetInstanceId(), id) == in.GetInstanceId() {
 				return actors.OK()
 			}
+			forgetDefinition(in, id)
 			in.ServicePortMappings, in.InstanceId = r.GetServicePortMappings(), adoptID(in.GetInstanceId(), id)
 		default: // PROVISIONING → RUNNING
 			in.Status, in.Since, in.ServicePortMappings = internalpb.InstanceStatus_INSTANCE_RUNNING, now, r.GetServicePortMappings()
+			forgetDefinition(in, id)
 			in.InstanceId = adoptID(in.GetInstanceId(), id)
 			g.addHistory(next, hRunning(now, in))
 		}
@@ -153,6 +156,12 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			// grain's answer: it runs with the cores the start sent. An
 			// instance adopted otherwise has unknown cores (none recorded).
 			in.CpuList = p.cpus
+			if id == "" || id == p.instance {
+				// And the definition the start sent, unless the worker
+				// kept an earlier instance (another id): that one's is
+				// unknown, as is any adopted instance's (0).
+				recordDefinition(in, p.def, j)
+			}
 		}
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in), hRunning(now, in))
@@ -195,6 +204,7 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 		now := g.now()
 		in := &internalpb.Instance{Role: r.GetRole(), NodeId: r.GetNodeId(), Status: internalpb.InstanceStatus_INSTANCE_PROVISIONING, Since: now,
 			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(), InstanceId: p.instance, CpuList: p.cpus}
+		recordDefinition(in, p.def, next.GetJob().GetJob())
 		putInstance(next, in)
 		g.addHistory(next, hProvisioned(now, in))
 		placed = NotePlaced(next, in, p.note, now)

@@ -220,7 +220,18 @@ type Instance struct {
 	CpuList []uint32 `protobuf:"varint,30,rep,packed,name=cpu_list,json=cpuList,proto3" json:"cpu_list,omitempty"`
 	// What the placement engine decided for this instance (its StartJob's
 	// note, updated by its re-checks); unset for a start by hand.
-	Placement     *PlacementNote `protobuf:"bytes,20,opt,name=placement,proto3" json:"placement,omitempty"`
+	Placement *PlacementNote `protobuf:"bytes,20,opt,name=placement,proto3" json:"placement,omitempty"`
+	// Added (issue 13 §2; docs/design/jobs.md "Definition drift"). The
+	// job's current_hash when the StartJob that provisioned this instance
+	// read the definition it sent; an UpdateJob whose definition has the
+	// same run_hash carries it forward to the new current_hash. 0: unknown
+	// (a record from before this field, or an instance adopted from a
+	// worker that runs something this manager did not start).
+	DefinitionHash int64 `protobuf:"varint,31,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	// Added (issue 13 §2). job.RunHash of the definition sent: what the
+	// worker runs, without the bookkeeping fields it ignores. 0: unknown
+	// (then definition_hash is 0 too).
+	RunHash       int64 `protobuf:"varint,32,opt,name=run_hash,json=runHash,proto3" json:"run_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -323,6 +334,20 @@ func (x *Instance) GetPlacement() *PlacementNote {
 		return x.Placement
 	}
 	return nil
+}
+
+func (x *Instance) GetDefinitionHash() int64 {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return 0
+}
+
+func (x *Instance) GetRunHash() int64 {
+	if x != nil {
+		return x.RunHash
+	}
+	return 0
 }
 
 // The placement engine's note on an instance it started
@@ -4742,7 +4767,7 @@ var File_internal_internal_proto protoreflect.FileDescriptor
 
 const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\x9a\x05\n" +
+	"\x17internal/internal.proto\x12\x11norsk.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\rmanager.proto\x1a\x13shared/common.proto\x1a\x12shared/error.proto\x1a\fworker.proto\"\xde\x05\n" +
 	"\bInstance\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x129\n" +
@@ -4754,7 +4779,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\vinstance_id\x18\b \x01(\tR\n" +
 	"instanceId\x12\x19\n" +
 	"\bcpu_list\x18\x1e \x03(\rR\acpuList\x12>\n" +
-	"\tplacement\x18\x14 \x01(\v2 .norsk.internal.v1.PlacementNoteR\tplacement\x1an\n" +
+	"\tplacement\x18\x14 \x01(\v2 .norsk.internal.v1.PlacementNoteR\tplacement\x12'\n" +
+	"\x0fdefinition_hash\x18\x1f \x01(\x03R\x0edefinitionHash\x12\x19\n" +
+	"\brun_hash\x18  \x01(\x03R\arunHash\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xca\x02\n" +

@@ -141,6 +141,62 @@ func (Health) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{1}
 }
 
+// Added (ours). How an UpdateJob (or UpdateBundle) reaches the running
+// instances of a job.
+type UpdateStrategy int32
+
+const (
+	// The new definition is stored; running instances keep running what they
+	// were started with (RunningJob.definition_stale says so) until a restart
+	// (StopJob + StartJob) or a move applies it. The behaviour of every job
+	// created before this field.
+	UpdateStrategy_UPDATE_STRATEGY_IN_PLACE UpdateStrategy = 0
+	// The placement engine brings the new definition up make-before-break:
+	// each stale instance is moved to a new one that runs the current
+	// definition, a bundle's backup replica before its primary, one at a
+	// time per bundle. Only for jobs with auto_placement.
+	UpdateStrategy_UPDATE_STRATEGY_MIGRATE UpdateStrategy = 1
+)
+
+// Enum value maps for UpdateStrategy.
+var (
+	UpdateStrategy_name = map[int32]string{
+		0: "UPDATE_STRATEGY_IN_PLACE",
+		1: "UPDATE_STRATEGY_MIGRATE",
+	}
+	UpdateStrategy_value = map[string]int32{
+		"UPDATE_STRATEGY_IN_PLACE": 0,
+		"UPDATE_STRATEGY_MIGRATE":  1,
+	}
+)
+
+func (x UpdateStrategy) Enum() *UpdateStrategy {
+	p := new(UpdateStrategy)
+	*p = x
+	return p
+}
+
+func (x UpdateStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UpdateStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[2].Descriptor()
+}
+
+func (UpdateStrategy) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[2]
+}
+
+func (x UpdateStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UpdateStrategy.Descriptor instead.
+func (UpdateStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{2}
+}
+
 // Added. Which cloud (provider kind) a job belongs to.
 type Cloud int32
 
@@ -181,11 +237,11 @@ func (x Cloud) String() string {
 }
 
 func (Cloud) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[2].Descriptor()
+	return file_manager_proto_enumTypes[3].Descriptor()
 }
 
 func (Cloud) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[2]
+	return &file_manager_proto_enumTypes[3]
 }
 
 func (x Cloud) Number() protoreflect.EnumNumber {
@@ -194,7 +250,7 @@ func (x Cloud) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Cloud.Descriptor instead.
 func (Cloud) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{2}
+	return file_manager_proto_rawDescGZIP(), []int{3}
 }
 
 // Added. Priority band of a job for placement.
@@ -231,11 +287,11 @@ func (x PriorityBand) String() string {
 }
 
 func (PriorityBand) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[3].Descriptor()
+	return file_manager_proto_enumTypes[4].Descriptor()
 }
 
 func (PriorityBand) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[3]
+	return &file_manager_proto_enumTypes[4]
 }
 
 func (x PriorityBand) Number() protoreflect.EnumNumber {
@@ -244,7 +300,7 @@ func (x PriorityBand) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PriorityBand.Descriptor instead.
 func (PriorityBand) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{3}
+	return file_manager_proto_rawDescGZIP(), []int{4}
 }
 
 // Added. Which provider a node comes from.
@@ -287,11 +343,11 @@ func (x NodeProvider) String() string {
 }
 
 func (NodeProvider) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[4].Descriptor()
+	return file_manager_proto_enumTypes[5].Descriptor()
 }
 
 func (NodeProvider) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[4]
+	return &file_manager_proto_enumTypes[5]
 }
 
 func (x NodeProvider) Number() protoreflect.EnumNumber {
@@ -300,7 +356,7 @@ func (x NodeProvider) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeProvider.Descriptor instead.
 func (NodeProvider) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{4}
+	return file_manager_proto_rawDescGZIP(), []int{5}
 }
 
 // Added. Lifecycle of a node as the manager sees it.
@@ -346,11 +402,11 @@ func (x NodeLifecycle) String() string {
 }
 
 func (NodeLifecycle) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[5].Descriptor()
+	return file_manager_proto_enumTypes[6].Descriptor()
 }
 
 func (NodeLifecycle) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[5]
+	return &file_manager_proto_enumTypes[6]
 }
 
 func (x NodeLifecycle) Number() protoreflect.EnumNumber {
@@ -359,7 +415,7 @@ func (x NodeLifecycle) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeLifecycle.Descriptor instead.
 func (NodeLifecycle) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{5}
+	return file_manager_proto_rawDescGZIP(), []int{6}
 }
 
 // Added (public page). "v1 is best-effort always: FORBID means keep the
@@ -396,11 +452,11 @@ func (x AntiAffinity) String() string {
 }
 
 func (AntiAffinity) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[6].Descriptor()
+	return file_manager_proto_enumTypes[7].Descriptor()
 }
 
 func (AntiAffinity) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[6]
+	return &file_manager_proto_enumTypes[7]
 }
 
 func (x AntiAffinity) Number() protoreflect.EnumNumber {
@@ -409,7 +465,7 @@ func (x AntiAffinity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AntiAffinity.Descriptor instead.
 func (AntiAffinity) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{6}
+	return file_manager_proto_rawDescGZIP(), []int{7}
 }
 
 // Added (public page).
@@ -448,11 +504,11 @@ func (x BundleState) String() string {
 }
 
 func (BundleState) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[7].Descriptor()
+	return file_manager_proto_enumTypes[8].Descriptor()
 }
 
 func (BundleState) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[7]
+	return &file_manager_proto_enumTypes[8]
 }
 
 func (x BundleState) Number() protoreflect.EnumNumber {
@@ -461,7 +517,7 @@ func (x BundleState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BundleState.Descriptor instead.
 func (BundleState) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{7}
+	return file_manager_proto_rawDescGZIP(), []int{8}
 }
 
 // Added (issue 11 §4; docs/design/nodes-capacity.md, "Cordon and drain").
@@ -505,11 +561,11 @@ func (x NodeScheduling) String() string {
 }
 
 func (NodeScheduling) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[8].Descriptor()
+	return file_manager_proto_enumTypes[9].Descriptor()
 }
 
 func (NodeScheduling) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[8]
+	return &file_manager_proto_enumTypes[9]
 }
 
 func (x NodeScheduling) Number() protoreflect.EnumNumber {
@@ -518,7 +574,7 @@ func (x NodeScheduling) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeScheduling.Descriptor instead.
 func (NodeScheduling) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{8}
+	return file_manager_proto_rawDescGZIP(), []int{9}
 }
 
 // PRE: not yet started (start_date_time in the future and no instance has
@@ -556,11 +612,11 @@ func (x Job_JobState) String() string {
 }
 
 func (Job_JobState) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[9].Descriptor()
+	return file_manager_proto_enumTypes[10].Descriptor()
 }
 
 func (Job_JobState) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[9]
+	return &file_manager_proto_enumTypes[10]
 }
 
 func (x Job_JobState) Number() protoreflect.EnumNumber {
@@ -611,11 +667,11 @@ func (x JobHistoryJobStopping_Reason) String() string {
 }
 
 func (JobHistoryJobStopping_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[10].Descriptor()
+	return file_manager_proto_enumTypes[11].Descriptor()
 }
 
 func (JobHistoryJobStopping_Reason) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[10]
+	return &file_manager_proto_enumTypes[11]
 }
 
 func (x JobHistoryJobStopping_Reason) Number() protoreflect.EnumNumber {
@@ -681,11 +737,11 @@ func (x NodeStopping_Reason) String() string {
 }
 
 func (NodeStopping_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[11].Descriptor()
+	return file_manager_proto_enumTypes[12].Descriptor()
 }
 
 func (NodeStopping_Reason) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[11]
+	return &file_manager_proto_enumTypes[12]
 }
 
 func (x NodeStopping_Reason) Number() protoreflect.EnumNumber {
@@ -763,11 +819,11 @@ func (x NodeAlert_Kind) String() string {
 }
 
 func (NodeAlert_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[12].Descriptor()
+	return file_manager_proto_enumTypes[13].Descriptor()
 }
 
 func (NodeAlert_Kind) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[12]
+	return &file_manager_proto_enumTypes[13]
 }
 
 func (x NodeAlert_Kind) Number() protoreflect.EnumNumber {
@@ -819,11 +875,11 @@ func (x PlacementDegraded_State) String() string {
 }
 
 func (PlacementDegraded_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[13].Descriptor()
+	return file_manager_proto_enumTypes[14].Descriptor()
 }
 
 func (PlacementDegraded_State) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[13]
+	return &file_manager_proto_enumTypes[14]
 }
 
 func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
@@ -919,9 +975,14 @@ type Job struct {
 	// Added. Present means the job has fully failed and must not be re-placed.
 	TerminalState *TerminalState `protobuf:"bytes,24,opt,name=terminal_state,json=terminalState,proto3,oneof" json:"terminal_state,omitempty"`
 	// Added.
-	WriteFiles    []*commonpb.WriteFile `protobuf:"bytes,25,rep,name=write_files,json=writeFiles,proto3" json:"write_files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WriteFiles []*commonpb.WriteFile `protobuf:"bytes,25,rep,name=write_files,json=writeFiles,proto3" json:"write_files,omitempty"`
+	// Added (ours; docs/design/jobs.md "Definition drift"). What UpdateJob
+	// does to instances that run when the definition changes. Stored; the
+	// placement engine does not act on MIGRATE yet (placement.md,
+	// "Definition drift and rolling updates").
+	UpdateStrategy UpdateStrategy `protobuf:"varint,26,opt,name=update_strategy,json=updateStrategy,proto3,enum=norsk.api.manager.UpdateStrategy" json:"update_strategy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -1127,6 +1188,13 @@ func (x *Job) GetWriteFiles() []*commonpb.WriteFile {
 		return x.WriteFiles
 	}
 	return nil
+}
+
+func (x *Job) GetUpdateStrategy() UpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return UpdateStrategy_UPDATE_STRATEGY_IN_PLACE
 }
 
 // Added. Durable terminal-failed verdict written back by AutoManager.
@@ -2107,11 +2175,23 @@ func (x *PhysicalNode) GetIpAddress() string {
 }
 
 type RunningJob struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobKey        *commonpb.ActiveJobKey `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
-	NodeId        *commonpb.NodeId       `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobKey *commonpb.ActiveJobKey `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Added (ours; docs/design/jobs.md "Definition drift"). The job's
+	// current_hash of the definition this instance runs: the one its StartJob
+	// provisioned it with, carried forward by UpdateJobs that change nothing
+	// the worker runs. 0: unknown (recorded before the manager kept it, or
+	// adopted from a worker that ran it without a start by this manager).
+	// Set in JobById and JobSearch answers; 0 in ListNodes.
+	DefinitionHash int64 `protobuf:"varint,31,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	// Added (ours). The instance runs another definition than the job's
+	// current one (definition_hash is known and differs from the job's
+	// current_hash): a restart (StopJob + StartJob) or a move applies the
+	// current one. False when definition_hash is unknown.
+	DefinitionStale bool `protobuf:"varint,32,opt,name=definition_stale,json=definitionStale,proto3" json:"definition_stale,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunningJob) Reset() {
@@ -2156,6 +2236,20 @@ func (x *RunningJob) GetNodeId() *commonpb.NodeId {
 		return x.NodeId
 	}
 	return nil
+}
+
+func (x *RunningJob) GetDefinitionHash() int64 {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return 0
+}
+
+func (x *RunningJob) GetDefinitionStale() bool {
+	if x != nil {
+		return x.DefinitionStale
+	}
+	return false
 }
 
 type JobActive struct {
@@ -6524,9 +6618,12 @@ type Bundle struct {
 	ResiliencePolicy *ResiliencePolicy `protobuf:"bytes,5,opt,name=resilience_policy,json=resiliencePolicy,proto3" json:"resilience_policy,omitempty"`
 	// Public page: "Bundles created prior to this field's introduction
 	// deserialise as LIVE". Maintained by the manager; ignored in requests.
-	State         BundleState `protobuf:"varint,6,opt,name=state,proto3,enum=norsk.api.manager.BundleState" json:"state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	State BundleState `protobuf:"varint,6,opt,name=state,proto3,enum=norsk.api.manager.BundleState" json:"state,omitempty"`
+	// Added (ours; docs/design/bundles.md). Stamped into every derived job
+	// as its update_strategy (a template's own must be unset or equal).
+	UpdateStrategy UpdateStrategy `protobuf:"varint,7,opt,name=update_strategy,json=updateStrategy,proto3,enum=norsk.api.manager.UpdateStrategy" json:"update_strategy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Bundle) Reset() {
@@ -6599,6 +6696,13 @@ func (x *Bundle) GetState() BundleState {
 		return x.State
 	}
 	return BundleState_BUNDLE_STATE_LIVE
+}
+
+func (x *Bundle) GetUpdateStrategy() UpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return UpdateStrategy_UPDATE_STRATEGY_IN_PLACE
 }
 
 // Added (public page). One job of a bundle.
@@ -7112,9 +7216,13 @@ type BundleJobStatus struct {
 	Degradation PlacementDegraded_State `protobuf:"varint,22,opt,name=degradation,proto3,enum=norsk.api.manager.PlacementDegraded_State" json:"degradation,omitempty"`
 	// The placement engine's last failure to place the job's role, from the
 	// job record (rate-limited; see placement_failed); unset when placed.
-	LastAttempt   *PlacementAttempt `protobuf:"bytes,23,opt,name=last_attempt,json=lastAttempt,proto3" json:"last_attempt,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastAttempt *PlacementAttempt `protobuf:"bytes,23,opt,name=last_attempt,json=lastAttempt,proto3" json:"last_attempt,omitempty"`
+	// Added (ours; docs/design/bundles.md). The job's role runs another
+	// definition than the derived job's current one (RunningJob
+	// definition_stale).
+	DefinitionStale bool `protobuf:"varint,31,opt,name=definition_stale,json=definitionStale,proto3" json:"definition_stale,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BundleJobStatus) Reset() {
@@ -7222,6 +7330,13 @@ func (x *BundleJobStatus) GetLastAttempt() *PlacementAttempt {
 		return x.LastAttempt
 	}
 	return nil
+}
+
+func (x *BundleJobStatus) GetDefinitionStale() bool {
+	if x != nil {
+		return x.DefinitionStale
+	}
+	return false
 }
 
 // Added (ours). Answer of GetBundle; one element of ListBundles.
@@ -9698,7 +9813,7 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"\rmanager.proto\x12\x11norsk.api.manager\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13shared/common.proto\"<\n" +
 	"\x05Hello\x123\n" +
-	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\"\xb0\r\n" +
+	"\aversion\x18\x01 \x01(\v2\x19.norsk.api.common.VersionR\aversion\"\xfc\r\n" +
 	"\x03Job\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x124\n" +
@@ -9726,7 +9841,8 @@ const file_manager_proto_rawDesc = "" +
 	"\x1dtemplate_launch_defaults_json\x18\x17 \x01(\tH\x03R\x1atemplateLaunchDefaultsJson\x88\x01\x01\x12L\n" +
 	"\x0eterminal_state\x18\x18 \x01(\v2 .norsk.api.manager.TerminalStateH\x04R\rterminalState\x88\x01\x01\x12<\n" +
 	"\vwrite_files\x18\x19 \x03(\v2\x1b.norsk.api.common.WriteFileR\n" +
-	"writeFiles\x1a7\n" +
+	"writeFiles\x12J\n" +
+	"\x0fupdate_strategy\x18\x1a \x01(\x0e2!.norsk.api.manager.UpdateStrategyR\x0eupdateStrategy\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aL\n" +
@@ -9820,11 +9936,13 @@ const file_manager_proto_rawDesc = "" +
 	"ip_address\x18\x03 \x01(\tR\tipAddress\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
 	"\n" +
 	"RunningJob\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x121\n" +
-	"\anode_id\x18\x02 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\"V\n" +
+	"\anode_id\x18\x02 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12'\n" +
+	"\x0fdefinition_hash\x18\x1f \x01(\x03R\x0edefinitionHash\x12)\n" +
+	"\x10definition_stale\x18  \x01(\bR\x0fdefinitionStale\"V\n" +
 	"\tJobActive\x12I\n" +
 	"\x0ejobWithHistory\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x0ejobWithHistory\"W\n" +
 	"\n" +
@@ -10180,14 +10298,15 @@ const file_manager_proto_rawDesc = "" +
 	"\amembers\x18\x01 \x03(\v2 .norsk.api.manager.ClusterMemberR\amembers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\"'\n" +
 	"\bBundleId\x12\x1b\n" +
-	"\tbundle_id\x18\x01 \x01(\tR\bbundleId\"\xf2\x02\n" +
+	"\tbundle_id\x18\x01 \x01(\tR\bbundleId\"\xbe\x03\n" +
 	"\x06Bundle\x128\n" +
 	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x124\n" +
 	"\x04jobs\x18\x03 \x03(\v2 .norsk.api.manager.BundleJobSpecR\x04jobs\x12\\\n" +
 	"\x17intra_replica_placement\x18\x04 \x01(\v2$.norsk.api.manager.IntraReplicaRulesR\x15intraReplicaPlacement\x12P\n" +
 	"\x11resilience_policy\x18\x05 \x01(\v2#.norsk.api.manager.ResiliencePolicyR\x10resiliencePolicy\x124\n" +
-	"\x05state\x18\x06 \x01(\x0e2\x1e.norsk.api.manager.BundleStateR\x05state\"\x86\x02\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x1e.norsk.api.manager.BundleStateR\x05state\x12J\n" +
+	"\x0fupdate_strategy\x18\a \x01(\x0e2!.norsk.api.manager.UpdateStrategyR\x0eupdateStrategy\"\x86\x02\n" +
 	"\rBundleJobSpec\x12\x19\n" +
 	"\bjob_name\x18\x01 \x01(\tR\ajobName\x12F\n" +
 	"\frequirements\x18\x02 \x01(\v2\".norsk.api.manager.JobRequirementsR\frequirements\x12$\n" +
@@ -10216,7 +10335,7 @@ const file_manager_proto_rawDesc = "" +
 	"\rBundleUpdated\x121\n" +
 	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\"I\n" +
 	"\rBundleDeleted\x128\n" +
-	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\"\xc8\x03\n" +
+	"\tbundle_id\x18\x01 \x01(\v2\x1b.norsk.api.manager.BundleIdR\bbundleId\"\xf3\x03\n" +
 	"\x0fBundleJobStatus\x12#\n" +
 	"\rreplica_index\x18\x01 \x01(\rR\freplicaIndex\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12.\n" +
@@ -10229,7 +10348,8 @@ const file_manager_proto_rawDesc = "" +
 	"\anode_id\x18\x14 \x01(\tR\x06nodeId\x12)\n" +
 	"\x10degraded_domains\x18\x15 \x03(\tR\x0fdegradedDomains\x12L\n" +
 	"\vdegradation\x18\x16 \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\vdegradation\x12F\n" +
-	"\flast_attempt\x18\x17 \x01(\v2#.norsk.api.manager.PlacementAttemptR\vlastAttempt\"\xb5\x01\n" +
+	"\flast_attempt\x18\x17 \x01(\v2#.norsk.api.manager.PlacementAttemptR\vlastAttempt\x12)\n" +
+	"\x10definition_stale\x18\x1f \x01(\bR\x0fdefinitionStale\"\xb5\x01\n" +
 	"\n" +
 	"BundleInfo\x121\n" +
 	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\x126\n" +
@@ -10408,7 +10528,10 @@ const file_manager_proto_rawDesc = "" +
 	"\aHEALTHY\x10\x00\x12\f\n" +
 	"\bUNSTABLE\x10\x01\x12\n" +
 	"\n" +
-	"\x06FAILED\x10\x02*_\n" +
+	"\x06FAILED\x10\x02*K\n" +
+	"\x0eUpdateStrategy\x12\x1c\n" +
+	"\x18UPDATE_STRATEGY_IN_PLACE\x10\x00\x12\x1b\n" +
+	"\x17UPDATE_STRATEGY_MIGRATE\x10\x01*_\n" +
 	"\x05Cloud\x12\x15\n" +
 	"\x11CLOUD_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCLOUD_AWS\x10\x01\x12\r\n" +
@@ -10508,505 +10631,508 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
 var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
-	(Cloud)(0),                            // 2: norsk.api.manager.Cloud
-	(PriorityBand)(0),                     // 3: norsk.api.manager.PriorityBand
-	(NodeProvider)(0),                     // 4: norsk.api.manager.NodeProvider
-	(NodeLifecycle)(0),                    // 5: norsk.api.manager.NodeLifecycle
-	(AntiAffinity)(0),                     // 6: norsk.api.manager.AntiAffinity
-	(BundleState)(0),                      // 7: norsk.api.manager.BundleState
-	(NodeScheduling)(0),                   // 8: norsk.api.manager.NodeScheduling
-	(Job_JobState)(0),                     // 9: norsk.api.manager.Job.JobState
-	(JobHistoryJobStopping_Reason)(0),     // 10: norsk.api.manager.JobHistoryJobStopping.Reason
-	(NodeStopping_Reason)(0),              // 11: norsk.api.manager.NodeStopping.Reason
-	(NodeAlert_Kind)(0),                   // 12: norsk.api.manager.NodeAlert.Kind
-	(PlacementDegraded_State)(0),          // 13: norsk.api.manager.PlacementDegraded.State
-	(*Hello)(nil),                         // 14: norsk.api.manager.Hello
-	(*Job)(nil),                           // 15: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 16: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 17: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 18: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 19: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 20: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 21: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 22: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 23: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 24: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 25: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 26: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 27: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 28: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 29: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 30: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 31: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 32: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 33: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 34: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 35: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 36: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 37: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 38: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 39: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 40: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 41: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 42: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 43: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 44: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 45: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 46: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 47: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 48: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 49: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 50: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 51: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 52: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 53: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 54: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 55: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 56: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 57: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 58: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 59: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 60: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 61: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 62: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 63: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 64: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 65: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 66: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 67: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 68: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 69: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 70: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 72: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 73: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 74: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 75: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 76: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 77: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 78: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 79: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 80: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 81: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 82: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 83: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 84: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 85: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 86: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 87: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 88: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 89: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 90: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 91: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 92: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 93: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 94: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 95: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 96: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 97: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 98: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 99: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 100: norsk.api.manager.ListBundlesResponse
-	(*PlacementInfo)(nil),                 // 101: norsk.api.manager.PlacementInfo
-	(*RolePlacement)(nil),                 // 102: norsk.api.manager.RolePlacement
-	(*PlacementAttempt)(nil),              // 103: norsk.api.manager.PlacementAttempt
-	(*JobPlaced)(nil),                     // 104: norsk.api.manager.JobPlaced
-	(*PlacementFailed)(nil),               // 105: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 106: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 107: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 108: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 109: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 110: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 111: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 112: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 113: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 114: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 115: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 116: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 117: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 118: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 119: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 120: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 124: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 125: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 126: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 127: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 128: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 129: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 130: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 131: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 132: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 133: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 134: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 135: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 136: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 137: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 138: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 139: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 140: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 141: norsk.api.manager.DateFilter.Within
-	nil,                                   // 142: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 143: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 144: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 145: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 146: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 147: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 148: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 149: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 150: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 151: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 152: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 153: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 154: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 155: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 156: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 157: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 158: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 159: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 160: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 161: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 162: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 163: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 164: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 165: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 166: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 167: google.protobuf.Empty
+	(UpdateStrategy)(0),                   // 2: norsk.api.manager.UpdateStrategy
+	(Cloud)(0),                            // 3: norsk.api.manager.Cloud
+	(PriorityBand)(0),                     // 4: norsk.api.manager.PriorityBand
+	(NodeProvider)(0),                     // 5: norsk.api.manager.NodeProvider
+	(NodeLifecycle)(0),                    // 6: norsk.api.manager.NodeLifecycle
+	(AntiAffinity)(0),                     // 7: norsk.api.manager.AntiAffinity
+	(BundleState)(0),                      // 8: norsk.api.manager.BundleState
+	(NodeScheduling)(0),                   // 9: norsk.api.manager.NodeScheduling
+	(Job_JobState)(0),                     // 10: norsk.api.manager.Job.JobState
+	(JobHistoryJobStopping_Reason)(0),     // 11: norsk.api.manager.JobHistoryJobStopping.Reason
+	(NodeStopping_Reason)(0),              // 12: norsk.api.manager.NodeStopping.Reason
+	(NodeAlert_Kind)(0),                   // 13: norsk.api.manager.NodeAlert.Kind
+	(PlacementDegraded_State)(0),          // 14: norsk.api.manager.PlacementDegraded.State
+	(*Hello)(nil),                         // 15: norsk.api.manager.Hello
+	(*Job)(nil),                           // 16: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 17: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 18: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 19: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 20: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 21: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 22: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 23: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 24: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 25: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 26: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 27: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 28: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 29: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 30: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 31: norsk.api.manager.PhysicalNode
+	(*RunningJob)(nil),                    // 32: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 33: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 34: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 35: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 36: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 37: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 38: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 39: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 40: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 41: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 42: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 43: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 44: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 45: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 46: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 47: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 48: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 49: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 50: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 51: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 52: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 53: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 54: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 55: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 56: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 57: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 58: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 59: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 60: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 61: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 62: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 63: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 64: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 65: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 66: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 67: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 68: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 69: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 70: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 71: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 72: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 73: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 74: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 75: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 76: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 77: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 78: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 79: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 80: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 81: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 82: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 83: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 84: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 85: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 86: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 87: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 88: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 89: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 90: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 91: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 92: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 93: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 94: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 95: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 96: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 97: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 98: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 99: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 100: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 101: norsk.api.manager.ListBundlesResponse
+	(*PlacementInfo)(nil),                 // 102: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 103: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 104: norsk.api.manager.PlacementAttempt
+	(*JobPlaced)(nil),                     // 105: norsk.api.manager.JobPlaced
+	(*PlacementFailed)(nil),               // 106: norsk.api.manager.PlacementFailed
+	(*PlacementDegraded)(nil),             // 107: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 108: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 109: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 110: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 111: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 112: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 113: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 114: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 115: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 116: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 117: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 118: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 119: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 120: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 121: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 122: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 123: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 124: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 125: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 126: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 127: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 128: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 129: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 130: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 131: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 132: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 133: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 134: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 135: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 136: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 137: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 138: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 139: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 140: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 141: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 142: norsk.api.manager.DateFilter.Within
+	nil,                                   // 143: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 144: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 145: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 146: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 147: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 148: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 149: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 150: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 151: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 152: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 153: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 154: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 155: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 156: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 157: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 158: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 159: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 160: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 161: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 162: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 163: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 164: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 165: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 166: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 167: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 168: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	147, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	148, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	135, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	149, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	150, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	148, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	149, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	136, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	150, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	151, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	151, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
-	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
-	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	152, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	136, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	153, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
-	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	154, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	155, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	156, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
-	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	149, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	149, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	149, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	137, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	149, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	149, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	24,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	25,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	26,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	138, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	159, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	148, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	157, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	157, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	160, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
-	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	160, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	157, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	160, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	139, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
-	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
-	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	160, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	140, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
-	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	148, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	149, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	149, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	149, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	149, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	141, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
-	1,   // 90: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	56,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
-	1,   // 92: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	58,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	160, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
-	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	159, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	149, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	34,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	35,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	33,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	36,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	38,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	39,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	40,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	161, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	62,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	119, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	120, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	149, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	162, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	147, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	157, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	149, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	163, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	164, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	159, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	149, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	142, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	160, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	159, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	149, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	143, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	160, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	165, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	160, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	149, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	149, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	144, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	164, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	160, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	160, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	149, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	91,  // 173: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	90,  // 174: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 175: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	19,  // 176: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	15,  // 177: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 178: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 179: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 180: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	87,  // 181: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 182: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	148, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	97,  // 190: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	98,  // 191: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	149, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	148, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	160, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	148, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	148, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	160, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	160, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	149, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	146, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	149, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	160, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	160, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	149, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	124, // 221: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	132, // 222: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	166, // 223: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	149, // 224: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	149, // 225: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	166, // 226: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	167, // 227: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 228: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 229: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	148, // 230: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 231: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 232: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 233: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 234: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	160, // 235: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 236: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 237: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	148, // 238: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 239: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	167, // 240: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 241: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 242: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	148, // 243: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 244: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 245: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	160, // 246: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 247: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 248: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 249: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 250: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 251: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 252: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 253: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 254: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 255: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 256: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 257: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 258: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 259: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 260: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 261: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 262: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 263: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	160, // 264: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 265: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	148, // 266: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	125, // 267: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	126, // 268: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	127, // 269: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	129, // 270: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	130, // 271: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	131, // 272: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	133, // 273: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	66,  // 274: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 275: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 276: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	167, // 277: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 278: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	167, // 279: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	167, // 280: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	167, // 281: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	167, // 282: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	167, // 283: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	167, // 284: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	167, // 285: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 286: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 287: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 288: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	167, // 289: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 290: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 291: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 292: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	167, // 293: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 294: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	167, // 295: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 296: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 297: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	167, // 298: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	167, // 299: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	167, // 300: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	167, // 301: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 302: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 303: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 304: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	167, // 305: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	167, // 306: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	167, // 307: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 308: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 309: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	167, // 310: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	167, // 311: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	167, // 312: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 313: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	124, // 314: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	124, // 315: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	128, // 316: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	167, // 317: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	124, // 318: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	132, // 319: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	134, // 320: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	274, // [274:321] is the sub-list for method output_type
-	227, // [227:274] is the sub-list for method input_type
-	227, // [227:227] is the sub-list for extension type_name
-	227, // [227:227] is the sub-list for extension extendee
-	0,   // [0:227] is the sub-list for field type_name
+	152, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	10,  // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
+	3,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
+	18,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	153, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	137, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	17,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	154, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	2,   // 14: norsk.api.manager.Job.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	20,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	155, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	156, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	157, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	19,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	4,   // 20: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
+	150, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	16,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	150, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	150, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	138, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	150, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	11,  // 34: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	150, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	150, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	22,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	23,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	24,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	25,  // 42: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	26,  // 43: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	27,  // 44: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	28,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	16,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	29,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	139, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	160, // 49: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	161, // 50: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	30,  // 51: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	30,  // 52: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	30,  // 53: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	149, // 54: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	30,  // 55: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	16,  // 56: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	32,  // 57: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	158, // 58: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 59: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 60: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	161, // 61: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	12,  // 62: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	161, // 63: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	158, // 64: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 65: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	32,  // 66: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	31,  // 67: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	32,  // 68: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	161, // 69: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	140, // 70: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	45,  // 71: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
+	0,   // 73: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
+	161, // 74: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	141, // 75: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
+	0,   // 77: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
+	149, // 78: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	161, // 79: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	149, // 80: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	161, // 81: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	150, // 82: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	150, // 83: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	150, // 84: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	150, // 85: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	150, // 86: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	142, // 87: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	52,  // 88: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	53,  // 89: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	54,  // 90: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	1,   // 91: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
+	57,  // 92: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	1,   // 93: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
+	59,  // 94: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	58,  // 95: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	60,  // 96: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	61,  // 97: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	161, // 98: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	13,  // 99: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
+	160, // 100: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	150, // 101: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	150, // 102: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	43,  // 103: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	33,  // 104: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	62,  // 105: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	35,  // 106: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	36,  // 107: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	34,  // 108: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	37,  // 109: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	39,  // 110: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	40,  // 111: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	42,  // 113: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	44,  // 114: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	61,  // 115: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	162, // 116: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	64,  // 117: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	97,  // 119: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	63,  // 120: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	120, // 121: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	121, // 122: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	105, // 123: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
+	106, // 124: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	107, // 125: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	150, // 126: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	55,  // 127: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	15,  // 128: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	163, // 129: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	148, // 130: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	158, // 131: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 132: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	5,   // 133: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	6,   // 134: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	32,  // 135: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	150, // 136: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	12,  // 137: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	164, // 138: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	70,  // 139: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	165, // 140: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	3,   // 141: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	122, // 142: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	160, // 143: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	150, // 144: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	150, // 145: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	143, // 146: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	161, // 147: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	160, // 148: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	161, // 149: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	150, // 150: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	69,  // 151: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	30,  // 152: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	32,  // 153: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	72,  // 154: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	144, // 155: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	161, // 156: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	166, // 157: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	161, // 158: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	78,  // 159: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	150, // 160: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	150, // 161: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	145, // 162: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	6,   // 163: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	79,  // 164: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	78,  // 165: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	165, // 166: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	161, // 167: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	161, // 168: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	146, // 169: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	150, // 170: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	85,  // 171: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	88,  // 172: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	90,  // 173: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	92,  // 174: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	91,  // 175: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	8,   // 176: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	2,   // 177: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	20,  // 178: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	16,  // 179: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	7,   // 180: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 181: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 182: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	88,  // 183: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	88,  // 184: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	88,  // 185: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 186: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	88,  // 187: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	149, // 188: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	14,  // 189: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	104, // 190: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	89,  // 191: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	98,  // 192: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	99,  // 193: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	103, // 194: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	104, // 195: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	14,  // 196: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	150, // 197: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	108, // 198: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	149, // 199: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	161, // 200: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	149, // 201: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	104, // 202: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	149, // 203: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	161, // 204: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	14,  // 205: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	161, // 206: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	111, // 207: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	112, // 208: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	113, // 209: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	150, // 210: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	116, // 211: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	117, // 212: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	147, // 213: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	115, // 214: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	115, // 215: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	114, // 216: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 217: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	150, // 218: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	161, // 219: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	161, // 220: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	150, // 221: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	150, // 222: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	125, // 223: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	133, // 224: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	167, // 225: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	150, // 226: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	150, // 227: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	167, // 228: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	168, // 229: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	16,  // 230: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	16,  // 231: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	149, // 232: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	66,  // 233: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	47,  // 234: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	48,  // 235: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	49,  // 236: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	161, // 237: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	50,  // 238: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	51,  // 239: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	149, // 240: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	56,  // 241: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	168, // 242: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	73,  // 243: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	71,  // 244: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	149, // 245: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	76,  // 246: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	80,  // 247: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	161, // 248: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	82,  // 249: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	84,  // 250: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	86,  // 251: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	89,  // 252: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	89,  // 253: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 254: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	94,  // 255: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	95,  // 256: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	88,  // 257: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	100, // 258: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	109, // 259: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	115, // 260: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	115, // 261: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	114, // 262: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	114, // 263: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	118, // 264: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	123, // 265: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	161, // 266: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	124, // 267: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	149, // 268: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	126, // 269: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	127, // 270: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	128, // 271: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	130, // 272: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	131, // 273: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	132, // 274: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	134, // 275: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	67,  // 276: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	21,  // 277: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	21,  // 278: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	168, // 279: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	38,  // 280: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	168, // 281: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	168, // 282: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	168, // 283: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	168, // 284: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	168, // 285: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	168, // 286: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	168, // 287: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	65,  // 288: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	68,  // 289: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	74,  // 290: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	168, // 291: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	75,  // 292: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	77,  // 293: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	81,  // 294: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	168, // 295: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	83,  // 296: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	168, // 297: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	87,  // 298: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	93,  // 299: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	168, // 300: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	168, // 301: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	168, // 302: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	168, // 303: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	99,  // 304: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	101, // 305: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	110, // 306: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	168, // 307: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	168, // 308: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	168, // 309: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	115, // 310: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	119, // 311: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	168, // 312: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	168, // 313: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	168, // 314: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	102, // 315: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	125, // 316: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	125, // 317: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	129, // 318: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	168, // 319: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	125, // 320: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	133, // 321: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	135, // 322: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	276, // [276:323] is the sub-list for method output_type
+	229, // [229:276] is the sub-list for method input_type
+	229, // [229:229] is the sub-list for extension type_name
+	229, // [229:229] is the sub-list for extension extendee
+	0,   // [0:229] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11102,7 +11228,7 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      14,
+			NumEnums:      15,
 			NumMessages:   133,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -1,0 +1,175 @@
+package job_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/actors/job"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// updateCmd is an UpdateJob of "j" to j at the record's current hash.
+func updateCmd(t *testing.T, e *env, change func(j *managerpb.Job)) int64 {
+	t.Helper()
+	j := proto.Clone(e.record(t, "j").GetJob().GetJob()).(*managerpb.Job)
+	change(j)
+	return hashOf(t, e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}}))
+}
+
+// newCommand changes what the worker runs.
+func newCommand(cmd string) func(j *managerpb.Job) {
+	return func(j *managerpb.Job) { j.Services[0].Command = cmd }
+}
+
+// onlyBookkeeping changes nothing the worker runs.
+func onlyBookkeeping(j *managerpb.Job) {
+	j.Description = "renamed"
+	j.Tags = map[string]string{"team": "b"}
+	j.StartDateTime = timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	j.UpdateStrategy = managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE
+	j.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 2}}
+}
+
+// running returns the one RunningJob of "j" as JobById shows it.
+func runningOf(t *testing.T, e *env) *managerpb.RunningJob {
+	t.Helper()
+	rjs := job.RunningJobs(e.record(t, "j"))
+	require.Len(t, rjs, 1)
+	return rjs[0]
+}
+
+func TestRunHash_CoversWhatTheWorkerRuns(t *testing.T) {
+	base := runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, CurrentHash: 5})
+	cases := []struct {
+		name   string
+		change func(j *managerpb.Job)
+		same   bool
+	}{
+		{"current hash and state", func(j *managerpb.Job) { j.CurrentHash, j.State = 9, managerpb.Job_ACTIVE }, true},
+		{"bookkeeping only", onlyBookkeeping, true},
+		{"terminal state", func(j *managerpb.Job) { j.TerminalState = &managerpb.TerminalState{FailureReason: "x"} }, true},
+		{"service command", newCommand("sleep 61"), false},
+		{"volumes", func(j *managerpb.Job) { j.Volumes = []string{"v"} }, false},
+		{"cpu list", func(j *managerpb.Job) { j.NorskCpuList = []uint32{1} }, false},
+		{"write files", func(j *managerpb.Job) { j.WriteFiles = []*commonpb.WriteFile{{Path: "a"}} }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := proto.Clone(base).(*managerpb.Job)
+			tc.change(j)
+			require.NotZero(t, job.RunHash(j))
+			require.Equal(t, tc.same, job.RunHash(base) == job.RunHash(j))
+		})
+	}
+}
+
+func TestStale_UnknownIsNeverStale(t *testing.T) {
+	j := runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, CurrentHash: 5})
+	other := proto.Clone(j).(*managerpb.Job)
+	newCommand("other")(other)
+	cases := []struct {
+		name  string
+		in    *internalpb.Instance
+		stale bool
+	}{
+		{"unknown (old record)", &internalpb.Instance{}, false},
+		{"current", &internalpb.Instance{DefinitionHash: 5, RunHash: job.RunHash(j)}, false},
+		{"older hash, same run", &internalpb.Instance{DefinitionHash: 4, RunHash: job.RunHash(j)}, false},
+		{"older definition", &internalpb.Instance{DefinitionHash: 4, RunHash: job.RunHash(other)}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.stale, job.Stale(j, tc.in)) })
+	}
+}
+
+// TestJob_Drift_UpdateLeavesRunningInstance: a start records the job's
+// hash; an UpdateJob of what the worker runs leaves it (the instance is
+// stale, JobById says so); one of bookkeeping alone carries it forward;
+// a restart runs the current definition.
+func TestJob_Drift_UpdateLeavesRunningInstance(t *testing.T) {
+	e := newEnv(t)
+	h0 := hashOf(t, e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	id := e.nodes.provisionID(t, 1)
+	e.do(t, "j", reportID(internalpb.InstanceReport_STARTED, "primary", "n1", id))
+	in := e.record(t, "j").GetInstances()[0]
+	require.Equal(t, h0, in.GetDefinitionHash(), "the start records the hash it provisioned")
+	require.NotZero(t, in.GetRunHash())
+	require.False(t, runningOf(t, e).GetDefinitionStale())
+
+	h1 := updateCmd(t, e, onlyBookkeeping)
+	require.Equal(t, h1, runningOf(t, e).GetDefinitionHash(), "an update of nothing the worker runs carries the instance forward")
+	require.False(t, runningOf(t, e).GetDefinitionStale())
+
+	h2 := updateCmd(t, e, newCommand("sleep 61"))
+	rj := runningOf(t, e)
+	require.Equal(t, h1, rj.GetDefinitionHash(), "UpdateJob leaves what the instance runs")
+	require.True(t, rj.GetDefinitionStale())
+	require.NotEqual(t, h1, h2)
+
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", stopCmd("primary", "n1")).GetCode())
+	e.do(t, "j", reportID(internalpb.InstanceReport_STOPPED, "primary", "n1", id))
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+	rj = runningOf(t, e)
+	require.Equal(t, h2, rj.GetDefinitionHash(), "a restart runs the current definition")
+	require.False(t, rj.GetDefinitionStale())
+}
+
+// TestJob_Drift_AdoptedIsUnknown: an instance the worker reports without
+// a start by this manager, or one the worker kept under another id
+// instead of the start's, has an unknown definition: never stale.
+func TestJob_Drift_AdoptedIsUnknown(t *testing.T) {
+	t.Run("adopted", func(t *testing.T) {
+		e := newEnv(t)
+		e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})))
+		e.do(t, "j", reportID(internalpb.InstanceReport_STARTED, "primary", "n1", "0123456789abcdef0123456789abcdef"))
+		updateCmd(t, e, newCommand("sleep 61"))
+		in := e.record(t, "j").GetInstances()[0]
+		require.Zero(t, in.GetDefinitionHash())
+		require.Zero(t, in.GetRunHash())
+		require.False(t, runningOf(t, e).GetDefinitionStale())
+	})
+	t.Run("worker kept another instance", func(t *testing.T) {
+		e := newEnv(t)
+		e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}})))
+		require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+		require.NotZero(t, e.record(t, "j").GetInstances()[0].GetDefinitionHash())
+		e.do(t, "j", reportID(internalpb.InstanceReport_STARTED, "primary", "n1", "0123456789abcdef0123456789abcdef"))
+		require.Zero(t, e.record(t, "j").GetInstances()[0].GetDefinitionHash(), "what an earlier instance runs is unknown")
+	})
+}
+
+// TestJob_Drift_UpdateWhileStarting: a start whose provision crosses an
+// UpdateJob records the definition it sent, not the one stored when its
+// answer arrives — whichever path records the instance.
+func TestJob_Drift_UpdateWhileStarting(t *testing.T) {
+	for _, reportFirst := range []bool{false, true} {
+		name := map[bool]string{false: "answer first", true: "running reported first"}[reportFirst]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			h0 := hashOf(t, e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))))
+			gate := make(chan struct{})
+			e.nodes.gate.Store(&gate)
+			t.Cleanup(func() { e.nodes.gate.Store(nil) })
+			started := make(chan *internalpb.Reply, 1)
+			go func() { started <- e.do(t, "j", start("primary", "n1")) }()
+			require.Eventually(t, func() bool { return e.nodes.held.Load() == 1 }, 5*time.Second, time.Millisecond)
+			h1 := updateCmd(t, e, newCommand("sleep 61"))
+			if reportFirst {
+				e.do(t, "j", reportID(internalpb.InstanceReport_STARTED, "primary", "n1", e.nodes.provisionID(t, 1)))
+			}
+			close(gate)
+			require.Equal(t, errorpb.Code_OK, (<-started).GetCode())
+			rj := runningOf(t, e)
+			require.Equal(t, h0, rj.GetDefinitionHash())
+			require.True(t, rj.GetDefinitionStale(), "the provision sent the definition before %d", h1)
+		})
+	}
+}

@@ -95,8 +95,9 @@ func spec(b *managerpb.Bundle, name string) *managerpb.BundleJobSpec {
 }
 
 // DerivedJob returns the job definition of one derived job of bundle b:
-// the spec's template with the id, tags and auto_placement.requirements
-// stamped, and state and current_hash cleared (the job grain sets them).
+// the spec's template with the id, tags, auto_placement.requirements and
+// the bundle's update_strategy stamped, and state and current_hash
+// cleared (the job grain sets them).
 // A spec without a template gives an empty job. The result is a fresh
 // copy.
 func DerivedJob(b *managerpb.Bundle, spec *managerpb.BundleJobSpec, replica uint32, dormant bool) *managerpb.Job {
@@ -124,6 +125,7 @@ func DerivedJob(b *managerpb.Bundle, spec *managerpb.BundleJobSpec, replica uint
 		req = proto.Clone(spec.GetRequirements()).(*managerpb.JobRequirements)
 	}
 	j.AutoPlacement = &managerpb.AutoPlacement{Requirements: req}
+	j.UpdateStrategy = b.GetUpdateStrategy()
 	return j
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -12,7 +13,8 @@ import (
 // role runs (replica 0 as primary, 1 as backup) and the placement
 // engine's word on it from the job record read in r (the view the bundle
 // was read in): the degraded failure domains and their state from the
-// instance's note, or the last failure recorded for the role. A derived
+// instance's note, or the last failure recorded for the role, and whether
+// the instance runs a stale definition (job.Stale). A derived
 // job without a record yet (being created) is left as it is.
 func addBundlePlacement(r *persistence.Reader, info *managerpb.BundleInfo) error {
 	for _, js := range info.GetJobs() {
@@ -31,6 +33,7 @@ func addBundlePlacement(r *persistence.Reader, info *managerpb.BundleInfo) error
 			if in.GetRole() == role {
 				n := in.GetPlacement()
 				js.NodeId, js.DegradedDomains, js.Degradation = in.GetNodeId(), n.GetDegraded(), n.GetDegradation()
+				js.DefinitionStale = job.Stale(rec.GetJob().GetJob(), in)
 			}
 		}
 		for _, f := range rec.GetPlacementFailures() {

@@ -16,8 +16,8 @@ import (
 
 // TestServer_GetBundle_Placement: GetBundle (and ListBundles) show per
 // derived job the node of its role, the degraded domains and their state
-// from the instance's placement note, and the recorded failure of a job
-// not placed.
+// from the instance's placement note, the recorded failure of a job
+// not placed, and whether the instance runs a stale definition.
 func TestServer_GetBundle_Placement(t *testing.T) {
 	store, log := persistence.TestStore(t)
 	put := func(k persistence.EntityKey, rec proto.Message) {
@@ -36,7 +36,10 @@ func TestServer_GetBundle_Placement(t *testing.T) {
 		return &internalpb.JobRecord{Job: &managerpb.JobWithHistory{Job: &managerpb.Job{JobId: &commonpb.JobId{JobId: id}}}}
 	}
 	web0 := job("bd.0.web")
-	web0.Instances = []*internalpb.Instance{{Role: "primary", NodeId: "a1"}}
+	// web0's instance runs an older definition (run hash 99 is not its
+	// current one's); web1's is unknown (recorded before the field).
+	web0.Job.Job.CurrentHash = 2
+	web0.Instances = []*internalpb.Instance{{Role: "primary", NodeId: "a1", DefinitionHash: 1, RunHash: 99}}
 	put(persistence.JobKey("bd.0.web"), web0)
 	web1 := job("bd.1.web")
 	web1.Instances = []*internalpb.Instance{{Role: "backup", NodeId: "a2", Placement: &internalpb.PlacementNote{
@@ -60,6 +63,8 @@ func TestServer_GetBundle_Placement(t *testing.T) {
 	require.Equal(t, []string{"zone"}, byID["bd.1.web"].GetDegradedDomains())
 	require.Equal(t, managerpb.PlacementDegraded_DEGRADED, byID["bd.1.web"].GetDegradation())
 	require.Equal(t, "fits no node", byID["bd.1.enc"].GetLastAttempt().GetReason())
+	require.True(t, byID["bd.0.web"].GetDefinitionStale())
+	require.False(t, byID["bd.1.web"].GetDefinitionStale())
 	require.Empty(t, byID["bd.0.enc"].GetNodeId())
 
 	list, err := s.ListBundles(context.Background(), &managerpb.ListBundlesRequest{})

@@ -90,16 +90,19 @@ func validateBundle(b *managerpb.Bundle) error {
 		}
 		index[j.GetJobName()] = i
 	}
+	if err := checkUpdateStrategy("bundle.update_strategy", b.GetUpdateStrategy()); err != nil {
+		return err
+	}
 	for i, j := range jobs {
-		if err := validateBundleJob(fmt.Sprintf("bundle.jobs[%d]", i), j, index); err != nil {
+		if err := validateBundleJob(fmt.Sprintf("bundle.jobs[%d]", i), b, j, index); err != nil {
 			return err
 		}
 	}
 	return checkPlacementRules(jobs, index)
 }
 
-// validateBundleJob checks one job spec (names in index are the bundle's).
-func validateBundleJob(f string, j *managerpb.BundleJobSpec, index map[string]int) error {
+// validateBundleJob checks one job spec of b (names in index are the bundle's).
+func validateBundleJob(f string, b *managerpb.Bundle, j *managerpb.BundleJobSpec, index map[string]int) error {
 	switch j.GetStartMode() {
 	case "", bundle.StartModeAuto, bundle.StartModeManual:
 	default:
@@ -122,6 +125,10 @@ func validateBundleJob(f string, j *managerpb.BundleJobSpec, index map[string]in
 		return err
 	}
 	if t := j.GetJob(); t != nil {
+		t, err := bundleTemplate(f, b, t)
+		if err != nil {
+			return err
+		}
 		if err := validateJob(t); err != nil {
 			return prefixField(err, f+".")
 		}

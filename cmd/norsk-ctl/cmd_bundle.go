@@ -144,6 +144,7 @@ func writeBundleDetails(w io.Writer, info *managerpb.BundleInfo) error {
 		field("Pool", b.GetPool())
 	}
 	field("Replicas", map[bool]string{false: "1 (primary only)", true: "2 (primary and backup)"}[b.GetResiliencePolicy() != nil])
+	field("Updates", updateStrategyText(b.GetUpdateStrategy()))
 	sb.WriteString("Jobs:\n")
 	if _, err := io.WriteString(w, sb.String()); err != nil {
 		return err
@@ -170,6 +171,7 @@ func writeBundleJobs(w io.Writer, jobs []*managerpb.BundleJobStatus) error {
 		case !j.GetSynced():
 			status = "syncing"
 		}
+		status += bundleDriftNote(j)
 		if j.GetLastError() != "" {
 			status += ": " + j.GetLastError()
 		}

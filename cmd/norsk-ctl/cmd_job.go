@@ -178,6 +178,7 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 	field("Job", job.GetJobId().GetJobId())
 	field("State", format.JobState(job.GetState()))
 	field("Hash", fmt.Sprint(job.GetCurrentHash()))
+	field("Updates", updateStrategyText(job.GetUpdateStrategy()))
 	if job.GetDescription() != "" {
 		field("Description", job.GetDescription())
 	}
@@ -198,7 +199,7 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 		b.WriteString("  (none running)\n")
 	}
 	for _, rj := range resp.GetInstances() {
-		fmt.Fprintf(&b, "  %s on node %s\n", rj.GetJobKey().GetRole(), rj.GetNodeId().GetNodeId())
+		fmt.Fprintf(&b, "  %s on node %s%s\n", rj.GetJobKey().GetRole(), rj.GetNodeId().GetNodeId(), driftNote(job, rj))
 	}
 	if len(resp.GetLastFailures()) > 0 {
 		fmt.Fprintf(&b, "Last failures:\n")

@@ -62,6 +62,7 @@ func TestCtl_JobWorkflow(t *testing.T) {
 	want := `Job:          hello-http
 State:        active
 Hash:         ` + m[1] + `
+Updates:      in place (running instances keep their definition until restarted)
 Description:  Example: a tiny HTTP service run as a local process (norsk-ctl demo http)
 Start:        -
 Tags:         example=hello-http

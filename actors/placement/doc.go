@@ -24,6 +24,7 @@
 //     job) runs the role at most once.
 //
 // The package imports actors (the Router), actors/bundle and actors/node
-// (tags, derived job ids, the node's zone), persistence and the protos;
+// (tags, derived job ids, the node's zone), actors/job (whether an
+// instance runs a stale definition), persistence and the protos;
 // never cluster/ or the gateway.
 package placement

@@ -61,7 +61,11 @@ func (g *grain) update(reqID string, job *managerpb.Job) *internalpb.Reply {
 	next.Job.Job = j
 	stale := carryDefinitions(next, j)
 	g.addHistory(next, hUpdated(now, cur))
-	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+	events := []*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}
+	if ev := driftEvent(next); ev != nil {
+		events = append(events, ev)
+	}
+	if r := g.commit(reqID, next, events...); r != nil {
 		return r
 	}
 	g.log.Info("job updated", "hash", j.GetCurrentHash(), "stale_instances", stale)

@@ -1,7 +1,9 @@
 package job
 
 import (
+	"fmt"
 	"hash/fnv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -104,4 +106,29 @@ func forgetDefinition(in *internalpb.Instance, reported string) {
 	if reported != "" && in.GetInstanceId() != "" && reported != in.GetInstanceId() {
 		in.DefinitionHash, in.RunHash = 0, 0
 	}
+}
+
+// driftEvent is the definition_drift event of an UpdateJob that left
+// instances of rec (the record it commits) on an older definition, or
+// nil if it left none: one event per such update, in its commit.
+func driftEvent(rec *internalpb.JobRecord) *managerpb.EventStreamEvent {
+	j := rec.GetJob().GetJob()
+	var stale []*managerpb.RunningJob
+	var parts []string
+	for _, rj := range RunningJobs(rec) {
+		if rj.GetDefinitionStale() {
+			stale = append(stale, rj)
+			parts = append(parts, fmt.Sprintf("%s on node %s runs definition hash %d", rj.GetJobKey().GetRole(), rj.GetNodeId().GetNodeId(), rj.GetDefinitionHash()))
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	apply := "restart or migrate to apply"
+	if j.GetUpdateStrategy() == managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE {
+		apply = "the placement engine is to move them (rolling updates are not carried out yet: restart to apply)"
+	}
+	msg := fmt.Sprintf("job %s: %s; current %d: %s", j.GetJobId().GetJobId(), strings.Join(parts, ", "), j.GetCurrentHash(), apply)
+	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_DefinitionDrift{DefinitionDrift: &managerpb.DefinitionDrift{
+		JobId: j.GetJobId(), CurrentHash: j.GetCurrentHash(), UpdateStrategy: j.GetUpdateStrategy(), Instances: stale, Message: msg}}}
 }

@@ -97,6 +97,8 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 			return "placement_degraded", head
 		}
 		return "placement_degraded", head + ": " + p.GetMessage()
+	case *managerpb.EventStreamEvent_DefinitionDrift:
+		return "definition_drift", e.DefinitionDrift.GetMessage()
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

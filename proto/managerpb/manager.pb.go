@@ -750,7 +750,7 @@ func (x NodeStopping_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeStopping_Reason.Descriptor instead.
 func (NodeStopping_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{26, 0}
+	return file_manager_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type NodeAlert_Kind int32
@@ -832,7 +832,7 @@ func (x NodeAlert_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeAlert_Kind.Descriptor instead.
 func (NodeAlert_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{48, 0}
+	return file_manager_proto_rawDescGZIP(), []int{49, 0}
 }
 
 type PlacementDegraded_State int32
@@ -888,7 +888,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92, 0}
+	return file_manager_proto_rawDescGZIP(), []int{93, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -2174,6 +2174,92 @@ func (x *PhysicalNode) GetIpAddress() string {
 	return ""
 }
 
+// Added (ours; issue 13 §2). The event of an UpdateJob whose new
+// definition changes what the worker runs while instances of the job run
+// (docs/design/jobs.md, "Definition drift").
+type DefinitionDrift struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The job's current_hash after the update.
+	CurrentHash int64 `protobuf:"varint,2,opt,name=current_hash,json=currentHash,proto3" json:"current_hash,omitempty"`
+	// The job's update_strategy: IN_PLACE leaves the instances as they are
+	// until a restart; MIGRATE asks the placement engine to move them.
+	UpdateStrategy UpdateStrategy `protobuf:"varint,3,opt,name=update_strategy,json=updateStrategy,proto3,enum=norsk.api.manager.UpdateStrategy" json:"update_strategy,omitempty"`
+	// Every instance left on an older definition, with the definition_hash
+	// it runs (definition_stale set).
+	Instances []*RunningJob `protobuf:"bytes,4,rep,name=instances,proto3" json:"instances,omitempty"`
+	// For people: "job j: primary on node n1 runs definition hash X;
+	// current Y: restart or migrate to apply".
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefinitionDrift) Reset() {
+	*x = DefinitionDrift{}
+	mi := &file_manager_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefinitionDrift) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefinitionDrift) ProtoMessage() {}
+
+func (x *DefinitionDrift) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefinitionDrift.ProtoReflect.Descriptor instead.
+func (*DefinitionDrift) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DefinitionDrift) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *DefinitionDrift) GetCurrentHash() int64 {
+	if x != nil {
+		return x.CurrentHash
+	}
+	return 0
+}
+
+func (x *DefinitionDrift) GetUpdateStrategy() UpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return UpdateStrategy_UPDATE_STRATEGY_IN_PLACE
+}
+
+func (x *DefinitionDrift) GetInstances() []*RunningJob {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+func (x *DefinitionDrift) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type RunningJob struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	JobKey *commonpb.ActiveJobKey `protobuf:"bytes,1,opt,name=job_key,json=jobKey,proto3" json:"job_key,omitempty"`
@@ -2196,7 +2282,7 @@ type RunningJob struct {
 
 func (x *RunningJob) Reset() {
 	*x = RunningJob{}
-	mi := &file_manager_proto_msgTypes[17]
+	mi := &file_manager_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2294,7 @@ func (x *RunningJob) String() string {
 func (*RunningJob) ProtoMessage() {}
 
 func (x *RunningJob) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[17]
+	mi := &file_manager_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2307,7 @@ func (x *RunningJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningJob.ProtoReflect.Descriptor instead.
 func (*RunningJob) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{17}
+	return file_manager_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunningJob) GetJobKey() *commonpb.ActiveJobKey {
@@ -2261,7 +2347,7 @@ type JobActive struct {
 
 func (x *JobActive) Reset() {
 	*x = JobActive{}
-	mi := &file_manager_proto_msgTypes[18]
+	mi := &file_manager_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2359,7 @@ func (x *JobActive) String() string {
 func (*JobActive) ProtoMessage() {}
 
 func (x *JobActive) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[18]
+	mi := &file_manager_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2372,7 @@ func (x *JobActive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobActive.ProtoReflect.Descriptor instead.
 func (*JobActive) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{18}
+	return file_manager_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobActive) GetJobWithHistory() *JobWithHistory {
@@ -2305,7 +2391,7 @@ type JobPending struct {
 
 func (x *JobPending) Reset() {
 	*x = JobPending{}
-	mi := &file_manager_proto_msgTypes[19]
+	mi := &file_manager_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2403,7 @@ func (x *JobPending) String() string {
 func (*JobPending) ProtoMessage() {}
 
 func (x *JobPending) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[19]
+	mi := &file_manager_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2416,7 @@ func (x *JobPending) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPending.ProtoReflect.Descriptor instead.
 func (*JobPending) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{19}
+	return file_manager_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobPending) GetJobWithHistory() *JobWithHistory {
@@ -2349,7 +2435,7 @@ type JobUpdated struct {
 
 func (x *JobUpdated) Reset() {
 	*x = JobUpdated{}
-	mi := &file_manager_proto_msgTypes[20]
+	mi := &file_manager_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2447,7 @@ func (x *JobUpdated) String() string {
 func (*JobUpdated) ProtoMessage() {}
 
 func (x *JobUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[20]
+	mi := &file_manager_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2460,7 @@ func (x *JobUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUpdated.ProtoReflect.Descriptor instead.
 func (*JobUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{20}
+	return file_manager_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobUpdated) GetJobWithHistory() *JobWithHistory {
@@ -2393,7 +2479,7 @@ type JobDeleted struct {
 
 func (x *JobDeleted) Reset() {
 	*x = JobDeleted{}
-	mi := &file_manager_proto_msgTypes[21]
+	mi := &file_manager_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2491,7 @@ func (x *JobDeleted) String() string {
 func (*JobDeleted) ProtoMessage() {}
 
 func (x *JobDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[21]
+	mi := &file_manager_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2504,7 @@ func (x *JobDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobDeleted.ProtoReflect.Descriptor instead.
 func (*JobDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{21}
+	return file_manager_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobDeleted) GetJobId() *commonpb.JobId {
@@ -2437,7 +2523,7 @@ type JobOutOfWindow struct {
 
 func (x *JobOutOfWindow) Reset() {
 	*x = JobOutOfWindow{}
-	mi := &file_manager_proto_msgTypes[22]
+	mi := &file_manager_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2535,7 @@ func (x *JobOutOfWindow) String() string {
 func (*JobOutOfWindow) ProtoMessage() {}
 
 func (x *JobOutOfWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[22]
+	mi := &file_manager_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2548,7 @@ func (x *JobOutOfWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutOfWindow.ProtoReflect.Descriptor instead.
 func (*JobOutOfWindow) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{22}
+	return file_manager_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobOutOfWindow) GetJobWithHistory() *JobWithHistory {
@@ -2482,7 +2568,7 @@ type CurrentJob struct {
 
 func (x *CurrentJob) Reset() {
 	*x = CurrentJob{}
-	mi := &file_manager_proto_msgTypes[23]
+	mi := &file_manager_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2580,7 @@ func (x *CurrentJob) String() string {
 func (*CurrentJob) ProtoMessage() {}
 
 func (x *CurrentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[23]
+	mi := &file_manager_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2593,7 @@ func (x *CurrentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentJob.ProtoReflect.Descriptor instead.
 func (*CurrentJob) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{23}
+	return file_manager_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CurrentJob) GetJob() *Job {
@@ -2533,7 +2619,7 @@ type NodeStarting struct {
 
 func (x *NodeStarting) Reset() {
 	*x = NodeStarting{}
-	mi := &file_manager_proto_msgTypes[24]
+	mi := &file_manager_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2631,7 @@ func (x *NodeStarting) String() string {
 func (*NodeStarting) ProtoMessage() {}
 
 func (x *NodeStarting) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[24]
+	mi := &file_manager_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2644,7 @@ func (x *NodeStarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStarting.ProtoReflect.Descriptor instead.
 func (*NodeStarting) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{24}
+	return file_manager_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeStarting) GetNodeMetadata() *commonpb.NodeMetadata {
@@ -2578,7 +2664,7 @@ type NodeStarted struct {
 
 func (x *NodeStarted) Reset() {
 	*x = NodeStarted{}
-	mi := &file_manager_proto_msgTypes[25]
+	mi := &file_manager_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2676,7 @@ func (x *NodeStarted) String() string {
 func (*NodeStarted) ProtoMessage() {}
 
 func (x *NodeStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[25]
+	mi := &file_manager_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2689,7 @@ func (x *NodeStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStarted.ProtoReflect.Descriptor instead.
 func (*NodeStarted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{25}
+	return file_manager_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeStarted) GetNodeMetadata() *commonpb.NodeMetadata {
@@ -2630,7 +2716,7 @@ type NodeStopping struct {
 
 func (x *NodeStopping) Reset() {
 	*x = NodeStopping{}
-	mi := &file_manager_proto_msgTypes[26]
+	mi := &file_manager_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2728,7 @@ func (x *NodeStopping) String() string {
 func (*NodeStopping) ProtoMessage() {}
 
 func (x *NodeStopping) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[26]
+	mi := &file_manager_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2741,7 @@ func (x *NodeStopping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStopping.ProtoReflect.Descriptor instead.
 func (*NodeStopping) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{26}
+	return file_manager_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeStopping) GetNodeId() *commonpb.NodeId {
@@ -2681,7 +2767,7 @@ type NodeStopped struct {
 
 func (x *NodeStopped) Reset() {
 	*x = NodeStopped{}
-	mi := &file_manager_proto_msgTypes[27]
+	mi := &file_manager_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2779,7 @@ func (x *NodeStopped) String() string {
 func (*NodeStopped) ProtoMessage() {}
 
 func (x *NodeStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[27]
+	mi := &file_manager_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2792,7 @@ func (x *NodeStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStopped.ProtoReflect.Descriptor instead.
 func (*NodeStopped) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{27}
+	return file_manager_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeStopped) GetNodeId() *commonpb.NodeId {
@@ -2727,7 +2813,7 @@ type NodeRunning struct {
 
 func (x *NodeRunning) Reset() {
 	*x = NodeRunning{}
-	mi := &file_manager_proto_msgTypes[28]
+	mi := &file_manager_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2825,7 @@ func (x *NodeRunning) String() string {
 func (*NodeRunning) ProtoMessage() {}
 
 func (x *NodeRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[28]
+	mi := &file_manager_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2838,7 @@ func (x *NodeRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRunning.ProtoReflect.Descriptor instead.
 func (*NodeRunning) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{28}
+	return file_manager_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeRunning) GetNodeMetadata() *commonpb.NodeMetadata {
@@ -2786,7 +2872,7 @@ type PhysicalNodeConnected struct {
 
 func (x *PhysicalNodeConnected) Reset() {
 	*x = PhysicalNodeConnected{}
-	mi := &file_manager_proto_msgTypes[29]
+	mi := &file_manager_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2884,7 @@ func (x *PhysicalNodeConnected) String() string {
 func (*PhysicalNodeConnected) ProtoMessage() {}
 
 func (x *PhysicalNodeConnected) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[29]
+	mi := &file_manager_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2897,7 @@ func (x *PhysicalNodeConnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhysicalNodeConnected.ProtoReflect.Descriptor instead.
 func (*PhysicalNodeConnected) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{29}
+	return file_manager_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PhysicalNodeConnected) GetNode() *PhysicalNode {
@@ -2842,7 +2928,7 @@ type AwsLaunchTemplate struct {
 
 func (x *AwsLaunchTemplate) Reset() {
 	*x = AwsLaunchTemplate{}
-	mi := &file_manager_proto_msgTypes[30]
+	mi := &file_manager_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2940,7 @@ func (x *AwsLaunchTemplate) String() string {
 func (*AwsLaunchTemplate) ProtoMessage() {}
 
 func (x *AwsLaunchTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[30]
+	mi := &file_manager_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2953,7 @@ func (x *AwsLaunchTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwsLaunchTemplate.ProtoReflect.Descriptor instead.
 func (*AwsLaunchTemplate) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{30}
+	return file_manager_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AwsLaunchTemplate) GetTemplate() isAwsLaunchTemplate_Template {
@@ -2931,7 +3017,7 @@ type AwsIamRole struct {
 
 func (x *AwsIamRole) Reset() {
 	*x = AwsIamRole{}
-	mi := &file_manager_proto_msgTypes[31]
+	mi := &file_manager_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3029,7 @@ func (x *AwsIamRole) String() string {
 func (*AwsIamRole) ProtoMessage() {}
 
 func (x *AwsIamRole) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[31]
+	mi := &file_manager_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3042,7 @@ func (x *AwsIamRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwsIamRole.ProtoReflect.Descriptor instead.
 func (*AwsIamRole) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{31}
+	return file_manager_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AwsIamRole) GetIamRole() isAwsIamRole_IamRole {
@@ -3019,7 +3105,7 @@ type CreateAwsNodeRequest struct {
 
 func (x *CreateAwsNodeRequest) Reset() {
 	*x = CreateAwsNodeRequest{}
-	mi := &file_manager_proto_msgTypes[32]
+	mi := &file_manager_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3117,7 @@ func (x *CreateAwsNodeRequest) String() string {
 func (*CreateAwsNodeRequest) ProtoMessage() {}
 
 func (x *CreateAwsNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[32]
+	mi := &file_manager_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3130,7 @@ func (x *CreateAwsNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAwsNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateAwsNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{32}
+	return file_manager_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateAwsNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -3119,7 +3205,7 @@ type CreateOciNodeRequest struct {
 
 func (x *CreateOciNodeRequest) Reset() {
 	*x = CreateOciNodeRequest{}
-	mi := &file_manager_proto_msgTypes[33]
+	mi := &file_manager_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3217,7 @@ func (x *CreateOciNodeRequest) String() string {
 func (*CreateOciNodeRequest) ProtoMessage() {}
 
 func (x *CreateOciNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[33]
+	mi := &file_manager_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3230,7 @@ func (x *CreateOciNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOciNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateOciNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{33}
+	return file_manager_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateOciNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -3213,7 +3299,7 @@ type UpdatePhysicalNodeRequest struct {
 
 func (x *UpdatePhysicalNodeRequest) Reset() {
 	*x = UpdatePhysicalNodeRequest{}
-	mi := &file_manager_proto_msgTypes[34]
+	mi := &file_manager_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3311,7 @@ func (x *UpdatePhysicalNodeRequest) String() string {
 func (*UpdatePhysicalNodeRequest) ProtoMessage() {}
 
 func (x *UpdatePhysicalNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[34]
+	mi := &file_manager_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3324,7 @@ func (x *UpdatePhysicalNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{34}
+	return file_manager_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdatePhysicalNodeRequest) GetId() string {
@@ -3266,7 +3352,7 @@ type StartJobRequest struct {
 
 func (x *StartJobRequest) Reset() {
 	*x = StartJobRequest{}
-	mi := &file_manager_proto_msgTypes[35]
+	mi := &file_manager_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3278,7 +3364,7 @@ func (x *StartJobRequest) String() string {
 func (*StartJobRequest) ProtoMessage() {}
 
 func (x *StartJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[35]
+	mi := &file_manager_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3291,7 +3377,7 @@ func (x *StartJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJobRequest.ProtoReflect.Descriptor instead.
 func (*StartJobRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{35}
+	return file_manager_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StartJobRequest) GetJobId() *commonpb.JobId {
@@ -3326,7 +3412,7 @@ type StopJobRequest struct {
 
 func (x *StopJobRequest) Reset() {
 	*x = StopJobRequest{}
-	mi := &file_manager_proto_msgTypes[36]
+	mi := &file_manager_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3424,7 @@ func (x *StopJobRequest) String() string {
 func (*StopJobRequest) ProtoMessage() {}
 
 func (x *StopJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[36]
+	mi := &file_manager_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3437,7 @@ func (x *StopJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJobRequest.ProtoReflect.Descriptor instead.
 func (*StopJobRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{36}
+	return file_manager_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StopJobRequest) GetJobId() *commonpb.JobId {
@@ -3391,7 +3477,7 @@ type TagFilter struct {
 
 func (x *TagFilter) Reset() {
 	*x = TagFilter{}
-	mi := &file_manager_proto_msgTypes[37]
+	mi := &file_manager_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3489,7 @@ func (x *TagFilter) String() string {
 func (*TagFilter) ProtoMessage() {}
 
 func (x *TagFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[37]
+	mi := &file_manager_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3502,7 @@ func (x *TagFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagFilter.ProtoReflect.Descriptor instead.
 func (*TagFilter) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{37}
+	return file_manager_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TagFilter) GetTagName() string {
@@ -3511,7 +3597,7 @@ type IdFilter struct {
 
 func (x *IdFilter) Reset() {
 	*x = IdFilter{}
-	mi := &file_manager_proto_msgTypes[38]
+	mi := &file_manager_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3523,7 +3609,7 @@ func (x *IdFilter) String() string {
 func (*IdFilter) ProtoMessage() {}
 
 func (x *IdFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[38]
+	mi := &file_manager_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3536,7 +3622,7 @@ func (x *IdFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdFilter.ProtoReflect.Descriptor instead.
 func (*IdFilter) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{38}
+	return file_manager_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *IdFilter) GetComparison() isIdFilter_Comparison {
@@ -3612,7 +3698,7 @@ type DateFilter struct {
 
 func (x *DateFilter) Reset() {
 	*x = DateFilter{}
-	mi := &file_manager_proto_msgTypes[39]
+	mi := &file_manager_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3710,7 @@ func (x *DateFilter) String() string {
 func (*DateFilter) ProtoMessage() {}
 
 func (x *DateFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[39]
+	mi := &file_manager_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3723,7 @@ func (x *DateFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DateFilter.ProtoReflect.Descriptor instead.
 func (*DateFilter) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{39}
+	return file_manager_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DateFilter) GetComparison() isDateFilter_Comparison {
@@ -3755,7 +3841,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_manager_proto_msgTypes[40]
+	mi := &file_manager_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3767,7 +3853,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[40]
+	mi := &file_manager_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3780,7 +3866,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{40}
+	return file_manager_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *JobFilter) GetJobFilter() isJobFilter_JobFilter {
@@ -3853,7 +3939,7 @@ type EventStreamRequest struct {
 
 func (x *EventStreamRequest) Reset() {
 	*x = EventStreamRequest{}
-	mi := &file_manager_proto_msgTypes[41]
+	mi := &file_manager_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +3951,7 @@ func (x *EventStreamRequest) String() string {
 func (*EventStreamRequest) ProtoMessage() {}
 
 func (x *EventStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[41]
+	mi := &file_manager_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +3964,7 @@ func (x *EventStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventStreamRequest.ProtoReflect.Descriptor instead.
 func (*EventStreamRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{41}
+	return file_manager_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EventStreamRequest) GetPendingWindowS() int32 {
@@ -3905,7 +3991,7 @@ type AwsRegionHealth struct {
 
 func (x *AwsRegionHealth) Reset() {
 	*x = AwsRegionHealth{}
-	mi := &file_manager_proto_msgTypes[42]
+	mi := &file_manager_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4003,7 @@ func (x *AwsRegionHealth) String() string {
 func (*AwsRegionHealth) ProtoMessage() {}
 
 func (x *AwsRegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[42]
+	mi := &file_manager_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4016,7 @@ func (x *AwsRegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwsRegionHealth.ProtoReflect.Descriptor instead.
 func (*AwsRegionHealth) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{42}
+	return file_manager_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AwsRegionHealth) GetRegion() string {
@@ -3956,7 +4042,7 @@ type AwsHealth struct {
 
 func (x *AwsHealth) Reset() {
 	*x = AwsHealth{}
-	mi := &file_manager_proto_msgTypes[43]
+	mi := &file_manager_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3968,7 +4054,7 @@ func (x *AwsHealth) String() string {
 func (*AwsHealth) ProtoMessage() {}
 
 func (x *AwsHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[43]
+	mi := &file_manager_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3981,7 +4067,7 @@ func (x *AwsHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwsHealth.ProtoReflect.Descriptor instead.
 func (*AwsHealth) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{43}
+	return file_manager_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AwsHealth) GetRegionHealth() []*AwsRegionHealth {
@@ -4001,7 +4087,7 @@ type OciRegionHealth struct {
 
 func (x *OciRegionHealth) Reset() {
 	*x = OciRegionHealth{}
-	mi := &file_manager_proto_msgTypes[44]
+	mi := &file_manager_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4013,7 +4099,7 @@ func (x *OciRegionHealth) String() string {
 func (*OciRegionHealth) ProtoMessage() {}
 
 func (x *OciRegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[44]
+	mi := &file_manager_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4026,7 +4112,7 @@ func (x *OciRegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OciRegionHealth.ProtoReflect.Descriptor instead.
 func (*OciRegionHealth) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{44}
+	return file_manager_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OciRegionHealth) GetAvailabilityDomain() string {
@@ -4052,7 +4138,7 @@ type OciHealth struct {
 
 func (x *OciHealth) Reset() {
 	*x = OciHealth{}
-	mi := &file_manager_proto_msgTypes[45]
+	mi := &file_manager_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4150,7 @@ func (x *OciHealth) String() string {
 func (*OciHealth) ProtoMessage() {}
 
 func (x *OciHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[45]
+	mi := &file_manager_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4163,7 @@ func (x *OciHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OciHealth.ProtoReflect.Descriptor instead.
 func (*OciHealth) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{45}
+	return file_manager_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OciHealth) GetRegionHealth() []*OciRegionHealth {
@@ -4100,7 +4186,7 @@ type ProviderHealth struct {
 
 func (x *ProviderHealth) Reset() {
 	*x = ProviderHealth{}
-	mi := &file_manager_proto_msgTypes[46]
+	mi := &file_manager_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4112,7 +4198,7 @@ func (x *ProviderHealth) String() string {
 func (*ProviderHealth) ProtoMessage() {}
 
 func (x *ProviderHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[46]
+	mi := &file_manager_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4125,7 +4211,7 @@ func (x *ProviderHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderHealth.ProtoReflect.Descriptor instead.
 func (*ProviderHealth) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{46}
+	return file_manager_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProviderHealth) GetHealth() isProviderHealth_Health {
@@ -4178,7 +4264,7 @@ type InitialDataComplete struct {
 
 func (x *InitialDataComplete) Reset() {
 	*x = InitialDataComplete{}
-	mi := &file_manager_proto_msgTypes[47]
+	mi := &file_manager_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4276,7 @@ func (x *InitialDataComplete) String() string {
 func (*InitialDataComplete) ProtoMessage() {}
 
 func (x *InitialDataComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[47]
+	mi := &file_manager_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4289,7 @@ func (x *InitialDataComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialDataComplete.ProtoReflect.Descriptor instead.
 func (*InitialDataComplete) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{47}
+	return file_manager_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *InitialDataComplete) GetHealth() []*ProviderHealth {
@@ -4237,7 +4323,7 @@ type NodeAlert struct {
 
 func (x *NodeAlert) Reset() {
 	*x = NodeAlert{}
-	mi := &file_manager_proto_msgTypes[48]
+	mi := &file_manager_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4249,7 +4335,7 @@ func (x *NodeAlert) String() string {
 func (*NodeAlert) ProtoMessage() {}
 
 func (x *NodeAlert) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[48]
+	mi := &file_manager_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4262,7 +4348,7 @@ func (x *NodeAlert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAlert.ProtoReflect.Descriptor instead.
 func (*NodeAlert) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{48}
+	return file_manager_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeAlert) GetNodeId() *commonpb.NodeId {
@@ -4322,7 +4408,7 @@ type StreamReset struct {
 
 func (x *StreamReset) Reset() {
 	*x = StreamReset{}
-	mi := &file_manager_proto_msgTypes[49]
+	mi := &file_manager_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +4420,7 @@ func (x *StreamReset) String() string {
 func (*StreamReset) ProtoMessage() {}
 
 func (x *StreamReset) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[49]
+	mi := &file_manager_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +4433,7 @@ func (x *StreamReset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamReset.ProtoReflect.Descriptor instead.
 func (*StreamReset) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{49}
+	return file_manager_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StreamReset) GetRequestedIndex() uint64 {
@@ -4405,6 +4491,7 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_JobPlaced
 	//	*EventStreamEvent_PlacementFailed
 	//	*EventStreamEvent_PlacementDegraded
+	//	*EventStreamEvent_DefinitionDrift
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4426,7 +4513,7 @@ type EventStreamEvent struct {
 
 func (x *EventStreamEvent) Reset() {
 	*x = EventStreamEvent{}
-	mi := &file_manager_proto_msgTypes[50]
+	mi := &file_manager_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4438,7 +4525,7 @@ func (x *EventStreamEvent) String() string {
 func (*EventStreamEvent) ProtoMessage() {}
 
 func (x *EventStreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[50]
+	mi := &file_manager_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4451,7 +4538,7 @@ func (x *EventStreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventStreamEvent.ProtoReflect.Descriptor instead.
 func (*EventStreamEvent) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{50}
+	return file_manager_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EventStreamEvent) GetEvent() isEventStreamEvent_Event {
@@ -4668,6 +4755,15 @@ func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
 	return nil
 }
 
+func (x *EventStreamEvent) GetDefinitionDrift() *DefinitionDrift {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_DefinitionDrift); ok {
+			return x.DefinitionDrift
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4801,6 +4897,13 @@ type EventStreamEvent_PlacementDegraded struct {
 	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
 }
 
+type EventStreamEvent_DefinitionDrift struct {
+	// Added (ours; issue 13 §2, docs/design/jobs.md "Definition drift"). An
+	// UpdateJob left instances of the job running an older definition.
+	// Raised in the update's commit, once per such update. A log event.
+	DefinitionDrift *DefinitionDrift `protobuf:"bytes,31,opt,name=definition_drift,json=definitionDrift,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4847,6 +4950,8 @@ func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
 
+func (*EventStreamEvent_DefinitionDrift) isEventStreamEvent_Event() {}
+
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobFilter     []*JobFilter           `protobuf:"bytes,2,rep,name=job_filter,json=jobFilter,proto3" json:"job_filter,omitempty"`
@@ -4856,7 +4961,7 @@ type JobSearchRequest struct {
 
 func (x *JobSearchRequest) Reset() {
 	*x = JobSearchRequest{}
-	mi := &file_manager_proto_msgTypes[51]
+	mi := &file_manager_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4868,7 +4973,7 @@ func (x *JobSearchRequest) String() string {
 func (*JobSearchRequest) ProtoMessage() {}
 
 func (x *JobSearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[51]
+	mi := &file_manager_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4881,7 +4986,7 @@ func (x *JobSearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSearchRequest.ProtoReflect.Descriptor instead.
 func (*JobSearchRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{51}
+	return file_manager_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *JobSearchRequest) GetJobFilter() []*JobFilter {
@@ -4904,7 +5009,7 @@ type NorskStatusEvent struct {
 
 func (x *NorskStatusEvent) Reset() {
 	*x = NorskStatusEvent{}
-	mi := &file_manager_proto_msgTypes[52]
+	mi := &file_manager_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5021,7 @@ func (x *NorskStatusEvent) String() string {
 func (*NorskStatusEvent) ProtoMessage() {}
 
 func (x *NorskStatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[52]
+	mi := &file_manager_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5034,7 @@ func (x *NorskStatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NorskStatusEvent.ProtoReflect.Descriptor instead.
 func (*NorskStatusEvent) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{52}
+	return file_manager_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NorskStatusEvent) GetMessage() isNorskStatusEvent_Message {
@@ -4988,7 +5093,7 @@ type VersionInfo struct {
 
 func (x *VersionInfo) Reset() {
 	*x = VersionInfo{}
-	mi := &file_manager_proto_msgTypes[53]
+	mi := &file_manager_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5105,7 @@ func (x *VersionInfo) String() string {
 func (*VersionInfo) ProtoMessage() {}
 
 func (x *VersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[53]
+	mi := &file_manager_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5118,7 @@ func (x *VersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionInfo.ProtoReflect.Descriptor instead.
 func (*VersionInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{53}
+	return file_manager_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *VersionInfo) GetVersion() *commonpb.Version {
@@ -5114,7 +5219,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_manager_proto_msgTypes[54]
+	mi := &file_manager_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5126,7 +5231,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[54]
+	mi := &file_manager_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5139,7 +5244,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{54}
+	return file_manager_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeInfo) GetMetadata() *commonpb.NodeMetadata {
@@ -5349,7 +5454,7 @@ type Orphan struct {
 
 func (x *Orphan) Reset() {
 	*x = Orphan{}
-	mi := &file_manager_proto_msgTypes[55]
+	mi := &file_manager_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5361,7 +5466,7 @@ func (x *Orphan) String() string {
 func (*Orphan) ProtoMessage() {}
 
 func (x *Orphan) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[55]
+	mi := &file_manager_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5374,7 +5479,7 @@ func (x *Orphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Orphan.ProtoReflect.Descriptor instead.
 func (*Orphan) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{55}
+	return file_manager_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Orphan) GetJobKey() *commonpb.ActiveJobKey {
@@ -5416,7 +5521,7 @@ type StopOrphanRequest struct {
 
 func (x *StopOrphanRequest) Reset() {
 	*x = StopOrphanRequest{}
-	mi := &file_manager_proto_msgTypes[56]
+	mi := &file_manager_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5428,7 +5533,7 @@ func (x *StopOrphanRequest) String() string {
 func (*StopOrphanRequest) ProtoMessage() {}
 
 func (x *StopOrphanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[56]
+	mi := &file_manager_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5441,7 +5546,7 @@ func (x *StopOrphanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphanRequest.ProtoReflect.Descriptor instead.
 func (*StopOrphanRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{56}
+	return file_manager_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StopOrphanRequest) GetNodeId() *commonpb.NodeId {
@@ -5473,7 +5578,7 @@ type InstanceFailure struct {
 
 func (x *InstanceFailure) Reset() {
 	*x = InstanceFailure{}
-	mi := &file_manager_proto_msgTypes[57]
+	mi := &file_manager_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5485,7 +5590,7 @@ func (x *InstanceFailure) String() string {
 func (*InstanceFailure) ProtoMessage() {}
 
 func (x *InstanceFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[57]
+	mi := &file_manager_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5498,7 +5603,7 @@ func (x *InstanceFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceFailure.ProtoReflect.Descriptor instead.
 func (*InstanceFailure) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{57}
+	return file_manager_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *InstanceFailure) GetRole() string {
@@ -5537,7 +5642,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_manager_proto_msgTypes[58]
+	mi := &file_manager_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5549,7 +5654,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[58]
+	mi := &file_manager_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5562,7 +5667,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{58}
+	return file_manager_proto_rawDescGZIP(), []int{59}
 }
 
 type ListNodesResponse struct {
@@ -5574,7 +5679,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_manager_proto_msgTypes[59]
+	mi := &file_manager_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +5691,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[59]
+	mi := &file_manager_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +5704,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{59}
+	return file_manager_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeInfo {
@@ -5622,7 +5727,7 @@ type JobByIdResponse struct {
 
 func (x *JobByIdResponse) Reset() {
 	*x = JobByIdResponse{}
-	mi := &file_manager_proto_msgTypes[60]
+	mi := &file_manager_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5634,7 +5739,7 @@ func (x *JobByIdResponse) String() string {
 func (*JobByIdResponse) ProtoMessage() {}
 
 func (x *JobByIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[60]
+	mi := &file_manager_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5647,7 +5752,7 @@ func (x *JobByIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobByIdResponse.ProtoReflect.Descriptor instead.
 func (*JobByIdResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{60}
+	return file_manager_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobByIdResponse) GetJob() *JobWithHistory {
@@ -5683,7 +5788,7 @@ type RegisterClusterNodeRequest struct {
 
 func (x *RegisterClusterNodeRequest) Reset() {
 	*x = RegisterClusterNodeRequest{}
-	mi := &file_manager_proto_msgTypes[61]
+	mi := &file_manager_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5695,7 +5800,7 @@ func (x *RegisterClusterNodeRequest) String() string {
 func (*RegisterClusterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterClusterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[61]
+	mi := &file_manager_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5708,7 +5813,7 @@ func (x *RegisterClusterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterClusterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{61}
+	return file_manager_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RegisterClusterNodeRequest) GetNodeName() string {
@@ -5736,7 +5841,7 @@ type RegisterClusterNodeResponse struct {
 
 func (x *RegisterClusterNodeResponse) Reset() {
 	*x = RegisterClusterNodeResponse{}
-	mi := &file_manager_proto_msgTypes[62]
+	mi := &file_manager_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5748,7 +5853,7 @@ func (x *RegisterClusterNodeResponse) String() string {
 func (*RegisterClusterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterClusterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[62]
+	mi := &file_manager_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5761,7 +5866,7 @@ func (x *RegisterClusterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{62}
+	return file_manager_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RegisterClusterNodeResponse) GetNodeId() *commonpb.NodeId {
@@ -5793,7 +5898,7 @@ type ClusterHardware struct {
 
 func (x *ClusterHardware) Reset() {
 	*x = ClusterHardware{}
-	mi := &file_manager_proto_msgTypes[63]
+	mi := &file_manager_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5805,7 +5910,7 @@ func (x *ClusterHardware) String() string {
 func (*ClusterHardware) ProtoMessage() {}
 
 func (x *ClusterHardware) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[63]
+	mi := &file_manager_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5818,7 +5923,7 @@ func (x *ClusterHardware) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterHardware.ProtoReflect.Descriptor instead.
 func (*ClusterHardware) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{63}
+	return file_manager_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClusterHardware) GetHostname() string {
@@ -5888,7 +5993,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_manager_proto_msgTypes[64]
+	mi := &file_manager_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5900,7 +6005,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[64]
+	mi := &file_manager_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5913,7 +6018,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{64}
+	return file_manager_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ClusterNode) GetName() string {
@@ -6008,7 +6113,7 @@ type ListClusterNodesRequest struct {
 
 func (x *ListClusterNodesRequest) Reset() {
 	*x = ListClusterNodesRequest{}
-	mi := &file_manager_proto_msgTypes[65]
+	mi := &file_manager_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6020,7 +6125,7 @@ func (x *ListClusterNodesRequest) String() string {
 func (*ListClusterNodesRequest) ProtoMessage() {}
 
 func (x *ListClusterNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[65]
+	mi := &file_manager_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6033,7 +6138,7 @@ func (x *ListClusterNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListClusterNodesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{65}
+	return file_manager_proto_rawDescGZIP(), []int{66}
 }
 
 type ListClusterNodesResponse struct {
@@ -6045,7 +6150,7 @@ type ListClusterNodesResponse struct {
 
 func (x *ListClusterNodesResponse) Reset() {
 	*x = ListClusterNodesResponse{}
-	mi := &file_manager_proto_msgTypes[66]
+	mi := &file_manager_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6057,7 +6162,7 @@ func (x *ListClusterNodesResponse) String() string {
 func (*ListClusterNodesResponse) ProtoMessage() {}
 
 func (x *ListClusterNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[66]
+	mi := &file_manager_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6070,7 +6175,7 @@ func (x *ListClusterNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListClusterNodesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{66}
+	return file_manager_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListClusterNodesResponse) GetNodes() []*ClusterNode {
@@ -6111,7 +6216,7 @@ type ClusterMemberRegisterRequest struct {
 
 func (x *ClusterMemberRegisterRequest) Reset() {
 	*x = ClusterMemberRegisterRequest{}
-	mi := &file_manager_proto_msgTypes[67]
+	mi := &file_manager_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6123,7 +6228,7 @@ func (x *ClusterMemberRegisterRequest) String() string {
 func (*ClusterMemberRegisterRequest) ProtoMessage() {}
 
 func (x *ClusterMemberRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[67]
+	mi := &file_manager_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6136,7 +6241,7 @@ func (x *ClusterMemberRegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMemberRegisterRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMemberRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{67}
+	return file_manager_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ClusterMemberRegisterRequest) GetToken() string {
@@ -6208,7 +6313,7 @@ type ClusterMemberRegisterResponse struct {
 
 func (x *ClusterMemberRegisterResponse) Reset() {
 	*x = ClusterMemberRegisterResponse{}
-	mi := &file_manager_proto_msgTypes[68]
+	mi := &file_manager_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6220,7 +6325,7 @@ func (x *ClusterMemberRegisterResponse) String() string {
 func (*ClusterMemberRegisterResponse) ProtoMessage() {}
 
 func (x *ClusterMemberRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[68]
+	mi := &file_manager_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6233,7 +6338,7 @@ func (x *ClusterMemberRegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMemberRegisterResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMemberRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{68}
+	return file_manager_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ClusterMemberRegisterResponse) GetNodeId() *commonpb.NodeId {
@@ -6267,7 +6372,7 @@ type CreateMockNodeRequest struct {
 
 func (x *CreateMockNodeRequest) Reset() {
 	*x = CreateMockNodeRequest{}
-	mi := &file_manager_proto_msgTypes[69]
+	mi := &file_manager_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6279,7 +6384,7 @@ func (x *CreateMockNodeRequest) String() string {
 func (*CreateMockNodeRequest) ProtoMessage() {}
 
 func (x *CreateMockNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[69]
+	mi := &file_manager_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6292,7 +6397,7 @@ func (x *CreateMockNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateMockNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{69}
+	return file_manager_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateMockNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -6337,7 +6442,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_manager_proto_msgTypes[70]
+	mi := &file_manager_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6349,7 +6454,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[70]
+	mi := &file_manager_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6362,7 +6467,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{70}
+	return file_manager_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ClusterMember) GetName() string {
@@ -6464,7 +6569,7 @@ type ClusterMembersRequest struct {
 
 func (x *ClusterMembersRequest) Reset() {
 	*x = ClusterMembersRequest{}
-	mi := &file_manager_proto_msgTypes[71]
+	mi := &file_manager_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6476,7 +6581,7 @@ func (x *ClusterMembersRequest) String() string {
 func (*ClusterMembersRequest) ProtoMessage() {}
 
 func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[71]
+	mi := &file_manager_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6489,7 +6594,7 @@ func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{71}
+	return file_manager_proto_rawDescGZIP(), []int{72}
 }
 
 type ClusterMembersResponse struct {
@@ -6506,7 +6611,7 @@ type ClusterMembersResponse struct {
 
 func (x *ClusterMembersResponse) Reset() {
 	*x = ClusterMembersResponse{}
-	mi := &file_manager_proto_msgTypes[72]
+	mi := &file_manager_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6518,7 +6623,7 @@ func (x *ClusterMembersResponse) String() string {
 func (*ClusterMembersResponse) ProtoMessage() {}
 
 func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[72]
+	mi := &file_manager_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6531,7 +6636,7 @@ func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{72}
+	return file_manager_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ClusterMembersResponse) GetMembers() []*ClusterMember {
@@ -6560,7 +6665,7 @@ type BundleId struct {
 
 func (x *BundleId) Reset() {
 	*x = BundleId{}
-	mi := &file_manager_proto_msgTypes[73]
+	mi := &file_manager_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6677,7 @@ func (x *BundleId) String() string {
 func (*BundleId) ProtoMessage() {}
 
 func (x *BundleId) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[73]
+	mi := &file_manager_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6690,7 @@ func (x *BundleId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleId.ProtoReflect.Descriptor instead.
 func (*BundleId) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{73}
+	return file_manager_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *BundleId) GetBundleId() string {
@@ -6628,7 +6733,7 @@ type Bundle struct {
 
 func (x *Bundle) Reset() {
 	*x = Bundle{}
-	mi := &file_manager_proto_msgTypes[74]
+	mi := &file_manager_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6640,7 +6745,7 @@ func (x *Bundle) String() string {
 func (*Bundle) ProtoMessage() {}
 
 func (x *Bundle) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[74]
+	mi := &file_manager_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6653,7 +6758,7 @@ func (x *Bundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bundle.ProtoReflect.Descriptor instead.
 func (*Bundle) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{74}
+	return file_manager_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *Bundle) GetBundleId() *BundleId {
@@ -6741,7 +6846,7 @@ type BundleJobSpec struct {
 
 func (x *BundleJobSpec) Reset() {
 	*x = BundleJobSpec{}
-	mi := &file_manager_proto_msgTypes[75]
+	mi := &file_manager_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6753,7 +6858,7 @@ func (x *BundleJobSpec) String() string {
 func (*BundleJobSpec) ProtoMessage() {}
 
 func (x *BundleJobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[75]
+	mi := &file_manager_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6766,7 +6871,7 @@ func (x *BundleJobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobSpec.ProtoReflect.Descriptor instead.
 func (*BundleJobSpec) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{75}
+	return file_manager_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *BundleJobSpec) GetJobName() string {
@@ -6827,7 +6932,7 @@ type ResiliencePolicy struct {
 
 func (x *ResiliencePolicy) Reset() {
 	*x = ResiliencePolicy{}
-	mi := &file_manager_proto_msgTypes[76]
+	mi := &file_manager_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6839,7 +6944,7 @@ func (x *ResiliencePolicy) String() string {
 func (*ResiliencePolicy) ProtoMessage() {}
 
 func (x *ResiliencePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[76]
+	mi := &file_manager_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6852,7 +6957,7 @@ func (x *ResiliencePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResiliencePolicy.ProtoReflect.Descriptor instead.
 func (*ResiliencePolicy) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{76}
+	return file_manager_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ResiliencePolicy) GetPool() string {
@@ -6896,7 +7001,7 @@ type IntraReplicaRules struct {
 
 func (x *IntraReplicaRules) Reset() {
 	*x = IntraReplicaRules{}
-	mi := &file_manager_proto_msgTypes[77]
+	mi := &file_manager_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6908,7 +7013,7 @@ func (x *IntraReplicaRules) String() string {
 func (*IntraReplicaRules) ProtoMessage() {}
 
 func (x *IntraReplicaRules) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[77]
+	mi := &file_manager_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6921,7 +7026,7 @@ func (x *IntraReplicaRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntraReplicaRules.ProtoReflect.Descriptor instead.
 func (*IntraReplicaRules) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{77}
+	return file_manager_proto_rawDescGZIP(), []int{78}
 }
 
 // Added (public page). Answer of CreateBundle.
@@ -6934,7 +7039,7 @@ type CreateBundleResponse struct {
 
 func (x *CreateBundleResponse) Reset() {
 	*x = CreateBundleResponse{}
-	mi := &file_manager_proto_msgTypes[78]
+	mi := &file_manager_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6946,7 +7051,7 @@ func (x *CreateBundleResponse) String() string {
 func (*CreateBundleResponse) ProtoMessage() {}
 
 func (x *CreateBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[78]
+	mi := &file_manager_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6959,7 +7064,7 @@ func (x *CreateBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundleResponse.ProtoReflect.Descriptor instead.
 func (*CreateBundleResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{78}
+	return file_manager_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CreateBundleResponse) GetBundleId() *BundleId {
@@ -6983,7 +7088,7 @@ type StartBundleJobRequest struct {
 
 func (x *StartBundleJobRequest) Reset() {
 	*x = StartBundleJobRequest{}
-	mi := &file_manager_proto_msgTypes[79]
+	mi := &file_manager_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6995,7 +7100,7 @@ func (x *StartBundleJobRequest) String() string {
 func (*StartBundleJobRequest) ProtoMessage() {}
 
 func (x *StartBundleJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[79]
+	mi := &file_manager_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7008,7 +7113,7 @@ func (x *StartBundleJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBundleJobRequest.ProtoReflect.Descriptor instead.
 func (*StartBundleJobRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{79}
+	return file_manager_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *StartBundleJobRequest) GetBundleId() *BundleId {
@@ -7045,7 +7150,7 @@ type StopBundleJobRequest struct {
 
 func (x *StopBundleJobRequest) Reset() {
 	*x = StopBundleJobRequest{}
-	mi := &file_manager_proto_msgTypes[80]
+	mi := &file_manager_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7057,7 +7162,7 @@ func (x *StopBundleJobRequest) String() string {
 func (*StopBundleJobRequest) ProtoMessage() {}
 
 func (x *StopBundleJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[80]
+	mi := &file_manager_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7070,7 +7175,7 @@ func (x *StopBundleJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopBundleJobRequest.ProtoReflect.Descriptor instead.
 func (*StopBundleJobRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{80}
+	return file_manager_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *StopBundleJobRequest) GetBundleId() *BundleId {
@@ -7104,7 +7209,7 @@ type BundleUpdated struct {
 
 func (x *BundleUpdated) Reset() {
 	*x = BundleUpdated{}
-	mi := &file_manager_proto_msgTypes[81]
+	mi := &file_manager_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7116,7 +7221,7 @@ func (x *BundleUpdated) String() string {
 func (*BundleUpdated) ProtoMessage() {}
 
 func (x *BundleUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[81]
+	mi := &file_manager_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7129,7 +7234,7 @@ func (x *BundleUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleUpdated.ProtoReflect.Descriptor instead.
 func (*BundleUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{81}
+	return file_manager_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *BundleUpdated) GetBundle() *Bundle {
@@ -7149,7 +7254,7 @@ type BundleDeleted struct {
 
 func (x *BundleDeleted) Reset() {
 	*x = BundleDeleted{}
-	mi := &file_manager_proto_msgTypes[82]
+	mi := &file_manager_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7161,7 +7266,7 @@ func (x *BundleDeleted) String() string {
 func (*BundleDeleted) ProtoMessage() {}
 
 func (x *BundleDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[82]
+	mi := &file_manager_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7174,7 +7279,7 @@ func (x *BundleDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleDeleted.ProtoReflect.Descriptor instead.
 func (*BundleDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{82}
+	return file_manager_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *BundleDeleted) GetBundleId() *BundleId {
@@ -7227,7 +7332,7 @@ type BundleJobStatus struct {
 
 func (x *BundleJobStatus) Reset() {
 	*x = BundleJobStatus{}
-	mi := &file_manager_proto_msgTypes[83]
+	mi := &file_manager_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7239,7 +7344,7 @@ func (x *BundleJobStatus) String() string {
 func (*BundleJobStatus) ProtoMessage() {}
 
 func (x *BundleJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[83]
+	mi := &file_manager_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7252,7 +7357,7 @@ func (x *BundleJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobStatus.ProtoReflect.Descriptor instead.
 func (*BundleJobStatus) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{83}
+	return file_manager_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *BundleJobStatus) GetReplicaIndex() uint32 {
@@ -7356,7 +7461,7 @@ type BundleInfo struct {
 
 func (x *BundleInfo) Reset() {
 	*x = BundleInfo{}
-	mi := &file_manager_proto_msgTypes[84]
+	mi := &file_manager_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7368,7 +7473,7 @@ func (x *BundleInfo) String() string {
 func (*BundleInfo) ProtoMessage() {}
 
 func (x *BundleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[84]
+	mi := &file_manager_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7381,7 +7486,7 @@ func (x *BundleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleInfo.ProtoReflect.Descriptor instead.
 func (*BundleInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{84}
+	return file_manager_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *BundleInfo) GetBundle() *Bundle {
@@ -7421,7 +7526,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_manager_proto_msgTypes[85]
+	mi := &file_manager_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7433,7 +7538,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[85]
+	mi := &file_manager_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7446,7 +7551,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{85}
+	return file_manager_proto_rawDescGZIP(), []int{86}
 }
 
 // Added (ours).
@@ -7463,7 +7568,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_manager_proto_msgTypes[86]
+	mi := &file_manager_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7475,7 +7580,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[86]
+	mi := &file_manager_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7488,7 +7593,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{86}
+	return file_manager_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListBundlesResponse) GetBundles() []*BundleInfo {
@@ -7522,7 +7627,7 @@ type PlacementInfo struct {
 
 func (x *PlacementInfo) Reset() {
 	*x = PlacementInfo{}
-	mi := &file_manager_proto_msgTypes[87]
+	mi := &file_manager_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7534,7 +7639,7 @@ func (x *PlacementInfo) String() string {
 func (*PlacementInfo) ProtoMessage() {}
 
 func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[87]
+	mi := &file_manager_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7547,7 +7652,7 @@ func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementInfo.ProtoReflect.Descriptor instead.
 func (*PlacementInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{87}
+	return file_manager_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *PlacementInfo) GetJobId() string {
@@ -7605,7 +7710,7 @@ type RolePlacement struct {
 
 func (x *RolePlacement) Reset() {
 	*x = RolePlacement{}
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7617,7 +7722,7 @@ func (x *RolePlacement) String() string {
 func (*RolePlacement) ProtoMessage() {}
 
 func (x *RolePlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7630,7 +7735,7 @@ func (x *RolePlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolePlacement.ProtoReflect.Descriptor instead.
 func (*RolePlacement) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{88}
+	return file_manager_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RolePlacement) GetRole() string {
@@ -7701,7 +7806,7 @@ type PlacementAttempt struct {
 
 func (x *PlacementAttempt) Reset() {
 	*x = PlacementAttempt{}
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7713,7 +7818,7 @@ func (x *PlacementAttempt) String() string {
 func (*PlacementAttempt) ProtoMessage() {}
 
 func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7726,7 +7831,7 @@ func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementAttempt.ProtoReflect.Descriptor instead.
 func (*PlacementAttempt) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{89}
+	return file_manager_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *PlacementAttempt) GetSince() *timestamppb.Timestamp {
@@ -7780,7 +7885,7 @@ type JobPlaced struct {
 
 func (x *JobPlaced) Reset() {
 	*x = JobPlaced{}
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7792,7 +7897,7 @@ func (x *JobPlaced) String() string {
 func (*JobPlaced) ProtoMessage() {}
 
 func (x *JobPlaced) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7805,7 +7910,7 @@ func (x *JobPlaced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPlaced.ProtoReflect.Descriptor instead.
 func (*JobPlaced) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{90}
+	return file_manager_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *JobPlaced) GetJobId() *commonpb.JobId {
@@ -7872,7 +7977,7 @@ type PlacementFailed struct {
 
 func (x *PlacementFailed) Reset() {
 	*x = PlacementFailed{}
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7884,7 +7989,7 @@ func (x *PlacementFailed) String() string {
 func (*PlacementFailed) ProtoMessage() {}
 
 func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7897,7 +8002,7 @@ func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFailed.ProtoReflect.Descriptor instead.
 func (*PlacementFailed) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{91}
+	return file_manager_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *PlacementFailed) GetJobId() *commonpb.JobId {
@@ -7943,7 +8048,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7955,7 +8060,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7968,7 +8073,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -8035,7 +8140,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8047,7 +8152,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8060,7 +8165,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -8093,7 +8198,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8105,7 +8210,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8118,7 +8223,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8136,7 +8241,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8148,7 +8253,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8161,7 +8266,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8250,7 +8355,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8262,7 +8367,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8275,7 +8380,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8353,7 +8458,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8365,7 +8470,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8378,7 +8483,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8409,7 +8514,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8421,7 +8526,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8434,7 +8539,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8461,7 +8566,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8473,7 +8578,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8486,7 +8591,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *PoolName) GetName() string {
@@ -8522,7 +8627,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8534,7 +8639,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8547,7 +8652,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *Pool) GetName() string {
@@ -8608,7 +8713,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8620,7 +8725,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8633,7 +8738,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8672,7 +8777,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8684,7 +8789,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8697,7 +8802,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8723,7 +8828,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8735,7 +8840,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8748,7 +8853,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 // Added (ours).
@@ -8765,7 +8870,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8777,7 +8882,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8790,7 +8895,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -8818,7 +8923,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8830,7 +8935,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8843,7 +8948,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -8863,7 +8968,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8875,7 +8980,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8888,7 +8993,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -8915,7 +9020,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8927,7 +9032,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8940,7 +9045,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -8983,7 +9088,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8995,7 +9100,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9008,7 +9113,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -9037,7 +9142,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9049,7 +9154,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9062,7 +9167,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -9105,7 +9210,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9117,7 +9222,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9130,7 +9235,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -9191,7 +9296,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9203,7 +9308,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9216,7 +9321,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 // Added (ours). AclTokenCreate.
@@ -9233,7 +9338,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9245,7 +9350,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9258,7 +9363,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -9291,7 +9396,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9303,7 +9408,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9316,7 +9421,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 // Added (ours). AclTokenList.
@@ -9333,7 +9438,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9345,7 +9450,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9358,7 +9463,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -9385,7 +9490,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9397,7 +9502,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9410,7 +9515,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -9429,7 +9534,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9441,7 +9546,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9454,7 +9559,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -9469,7 +9574,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9481,7 +9586,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9494,7 +9599,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -9544,7 +9649,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9556,7 +9661,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9569,7 +9674,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -9643,7 +9748,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9655,7 +9760,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9668,7 +9773,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -9706,7 +9811,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9718,7 +9823,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9731,7 +9836,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -9765,7 +9870,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9777,7 +9882,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9790,7 +9895,7 @@ func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DateFilter_Within.ProtoReflect.Descriptor instead.
 func (*DateFilter_Within) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{39, 0}
+	return file_manager_proto_rawDescGZIP(), []int{40, 0}
 }
 
 func (x *DateFilter_Within) GetStartDate() *timestamppb.Timestamp {
@@ -9936,7 +10041,13 @@ const file_manager_proto_rawDesc = "" +
 	"ip_address\x18\x03 \x01(\tR\tipAddress\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\x02\n" +
+	"\x0fDefinitionDrift\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12!\n" +
+	"\fcurrent_hash\x18\x02 \x01(\x03R\vcurrentHash\x12J\n" +
+	"\x0fupdate_strategy\x18\x03 \x01(\x0e2!.norsk.api.manager.UpdateStrategyR\x0eupdateStrategy\x12;\n" +
+	"\tinstances\x18\x04 \x03(\v2\x1d.norsk.api.manager.RunningJobR\tinstances\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xcc\x01\n" +
 	"\n" +
 	"RunningJob\x127\n" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x121\n" +
@@ -10114,7 +10225,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8e\x0e\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xdf\x0e\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -10145,7 +10256,8 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
-	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12\x1b\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12O\n" +
+	"\x10definition_drift\x18\x1f \x01(\v2\".norsk.api.manager.DefinitionDriftH\x00R\x0fdefinitionDrift\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -10632,7 +10744,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -10666,184 +10778,185 @@ var file_manager_proto_goTypes = []any{
 	(*JobHistoryEntry)(nil),               // 29: norsk.api.manager.JobHistoryEntry
 	(*JobWithHistory)(nil),                // 30: norsk.api.manager.JobWithHistory
 	(*PhysicalNode)(nil),                  // 31: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 32: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 33: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 34: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 35: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 36: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 37: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 38: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 39: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 40: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 41: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 42: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 43: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 44: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 45: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 46: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 47: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 48: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 49: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 50: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 51: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 52: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 53: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 54: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 55: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 56: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 57: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 58: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 59: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 60: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 61: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 62: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 63: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 64: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 65: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 66: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 67: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 68: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 69: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 70: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 71: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 72: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 73: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 74: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 75: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 76: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 77: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 78: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 79: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 80: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 81: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 82: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 83: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 84: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 85: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 86: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 87: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 88: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 89: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 90: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 91: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 92: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 93: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 94: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 95: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 96: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 97: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 98: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 99: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 100: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 101: norsk.api.manager.ListBundlesResponse
-	(*PlacementInfo)(nil),                 // 102: norsk.api.manager.PlacementInfo
-	(*RolePlacement)(nil),                 // 103: norsk.api.manager.RolePlacement
-	(*PlacementAttempt)(nil),              // 104: norsk.api.manager.PlacementAttempt
-	(*JobPlaced)(nil),                     // 105: norsk.api.manager.JobPlaced
-	(*PlacementFailed)(nil),               // 106: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 107: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 108: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 109: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 110: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 111: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 112: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 113: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 114: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 115: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 116: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 117: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 118: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 119: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 120: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 121: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 122: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 123: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 124: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 125: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 126: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 127: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 128: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 129: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 130: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 131: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 132: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 133: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 134: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 135: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 136: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 137: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 138: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 139: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 140: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 141: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 142: norsk.api.manager.DateFilter.Within
-	nil,                                   // 143: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 144: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 145: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 146: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 147: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 148: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 149: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 150: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 151: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 152: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 153: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 154: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 155: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 156: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 157: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 158: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 159: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 160: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 161: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 162: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 163: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 164: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 165: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 166: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 167: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 168: google.protobuf.Empty
+	(*DefinitionDrift)(nil),               // 32: norsk.api.manager.DefinitionDrift
+	(*RunningJob)(nil),                    // 33: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 34: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 35: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 36: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 37: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 38: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 39: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 40: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 41: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 42: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 43: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 44: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 45: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 46: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 47: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 48: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 49: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 50: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 51: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 52: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 53: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 54: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 55: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 56: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 57: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 58: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 59: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 60: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 61: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 62: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 63: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 64: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 65: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 66: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 67: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 68: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 69: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 70: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 71: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 72: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 73: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 74: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 75: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 76: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 77: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 78: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 79: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 80: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 81: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 82: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 83: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 84: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 85: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 86: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 87: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 88: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 89: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 90: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 91: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 92: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 93: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 94: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 95: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 96: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 97: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 98: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 99: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 100: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 101: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 102: norsk.api.manager.ListBundlesResponse
+	(*PlacementInfo)(nil),                 // 103: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 104: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 105: norsk.api.manager.PlacementAttempt
+	(*JobPlaced)(nil),                     // 106: norsk.api.manager.JobPlaced
+	(*PlacementFailed)(nil),               // 107: norsk.api.manager.PlacementFailed
+	(*PlacementDegraded)(nil),             // 108: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 109: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 110: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 111: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 112: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 113: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 114: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 115: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 116: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 117: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 118: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 119: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 120: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 121: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 122: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 123: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 124: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 125: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 126: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 127: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 128: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 129: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 130: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 131: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 132: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 133: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 134: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 135: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 136: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 137: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 138: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 139: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 140: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 141: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 142: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 143: norsk.api.manager.DateFilter.Within
+	nil,                                   // 144: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 145: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 146: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 147: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 148: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 149: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 150: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 151: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 152: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 153: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 154: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 155: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 156: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 157: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 158: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 159: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 160: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 161: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 162: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 163: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 164: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 165: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 166: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 167: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 168: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 169: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	148, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	149, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	136, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	150, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	151, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	149, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	150, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	137, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	151, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	152, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	152, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	153, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	10,  // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	3,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	18,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	153, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	137, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	154, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	138, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	17,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	154, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	155, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	2,   // 14: norsk.api.manager.Job.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
 	20,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	155, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	156, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	157, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	156, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	157, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	158, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	19,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	4,   // 20: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	150, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	150, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	151, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	151, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	16,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	150, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	150, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	158, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	138, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	150, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	158, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	151, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	159, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	151, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	159, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	139, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	151, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	159, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	11,  // 34: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	150, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	158, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	150, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	151, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	159, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	151, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	24,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -10853,286 +10966,290 @@ var file_manager_proto_depIdxs = []int32{
 	28,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	16,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	29,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	139, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	160, // 49: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	161, // 50: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	30,  // 51: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	30,  // 52: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	30,  // 53: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	149, // 54: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	30,  // 55: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	16,  // 56: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	32,  // 57: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	158, // 58: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 59: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 60: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	161, // 61: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
-	12,  // 62: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	161, // 63: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	158, // 64: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 65: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	32,  // 66: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	31,  // 67: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	32,  // 68: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	161, // 69: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	140, // 70: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	45,  // 71: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
-	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
-	0,   // 73: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	161, // 74: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	141, // 75: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
-	0,   // 77: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	149, // 78: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	161, // 79: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 80: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	161, // 81: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	150, // 82: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	150, // 83: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	150, // 84: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	150, // 85: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	150, // 86: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	142, // 87: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	52,  // 88: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	53,  // 89: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	54,  // 90: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
-	1,   // 91: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	57,  // 92: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
-	1,   // 93: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	59,  // 94: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	58,  // 95: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	60,  // 96: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	61,  // 97: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	161, // 98: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
-	13,  // 99: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	160, // 100: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	150, // 101: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	150, // 102: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	43,  // 103: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	33,  // 104: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	62,  // 105: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	35,  // 106: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	36,  // 107: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	34,  // 108: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	37,  // 109: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	39,  // 110: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	40,  // 111: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	42,  // 113: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	44,  // 114: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	61,  // 115: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	162, // 116: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	64,  // 117: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	97,  // 119: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	63,  // 120: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	120, // 121: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	121, // 122: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	105, // 123: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	106, // 124: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	107, // 125: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	150, // 126: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	55,  // 127: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	15,  // 128: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	163, // 129: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	148, // 130: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	158, // 131: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 132: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	5,   // 133: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	6,   // 134: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	32,  // 135: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	150, // 136: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	12,  // 137: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	164, // 138: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	70,  // 139: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	165, // 140: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	3,   // 141: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	122, // 142: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	160, // 143: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	150, // 144: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	150, // 145: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	143, // 146: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	161, // 147: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	160, // 148: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	161, // 149: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	150, // 150: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	69,  // 151: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	30,  // 152: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	32,  // 153: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	72,  // 154: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	144, // 155: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	161, // 156: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	166, // 157: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	161, // 158: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	78,  // 159: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	150, // 160: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	150, // 161: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	145, // 162: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	6,   // 163: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	79,  // 164: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	78,  // 165: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	165, // 166: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	161, // 167: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	161, // 168: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	146, // 169: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	150, // 170: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	85,  // 171: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	88,  // 172: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	90,  // 173: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	92,  // 174: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	91,  // 175: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	8,   // 176: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	2,   // 177: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	20,  // 178: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	16,  // 179: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	7,   // 180: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 181: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 182: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	88,  // 183: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 184: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 185: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 186: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	88,  // 187: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	149, // 188: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	14,  // 189: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	104, // 190: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	89,  // 191: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	98,  // 192: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	99,  // 193: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	103, // 194: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	104, // 195: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	14,  // 196: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	150, // 197: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	108, // 198: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	149, // 199: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	161, // 200: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	149, // 201: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	104, // 202: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	149, // 203: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	161, // 204: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	14,  // 205: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	161, // 206: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	111, // 207: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	112, // 208: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	113, // 209: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	150, // 210: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	116, // 211: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	117, // 212: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	147, // 213: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	115, // 214: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	115, // 215: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	114, // 216: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	9,   // 217: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	150, // 218: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	161, // 219: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	161, // 220: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	150, // 221: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	150, // 222: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	125, // 223: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	133, // 224: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	167, // 225: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	150, // 226: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	150, // 227: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	167, // 228: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	168, // 229: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	16,  // 230: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	16,  // 231: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	149, // 232: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	66,  // 233: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	47,  // 234: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	48,  // 235: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	49,  // 236: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	161, // 237: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	50,  // 238: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	51,  // 239: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	149, // 240: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	56,  // 241: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	168, // 242: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	73,  // 243: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	71,  // 244: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	149, // 245: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	76,  // 246: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	80,  // 247: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	161, // 248: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	82,  // 249: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	84,  // 250: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	86,  // 251: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	89,  // 252: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	89,  // 253: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 254: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	94,  // 255: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	95,  // 256: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	88,  // 257: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	100, // 258: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	109, // 259: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	115, // 260: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	115, // 261: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	114, // 262: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	114, // 263: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	118, // 264: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	123, // 265: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	161, // 266: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	124, // 267: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	149, // 268: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	126, // 269: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	127, // 270: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	128, // 271: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	130, // 272: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	131, // 273: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	132, // 274: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	134, // 275: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	67,  // 276: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	21,  // 277: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	21,  // 278: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	168, // 279: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	38,  // 280: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	168, // 281: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	168, // 282: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	168, // 283: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	168, // 284: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	168, // 285: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	168, // 286: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	168, // 287: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	65,  // 288: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	68,  // 289: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	74,  // 290: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	168, // 291: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	75,  // 292: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	77,  // 293: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	81,  // 294: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	168, // 295: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	83,  // 296: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	168, // 297: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	87,  // 298: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	93,  // 299: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	168, // 300: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	168, // 301: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	168, // 302: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	168, // 303: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	99,  // 304: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	101, // 305: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	110, // 306: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	168, // 307: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	168, // 308: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	168, // 309: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	115, // 310: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	119, // 311: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	168, // 312: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	168, // 313: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	168, // 314: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	102, // 315: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	125, // 316: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	125, // 317: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	129, // 318: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	168, // 319: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	125, // 320: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	133, // 321: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	135, // 322: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	276, // [276:323] is the sub-list for method output_type
-	229, // [229:276] is the sub-list for method input_type
-	229, // [229:229] is the sub-list for extension type_name
-	229, // [229:229] is the sub-list for extension extendee
-	0,   // [0:229] is the sub-list for field type_name
+	140, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	150, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
+	2,   // 50: norsk.api.manager.DefinitionDrift.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	33,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
+	161, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	162, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	30,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	30,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	30,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	150, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	30,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	16,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	33,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	159, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	162, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	12,  // 65: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	162, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	159, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	33,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	31,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	33,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	162, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	141, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	46,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	0,   // 75: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
+	0,   // 76: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
+	162, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	142, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	0,   // 79: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
+	0,   // 80: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
+	150, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	162, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	150, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	162, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	151, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	151, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	151, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	151, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	151, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	143, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	53,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	54,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	55,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	1,   // 94: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
+	58,  // 95: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	1,   // 96: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
+	60,  // 97: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	59,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	61,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	62,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	162, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	13,  // 102: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
+	161, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	151, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	151, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	44,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	34,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	63,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	36,  // 109: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	37,  // 110: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	35,  // 111: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	38,  // 112: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	40,  // 113: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	41,  // 114: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	42,  // 115: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	43,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	45,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	62,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	163, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	65,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	97,  // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	98,  // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	64,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	121, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	122, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	106, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
+	107, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	108, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	32,  // 129: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
+	151, // 130: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	56,  // 131: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	15,  // 132: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	164, // 133: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	149, // 134: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	159, // 135: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 136: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	5,   // 137: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	6,   // 138: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	33,  // 139: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	151, // 140: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	12,  // 141: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	165, // 142: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	71,  // 143: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	166, // 144: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	3,   // 145: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	123, // 146: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	161, // 147: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	151, // 148: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	151, // 149: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	144, // 150: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	162, // 151: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	161, // 152: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	162, // 153: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	151, // 154: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	70,  // 155: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	30,  // 156: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	33,  // 157: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	73,  // 158: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	145, // 159: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	162, // 160: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	167, // 161: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	162, // 162: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	79,  // 163: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	151, // 164: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	151, // 165: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	146, // 166: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	6,   // 167: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	80,  // 168: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	79,  // 169: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	166, // 170: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	162, // 171: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	162, // 172: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	147, // 173: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	151, // 174: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	86,  // 175: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	89,  // 176: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	91,  // 177: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	93,  // 178: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	92,  // 179: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	8,   // 180: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	2,   // 181: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	20,  // 182: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	16,  // 183: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	7,   // 184: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 185: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 186: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	89,  // 187: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 188: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 189: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	90,  // 190: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	89,  // 191: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	150, // 192: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	14,  // 193: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	105, // 194: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	90,  // 195: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	99,  // 196: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	100, // 197: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	104, // 198: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	105, // 199: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	14,  // 200: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	151, // 201: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	109, // 202: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	150, // 203: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	162, // 204: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	150, // 205: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	105, // 206: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	150, // 207: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	162, // 208: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	14,  // 209: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	162, // 210: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	112, // 211: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	113, // 212: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	114, // 213: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	151, // 214: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	117, // 215: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	118, // 216: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	148, // 217: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	116, // 218: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	116, // 219: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	115, // 220: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 221: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	151, // 222: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	162, // 223: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	162, // 224: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	151, // 225: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	151, // 226: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	126, // 227: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	134, // 228: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	168, // 229: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	151, // 230: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	151, // 231: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	168, // 232: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	169, // 233: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	16,  // 234: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	16,  // 235: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	150, // 236: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	67,  // 237: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	48,  // 238: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	49,  // 239: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	50,  // 240: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	162, // 241: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	51,  // 242: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	52,  // 243: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	150, // 244: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	57,  // 245: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	169, // 246: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	74,  // 247: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	72,  // 248: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	150, // 249: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	77,  // 250: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	81,  // 251: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	162, // 252: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	83,  // 253: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	85,  // 254: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	87,  // 255: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	90,  // 256: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	90,  // 257: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	89,  // 258: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	95,  // 259: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	96,  // 260: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	89,  // 261: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	101, // 262: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	110, // 263: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	116, // 264: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	116, // 265: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	115, // 266: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	115, // 267: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	119, // 268: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	124, // 269: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	162, // 270: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	125, // 271: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	150, // 272: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	127, // 273: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	128, // 274: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	129, // 275: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	131, // 276: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	132, // 277: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	133, // 278: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	135, // 279: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	68,  // 280: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	21,  // 281: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	21,  // 282: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	169, // 283: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	39,  // 284: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	169, // 285: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	169, // 286: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	169, // 287: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	169, // 288: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	169, // 289: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	169, // 290: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	169, // 291: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	66,  // 292: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	69,  // 293: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	75,  // 294: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	169, // 295: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	76,  // 296: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	78,  // 297: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	82,  // 298: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	169, // 299: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	84,  // 300: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	169, // 301: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	88,  // 302: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	94,  // 303: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	169, // 304: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	169, // 305: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	169, // 306: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	169, // 307: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	100, // 308: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	102, // 309: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	111, // 310: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	169, // 311: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	169, // 312: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	169, // 313: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	116, // 314: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	120, // 315: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	169, // 316: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	169, // 317: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	169, // 318: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	103, // 319: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	126, // 320: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	126, // 321: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	130, // 322: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	169, // 323: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	126, // 324: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	134, // 325: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	136, // 326: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	280, // [280:327] is the sub-list for method output_type
+	233, // [233:280] is the sub-list for method input_type
+	233, // [233:233] is the sub-list for extension type_name
+	233, // [233:233] is the sub-list for extension extendee
+	0,   // [0:233] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11150,26 +11267,26 @@ func file_manager_proto_init() {
 		(*JobHistoryEntry_JobStopped)(nil),
 		(*JobHistoryEntry_JobCompleted)(nil),
 	}
-	file_manager_proto_msgTypes[30].OneofWrappers = []any{
+	file_manager_proto_msgTypes[31].OneofWrappers = []any{
 		(*AwsLaunchTemplate_Id)(nil),
 		(*AwsLaunchTemplate_Name)(nil),
 	}
-	file_manager_proto_msgTypes[31].OneofWrappers = []any{
+	file_manager_proto_msgTypes[32].OneofWrappers = []any{
 		(*AwsIamRole_Arn)(nil),
 		(*AwsIamRole_Name)(nil),
 	}
-	file_manager_proto_msgTypes[37].OneofWrappers = []any{
+	file_manager_proto_msgTypes[38].OneofWrappers = []any{
 		(*TagFilter_Eq)(nil),
 		(*TagFilter_Neq)(nil),
 		(*TagFilter_Re)(nil),
 		(*TagFilter_Exists)(nil),
 	}
-	file_manager_proto_msgTypes[38].OneofWrappers = []any{
+	file_manager_proto_msgTypes[39].OneofWrappers = []any{
 		(*IdFilter_Eq)(nil),
 		(*IdFilter_Neq)(nil),
 		(*IdFilter_Re)(nil),
 	}
-	file_manager_proto_msgTypes[39].OneofWrappers = []any{
+	file_manager_proto_msgTypes[40].OneofWrappers = []any{
 		(*DateFilter_Eq)(nil),
 		(*DateFilter_Lt)(nil),
 		(*DateFilter_Lte)(nil),
@@ -11177,17 +11294,17 @@ func file_manager_proto_init() {
 		(*DateFilter_Gte)(nil),
 		(*DateFilter_Within_)(nil),
 	}
-	file_manager_proto_msgTypes[40].OneofWrappers = []any{
+	file_manager_proto_msgTypes[41].OneofWrappers = []any{
 		(*JobFilter_TagFilter)(nil),
 		(*JobFilter_IdFilter)(nil),
 		(*JobFilter_DateFilter)(nil),
 	}
-	file_manager_proto_msgTypes[41].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[46].OneofWrappers = []any{
+	file_manager_proto_msgTypes[42].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[47].OneofWrappers = []any{
 		(*ProviderHealth_Aws)(nil),
 		(*ProviderHealth_Oci)(nil),
 	}
-	file_manager_proto_msgTypes[50].OneofWrappers = []any{
+	file_manager_proto_msgTypes[51].OneofWrappers = []any{
 		(*EventStreamEvent_NodeRunning)(nil),
 		(*EventStreamEvent_JobActive)(nil),
 		(*EventStreamEvent_InitialDataComplete)(nil),
@@ -11211,14 +11328,15 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_JobPlaced)(nil),
 		(*EventStreamEvent_PlacementFailed)(nil),
 		(*EventStreamEvent_PlacementDegraded)(nil),
+		(*EventStreamEvent_DefinitionDrift)(nil),
 	}
-	file_manager_proto_msgTypes[52].OneofWrappers = []any{
+	file_manager_proto_msgTypes[53].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
-	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[88].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[95].OneofWrappers = []any{
+	file_manager_proto_msgTypes[55].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[89].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[96].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
@@ -11229,7 +11347,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      15,
-			NumMessages:   133,
+			NumMessages:   134,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

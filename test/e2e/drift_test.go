@@ -22,7 +22,7 @@ import (
 // instance current; one of its command leaves the process running (the
 // default update strategy, in place) and JobById — through a manager
 // SIGKILLed and restarted — says the instance runs the previous hash,
-// as does `norsk-ctl job get`. StopJob then StartJob runs the new
+// as do `norsk-ctl job get` and a definition_drift event. StopJob then StartJob runs the new
 // command (it writes a marker file the old one never wrote) and the
 // drift is gone.
 func TestE2E_DefinitionDrift(t *testing.T) {
@@ -62,6 +62,13 @@ func TestE2E_DefinitionDrift(t *testing.T) {
 	require.Equal(t, h1, in.GetDefinitionHash())
 	require.True(t, in.GetDefinitionStale())
 	s.jobStillRunning(t, "after the update (in place)")
+	testproc.Eventually(t, 10*time.Second, "definition_drift on the event stream", func() bool {
+		return s.ev.Has(func(ev *managerpb.EventStreamEvent) bool {
+			d := ev.GetDefinitionDrift()
+			return d.GetCurrentHash() == h2 && len(d.GetInstances()) == 1 &&
+				strings.HasSuffix(d.GetMessage(), fmt.Sprintf("runs definition hash %d; current %d: restart or migrate to apply", h1, h2))
+		})
+	})
 
 	// The drift is in the record: a SIGKILLed manager still reports it.
 	s.m.Kill()

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -57,5 +61,28 @@ func TestWriteBundleDetails_Drift(t *testing.T) {
 	}
 	if !strings.Contains(out, "synced, runs a stale definition (restart or migrate to apply)") || strings.Count(out, "stale") != 1 {
 		t.Errorf("bundle get printed:\n%s\nwant b.0.enc (only) shown stale", out)
+	}
+}
+
+// TestCtlReadFiles_UpdateStrategy: job and bundle files carry the
+// strategy as "updateStrategy" with the enum's name (protojson), as the
+// README shows.
+func TestCtlReadFiles_UpdateStrategy(t *testing.T) {
+	dir := t.TempDir()
+	jobFile, bundleFile := filepath.Join(dir, "job.json"), filepath.Join(dir, "bundle.json")
+	if err := os.WriteFile(jobFile, []byte(`{"jobId": {"jobId": "j"}, "updateStrategy": "UPDATE_STRATEGY_MIGRATE"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundleFile, []byte(`{"updateStrategy": "UPDATE_STRATEGY_MIGRATE", "jobs": [{"jobName": "a"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &cobra.Command{}
+	j, err := ctlReadJobFile(cmd, jobFile)
+	if err != nil || j.GetUpdateStrategy() != managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE {
+		t.Errorf("job file: %v, %v", j, err)
+	}
+	b, err := ctlReadBundleFile(cmd, bundleFile)
+	if err != nil || b.GetUpdateStrategy() != managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE {
+		t.Errorf("bundle file: %v, %v", b, err)
 	}
 }

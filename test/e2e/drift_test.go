@@ -102,3 +102,58 @@ func TestE2E_DefinitionDrift(t *testing.T) {
 	require.Zero(t, code, out)
 	require.False(t, strings.Contains(out, "runs definition hash"), "no drift after the restart:\n%s", out)
 }
+
+// TestE2E_DefinitionDrift_Bundle: a resilient bundle runs its primary and
+// backup on two workers. An UpdateBundle of its update_strategy alone
+// (to MIGRATE) reaches both derived jobs and leaves them current; one of
+// the template's command leaves both processes running (the engine does
+// not carry rolling updates out yet) and GetBundle, like `norsk-ctl bundle
+// get`, shows both stale.
+func TestE2E_DefinitionDrift_Bundle(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, slotSpec{name: "w-z1", zone: "z1", capacity: 4}, slotSpec{name: "w-z2", zone: "z2", capacity: 4})
+	b := &managerpb.Bundle{
+		Jobs:             []*managerpb.BundleJobSpec{{JobName: "enc", Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}, Job: f.sleepJob("")}},
+		ResiliencePolicy: &managerpb.ResiliencePolicy{SameNode: managerpb.AntiAffinity_ANTI_AFFINITY_FORBID},
+	}
+	bid, err := f.mc.CreateBundle(ctx, b)
+	require.NoError(t, err)
+	b.BundleId = &managerpb.BundleId{BundleId: string(bid)}
+	var pids [2]int
+	for r := range 2 {
+		_, pids[r] = f.awaitRunning(30*time.Second, bundleJob(bid, r, "enc"), roleOf(r))
+	}
+	stale := func() []bool {
+		t.Helper()
+		info, err := f.mc.GetBundle(ctx, bid)
+		require.NoError(t, err)
+		var out []bool
+		for _, js := range info.GetJobs() {
+			require.NotEmpty(t, js.GetNodeId(), "%s runs", js.GetJobId().GetJobId())
+			out = append(out, js.GetDefinitionStale())
+		}
+		return out
+	}
+	require.Equal(t, []bool{false, false}, stale())
+
+	b.UpdateStrategy = managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE
+	require.NoError(t, f.mc.UpdateBundle(ctx, b))
+	for r := range 2 {
+		r, err := f.mc.JobByID(ctx, client.JobID(bundleJob(bid, r, "enc")))
+		require.NoError(t, err)
+		require.Equal(t, managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE, r.GetJob().GetJob().GetUpdateStrategy(), "forwarded to the derived job")
+	}
+	require.Equal(t, []bool{false, false}, stale(), "the strategy is not part of what the worker runs")
+
+	b.Jobs[0].Job.Services[0].Command = strings.Replace(b.Jobs[0].Job.Services[0].Command, "sleep 600", "sleep 601", 1)
+	require.NoError(t, f.mc.UpdateBundle(ctx, b))
+	require.Equal(t, []bool{true, true}, stale())
+	out, code := ctl(t, f.m.addr, "bundle", "get", string(bid))
+	require.Zero(t, code, out)
+	require.Equal(t, 2, strings.Count(out, "runs a stale definition"), out)
+	for r := range 2 {
+		_, pid, err := f.runsOn(bundleJob(bid, r, "enc"), roleOf(r))
+		require.NoError(t, err)
+		require.Equal(t, pids[r], pid, "replica %d keeps its process: rolling updates are not carried out yet", r)
+	}
+}

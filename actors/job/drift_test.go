@@ -201,3 +201,26 @@ func TestJob_Drift_UpdateWhileStarting(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStale is the cost JobById / JobSearch / GetBundle pay per
+// instance: the fast path (definition current) and a stale instance (one
+// RunHash of the job).
+func BenchmarkStale(b *testing.B) {
+	j := runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, CurrentHash: 7, Description: "a typical job",
+		Tags: map[string]string{"team": "video", "event": "final"}})
+	for range 4 {
+		j.Services = append(j.Services, proto.Clone(j.Services[0]).(*commonpb.Service))
+	}
+	current := &internalpb.Instance{DefinitionHash: 7, RunHash: job.RunHash(j)}
+	stale := &internalpb.Instance{DefinitionHash: 6, RunHash: 1}
+	b.Run("current", func(b *testing.B) {
+		for b.Loop() {
+			job.Stale(j, current)
+		}
+	})
+	b.Run("stale", func(b *testing.B) {
+		for b.Loop() {
+			job.Stale(j, stale)
+		}
+	})
+}

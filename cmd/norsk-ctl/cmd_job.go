@@ -156,7 +156,12 @@ func newJobGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get JOB_ID",
 		Short: "Show a job: definition, state, running instances and history",
-		Args:  ctlArgs("JOB_ID"),
+		Long: `Show a job: definition, state, running instances and history.
+
+"job update" never restarts a running instance: an instance still running
+an older definition is shown as "runs definition hash X; current Y: restart
+or migrate to apply" (stop and start it to apply the current one).`,
+		Args: ctlArgs("JOB_ID"),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, args []string) error {
 			resp, err := m.JobByID(ctx, client.JobID(args[0]))
 			if err != nil {

@@ -176,11 +176,21 @@ func TestJob_Drift_AdoptedIsUnknown(t *testing.T) {
 
 // TestJob_Drift_UpdateWhileStarting: a start whose provision crosses an
 // UpdateJob records the definition it sent, not the one stored when its
-// answer arrives — whichever path records the instance.
+// answer arrives — whichever path records the instance; an update that
+// changed nothing the worker runs carries it forward to the new hash.
 func TestJob_Drift_UpdateWhileStarting(t *testing.T) {
-	for _, reportFirst := range []bool{false, true} {
-		name := map[bool]string{false: "answer first", true: "running reported first"}[reportFirst]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		reportFirst bool
+		change      func(j *managerpb.Job)
+		stale       bool
+	}{
+		{"answer first", false, newCommand("sleep 61"), true},
+		{"running reported first", true, newCommand("sleep 61"), true},
+		{"answer first, bookkeeping only", false, onlyBookkeeping, false},
+		{"running reported first, bookkeeping only", true, onlyBookkeeping, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			h0 := hashOf(t, e.do(t, "j", create(runnable(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}}))))
 			gate := make(chan struct{})
@@ -189,15 +199,16 @@ func TestJob_Drift_UpdateWhileStarting(t *testing.T) {
 			started := make(chan *internalpb.Reply, 1)
 			go func() { started <- e.do(t, "j", start("primary", "n1")) }()
 			require.Eventually(t, func() bool { return e.nodes.held.Load() == 1 }, 5*time.Second, time.Millisecond)
-			h1 := updateCmd(t, e, newCommand("sleep 61"))
-			if reportFirst {
+			h1 := updateCmd(t, e, tc.change)
+			if tc.reportFirst {
 				e.do(t, "j", reportID(internalpb.InstanceReport_STARTED, "primary", "n1", e.nodes.provisionID(t, 1)))
 			}
 			close(gate)
 			require.Equal(t, errorpb.Code_OK, (<-started).GetCode())
 			rj := runningOf(t, e)
-			require.Equal(t, h0, rj.GetDefinitionHash())
-			require.True(t, rj.GetDefinitionStale(), "the provision sent the definition before %d", h1)
+			require.Equal(t, tc.stale, rj.GetDefinitionStale())
+			want := map[bool]int64{true: h0, false: h1}[tc.stale]
+			require.Equal(t, want, rj.GetDefinitionHash(), "the provision sent the definition of hash %d", h0)
 		})
 	}
 }

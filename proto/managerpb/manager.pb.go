@@ -580,6 +580,10 @@ const (
 	JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED  JobHistoryJobStopping_Reason = 2
 	JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB     JobHistoryJobStopping_Reason = 3
 	JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED      JobHistoryJobStopping_Reason = 4
+	// Added (ours; issue 13 §3). The placement engine stopped this LOW
+	// priority instance to make room for a HIGH priority job (job_preempted
+	// names it); the job is placed again when capacity returns.
+	JobHistoryJobStopping_JOB_STOPPED_PREEMPTED JobHistoryJobStopping_Reason = 6
 )
 
 // Enum value maps for JobHistoryJobStopping_Reason.
@@ -590,6 +594,7 @@ var (
 		2: "JOB_STOPPED_USER_REQUESTED",
 		3: "JOB_STOPPED_UNKNOWN_JOB",
 		4: "JOB_STOPPED_JOB_FAILED",
+		6: "JOB_STOPPED_PREEMPTED",
 	}
 	JobHistoryJobStopping_Reason_value = map[string]int32{
 		"JOB_STOPPED_NODE_STOPPED":    0,
@@ -597,6 +602,7 @@ var (
 		"JOB_STOPPED_USER_REQUESTED":  2,
 		"JOB_STOPPED_UNKNOWN_JOB":     3,
 		"JOB_STOPPED_JOB_FAILED":      4,
+		"JOB_STOPPED_PREEMPTED":       6,
 	}
 )
 
@@ -832,7 +838,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92, 0}
+	return file_manager_proto_rawDescGZIP(), []int{93, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -4311,6 +4317,7 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_JobPlaced
 	//	*EventStreamEvent_PlacementFailed
 	//	*EventStreamEvent_PlacementDegraded
+	//	*EventStreamEvent_JobPreempted
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4574,6 +4581,15 @@ func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
 	return nil
 }
 
+func (x *EventStreamEvent) GetJobPreempted() *JobPreempted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_JobPreempted); ok {
+			return x.JobPreempted
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4707,6 +4723,16 @@ type EventStreamEvent_PlacementDegraded struct {
 	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
 }
 
+type EventStreamEvent_JobPreempted struct {
+	// Added (ours; issue 13 §3, docs/design/placement.md "Priorities"). The
+	// placement engine stopped a LOW priority instance to make room for a
+	// HIGH priority job: raised in the commit that marks it stopping. A log
+	// event. (The bronze drop raises no event of its own: it is the
+	// job_updated of the terminal_state write, whose failure_reason starts
+	// "bronze drop:"; 28 is left free.)
+	JobPreempted *JobPreempted `protobuf:"bytes,27,opt,name=job_preempted,json=jobPreempted,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4752,6 +4778,8 @@ func (*EventStreamEvent_JobPlaced) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_JobPreempted) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7742,6 +7770,96 @@ func (x *JobPlaced) GetDecision() string {
 	return ""
 }
 
+// Added (ours; issue 13 §3). job_preempted: the placement engine stopped a
+// LOW priority job role to make room for a HIGH priority one.
+type JobPreempted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instance stopped (the victim).
+	JobId  *commonpb.JobId  `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Role   string           `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId *commonpb.NodeId `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The HIGH priority job role the room is for.
+	ForJobId *commonpb.JobId `protobuf:"bytes,4,opt,name=for_job_id,json=forJobId,proto3" json:"for_job_id,omitempty"`
+	ForRole  string          `protobuf:"bytes,5,opt,name=for_role,json=forRole,proto3" json:"for_role,omitempty"`
+	// Why, for an operator ("job H role primary fits no node: ...; stopping
+	// 1 LOW instance on node n1 frees the room").
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPreempted) Reset() {
+	*x = JobPreempted{}
+	mi := &file_manager_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPreempted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPreempted) ProtoMessage() {}
+
+func (x *JobPreempted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPreempted.ProtoReflect.Descriptor instead.
+func (*JobPreempted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *JobPreempted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *JobPreempted) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *JobPreempted) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *JobPreempted) GetForJobId() *commonpb.JobId {
+	if x != nil {
+		return x.ForJobId
+	}
+	return nil
+}
+
+func (x *JobPreempted) GetForRole() string {
+	if x != nil {
+		return x.ForRole
+	}
+	return ""
+}
+
+func (x *JobPreempted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Added (ours). placement_failed: no node fits a job role.
 type PlacementFailed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7757,7 +7875,7 @@ type PlacementFailed struct {
 
 func (x *PlacementFailed) Reset() {
 	*x = PlacementFailed{}
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7769,7 +7887,7 @@ func (x *PlacementFailed) String() string {
 func (*PlacementFailed) ProtoMessage() {}
 
 func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7782,7 +7900,7 @@ func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFailed.ProtoReflect.Descriptor instead.
 func (*PlacementFailed) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{91}
+	return file_manager_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *PlacementFailed) GetJobId() *commonpb.JobId {
@@ -7828,7 +7946,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7840,7 +7958,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7853,7 +7971,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -7920,7 +8038,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7932,7 +8050,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7945,7 +8063,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -7978,7 +8096,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7990,7 +8108,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8003,7 +8121,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8021,7 +8139,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8033,7 +8151,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8046,7 +8164,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8135,7 +8253,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8147,7 +8265,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8160,7 +8278,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8238,7 +8356,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8250,7 +8368,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8263,7 +8381,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8294,7 +8412,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8306,7 +8424,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8319,7 +8437,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8346,7 +8464,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8358,7 +8476,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8371,7 +8489,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *PoolName) GetName() string {
@@ -8400,14 +8518,30 @@ type Pool struct {
 	// (FailedPrecondition otherwise); ignored by CreatePool.
 	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// Free text for operators (at most 1024 bytes); not interpreted.
-	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Description string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	// Added (issue 13 §3, docs/design/placement.md "Priorities"). Bronze
+	// drop: a LOW priority job role of this pool that has had no instance
+	// for this many seconds, and fits no node, gets terminal_state
+	// { failure_reason: "bronze drop: ..." } and is not placed again until an
+	// operator clears it. 0 (the default): never dropped. At most 2592000
+	// (30 days).
+	LowPriorityMaxWaitSeconds uint32 `protobuf:"varint,6,opt,name=low_priority_max_wait_seconds,json=lowPriorityMaxWaitSeconds,proto3" json:"low_priority_max_wait_seconds,omitempty"`
+	// Added (issue 13 §3). How long a HIGH priority job role of this pool
+	// that fits no node waits for a node a provisioner is creating for it
+	// before it stops LOW priority jobs to make room, counted from when it
+	// lost (or never had) its instance. 0 (the default): it does not wait.
+	// At most 3600.
+	HighPriorityProvisionWaitSeconds uint32 `protobuf:"varint,7,opt,name=high_priority_provision_wait_seconds,json=highPriorityProvisionWaitSeconds,proto3" json:"high_priority_provision_wait_seconds,omitempty"`
+	// Added (issue 13 §3). True: HIGH priority jobs of this pool never stop
+	// LOW priority jobs; they wait for room like any other. Default false.
+	PreemptionDisabled bool `protobuf:"varint,8,opt,name=preemption_disabled,json=preemptionDisabled,proto3" json:"preemption_disabled,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8419,7 +8553,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8432,7 +8566,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *Pool) GetName() string {
@@ -8470,6 +8604,27 @@ func (x *Pool) GetDescription() string {
 	return ""
 }
 
+func (x *Pool) GetLowPriorityMaxWaitSeconds() uint32 {
+	if x != nil {
+		return x.LowPriorityMaxWaitSeconds
+	}
+	return 0
+}
+
+func (x *Pool) GetHighPriorityProvisionWaitSeconds() uint32 {
+	if x != nil {
+		return x.HighPriorityProvisionWaitSeconds
+	}
+	return 0
+}
+
+func (x *Pool) GetPreemptionDisabled() bool {
+	if x != nil {
+		return x.PreemptionDisabled
+	}
+	return false
+}
+
 // Added (ours). One tier of a pool: the nodes carrying every tag of
 // node_selector.
 type PoolTier struct {
@@ -8493,7 +8648,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8505,7 +8660,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8518,7 +8673,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8557,7 +8712,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8569,7 +8724,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8582,7 +8737,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8608,7 +8763,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8620,7 +8775,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8633,7 +8788,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 // Added (ours).
@@ -8650,7 +8805,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8662,7 +8817,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8675,7 +8830,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -8703,7 +8858,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8715,7 +8870,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8728,7 +8883,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -8748,7 +8903,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8760,7 +8915,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8773,7 +8928,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -8800,7 +8955,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8812,7 +8967,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8825,7 +8980,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -8868,7 +9023,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8880,7 +9035,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8893,7 +9048,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8922,7 +9077,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8934,7 +9089,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8947,7 +9102,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8990,7 +9145,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9002,7 +9157,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9015,7 +9170,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -9076,7 +9231,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9088,7 +9243,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9101,7 +9256,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 // Added (ours). AclTokenCreate.
@@ -9118,7 +9273,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9130,7 +9285,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9143,7 +9298,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -9176,7 +9331,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9188,7 +9343,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9201,7 +9356,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 // Added (ours). AclTokenList.
@@ -9218,7 +9373,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9230,7 +9385,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9243,7 +9398,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -9270,7 +9425,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9282,7 +9437,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9295,7 +9450,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -9314,7 +9469,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9326,7 +9481,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9339,7 +9494,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -9354,7 +9509,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9366,7 +9521,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9379,7 +9534,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -9429,7 +9584,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9441,7 +9596,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9454,7 +9609,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -9528,7 +9683,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9540,7 +9695,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9553,7 +9708,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -9591,7 +9746,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9603,7 +9758,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9616,7 +9771,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -9650,7 +9805,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9662,7 +9817,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9777,19 +9932,20 @@ const file_manager_proto_rawDesc = "" +
 	"\x15service_port_mappings\x18\x05 \x03(\v2@.norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xee\x03\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\x89\x04\n" +
 	"\x15JobHistoryJobStopping\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
 	"\fnodeMetadata\x18\x03 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12W\n" +
 	"\x13runningNodeMetadata\x18\x04 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12G\n" +
-	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xa0\x01\n" +
+	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\x01\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x18JOB_STOPPED_NODE_STOPPED\x10\x00\x12\x1f\n" +
 	"\x1bJOB_STOPPED_NODE_TERMINATED\x10\x01\x12\x1e\n" +
 	"\x1aJOB_STOPPED_USER_REQUESTED\x10\x02\x12\x1b\n" +
 	"\x17JOB_STOPPED_UNKNOWN_JOB\x10\x03\x12\x1a\n" +
-	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\"\x81\x02\n" +
+	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\x12\x19\n" +
+	"\x15JOB_STOPPED_PREEMPTED\x10\x06\"\x81\x02\n" +
 	"\x14JobHistoryJobStopped\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
@@ -9996,7 +10152,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8e\x0e\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xd6\x0e\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -10027,7 +10183,8 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
-	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12\x1b\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12F\n" +
+	"\rjob_preempted\x18\x1b \x01(\v2\x1f.norsk.api.manager.JobPreemptedH\x00R\fjobPreempted\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -10269,7 +10426,15 @@ const file_manager_proto_rawDesc = "" +
 	"\x04pool\x18\x04 \x01(\tR\x04pool\x12\x12\n" +
 	"\x04tier\x18\x05 \x01(\tR\x04tier\x12)\n" +
 	"\x10degraded_domains\x18\x06 \x03(\tR\x0fdegradedDomains\x12\x1a\n" +
-	"\bdecision\x18\a \x01(\tR\bdecision\"\x94\x01\n" +
+	"\bdecision\x18\a \x01(\tR\bdecision\"\xef\x01\n" +
+	"\fJobPreempted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x121\n" +
+	"\anode_id\x18\x03 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x125\n" +
+	"\n" +
+	"for_job_id\x18\x04 \x01(\v2\x17.norsk.api.common.JobIdR\bforJobId\x12\x19\n" +
+	"\bfor_role\x18\x05 \x01(\tR\aforRole\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"\x94\x01\n" +
 	"\x0fPlacementFailed\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12=\n" +
@@ -10317,13 +10482,16 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"\x1e\n" +
 	"\bPoolName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x98\x03\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x05tiers\x18\x02 \x03(\v2\x1b.norsk.api.manager.PoolTierR\x05tiers\x12J\n" +
 	"\x0frestart_ceiling\x18\x03 \x01(\v2!.norsk.api.manager.RestartCeilingR\x0erestartCeiling\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xd6\x01\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\x12@\n" +
+	"\x1dlow_priority_max_wait_seconds\x18\x06 \x01(\rR\x19lowPriorityMaxWaitSeconds\x12N\n" +
+	"$high_priority_provision_wait_seconds\x18\a \x01(\rR highPriorityProvisionWaitSeconds\x12/\n" +
+	"\x13preemption_disabled\x18\b \x01(\bR\x12preemptionDisabled\"\xd6\x01\n" +
 	"\bPoolTier\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
 	"\rnode_selector\x18\x02 \x03(\v2-.norsk.api.manager.PoolTier.NodeSelectorEntryR\fnodeSelector\x12\x1b\n" +
@@ -10509,7 +10677,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -10616,109 +10784,110 @@ var file_manager_proto_goTypes = []any{
 	(*RolePlacement)(nil),                 // 102: norsk.api.manager.RolePlacement
 	(*PlacementAttempt)(nil),              // 103: norsk.api.manager.PlacementAttempt
 	(*JobPlaced)(nil),                     // 104: norsk.api.manager.JobPlaced
-	(*PlacementFailed)(nil),               // 105: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 106: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 107: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 108: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 109: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 110: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 111: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 112: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 113: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 114: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 115: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 116: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 117: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 118: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 119: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 120: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 124: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 125: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 126: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 127: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 128: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 129: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 130: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 131: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 132: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 133: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 134: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 135: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 136: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 137: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 138: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 139: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 140: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 141: norsk.api.manager.DateFilter.Within
-	nil,                                   // 142: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 143: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 144: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 145: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 146: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 147: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 148: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 149: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 150: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 151: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 152: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 153: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 154: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 155: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 156: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 157: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 158: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 159: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 160: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 161: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 162: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 163: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 164: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 165: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 166: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 167: google.protobuf.Empty
+	(*JobPreempted)(nil),                  // 105: norsk.api.manager.JobPreempted
+	(*PlacementFailed)(nil),               // 106: norsk.api.manager.PlacementFailed
+	(*PlacementDegraded)(nil),             // 107: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 108: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 109: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 110: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 111: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 112: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 113: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 114: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 115: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 116: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 117: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 118: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 119: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 120: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 121: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 122: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 123: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 124: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 125: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 126: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 127: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 128: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 129: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 130: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 131: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 132: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 133: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 134: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 135: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 136: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 137: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 138: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 139: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 140: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 141: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 142: norsk.api.manager.DateFilter.Within
+	nil,                                   // 143: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 144: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 145: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 146: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 147: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 148: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 149: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 150: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 151: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 152: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 153: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 154: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 155: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 156: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 157: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 158: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 159: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 160: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 161: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 162: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 163: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 164: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 165: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 166: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 167: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 168: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	147, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	148, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	135, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	149, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	150, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	148, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	149, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	136, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	150, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	151, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	151, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	152, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	152, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	136, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	153, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	137, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	153, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	154, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	154, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	155, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	156, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	155, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	156, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	157, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	149, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	149, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	149, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	137, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	149, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	150, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	150, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	138, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	150, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	149, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	150, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	150, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -10728,46 +10897,46 @@ var file_manager_proto_depIdxs = []int32{
 	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	138, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	159, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	139, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	160, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	161, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	148, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	149, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	157, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	157, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	160, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	158, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	158, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	161, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	160, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	157, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	161, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	158, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	160, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	139, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	161, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	140, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	160, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	140, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	161, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	141, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	148, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	149, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	149, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	149, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	149, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	141, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	149, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	161, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	149, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	161, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	150, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	150, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	150, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	150, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	150, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	142, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -10778,11 +10947,11 @@ var file_manager_proto_depIdxs = []int32{
 	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	160, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	161, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	159, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	149, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	160, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	150, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	150, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -10796,217 +10965,221 @@ var file_manager_proto_depIdxs = []int32{
 	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	161, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	162, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	62,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	119, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	120, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	120, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	121, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
 	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	149, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	162, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	147, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	157, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	149, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	163, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	164, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	159, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	149, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	142, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	160, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	159, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	149, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	143, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	160, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	165, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	160, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	149, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	149, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	144, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	164, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	160, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	160, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	149, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	91,  // 173: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	90,  // 174: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 175: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	19,  // 176: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	15,  // 177: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 178: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 179: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 180: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	87,  // 181: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 182: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	148, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	97,  // 190: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	98,  // 191: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	149, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	148, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	160, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	148, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	148, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	160, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	160, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	149, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	146, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	149, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	160, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	160, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	149, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	124, // 221: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	132, // 222: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	166, // 223: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	149, // 224: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	149, // 225: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	166, // 226: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	167, // 227: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 228: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 229: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	148, // 230: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 231: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 232: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 233: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 234: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	160, // 235: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 236: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 237: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	148, // 238: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 239: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	167, // 240: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 241: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 242: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	148, // 243: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 244: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 245: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	160, // 246: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 247: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 248: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 249: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 250: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 251: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 252: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 253: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 254: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 255: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 256: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 257: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 258: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 259: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 260: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 261: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 262: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 263: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	160, // 264: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 265: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	148, // 266: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	125, // 267: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	126, // 268: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	127, // 269: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	129, // 270: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	130, // 271: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	131, // 272: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	133, // 273: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	66,  // 274: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 275: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 276: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	167, // 277: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 278: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	167, // 279: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	167, // 280: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	167, // 281: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	167, // 282: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	167, // 283: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	167, // 284: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	167, // 285: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 286: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 287: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 288: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	167, // 289: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 290: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 291: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 292: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	167, // 293: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 294: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	167, // 295: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 296: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 297: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	167, // 298: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	167, // 299: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	167, // 300: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	167, // 301: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 302: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 303: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 304: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	167, // 305: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	167, // 306: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	167, // 307: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 308: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 309: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	167, // 310: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	167, // 311: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	167, // 312: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 313: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	124, // 314: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	124, // 315: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	128, // 316: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	167, // 317: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	124, // 318: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	132, // 319: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	134, // 320: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	274, // [274:321] is the sub-list for method output_type
-	227, // [227:274] is the sub-list for method input_type
-	227, // [227:227] is the sub-list for extension type_name
-	227, // [227:227] is the sub-list for extension extendee
-	0,   // [0:227] is the sub-list for field type_name
+	106, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	107, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	105, // 125: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
+	150, // 126: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	54,  // 127: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	14,  // 128: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	163, // 129: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	148, // 130: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	158, // 131: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	159, // 132: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 133: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 134: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	31,  // 135: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	150, // 136: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	11,  // 137: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	164, // 138: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	69,  // 139: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	165, // 140: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	2,   // 141: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	122, // 142: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	160, // 143: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	150, // 144: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	150, // 145: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	143, // 146: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	161, // 147: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	160, // 148: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	161, // 149: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	150, // 150: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	68,  // 151: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	29,  // 152: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	31,  // 153: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	71,  // 154: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	144, // 155: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	161, // 156: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	166, // 157: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	161, // 158: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	77,  // 159: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	150, // 160: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	150, // 161: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	145, // 162: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 163: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	78,  // 164: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	77,  // 165: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	165, // 166: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	161, // 167: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	161, // 168: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	146, // 169: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	150, // 170: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	84,  // 171: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	87,  // 172: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 173: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	91,  // 174: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	90,  // 175: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 176: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	19,  // 177: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	15,  // 178: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 179: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 180: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 181: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	87,  // 182: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 183: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 184: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	88,  // 185: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	87,  // 186: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	149, // 187: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	13,  // 188: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	103, // 189: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	88,  // 190: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	97,  // 191: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	98,  // 192: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	102, // 193: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	103, // 194: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	13,  // 195: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	150, // 196: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	108, // 197: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	149, // 198: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	161, // 199: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	149, // 200: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
+	161, // 201: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
+	149, // 202: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
+	149, // 203: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	103, // 204: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	149, // 205: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	161, // 206: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	13,  // 207: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	161, // 208: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	111, // 209: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	112, // 210: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	113, // 211: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	150, // 212: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	116, // 213: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	117, // 214: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	147, // 215: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	115, // 216: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	115, // 217: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	114, // 218: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	8,   // 219: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	150, // 220: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	161, // 221: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	161, // 222: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	150, // 223: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	150, // 224: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	125, // 225: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	133, // 226: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	167, // 227: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	150, // 228: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	150, // 229: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	167, // 230: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	168, // 231: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	15,  // 232: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	15,  // 233: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	149, // 234: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	65,  // 235: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	46,  // 236: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	47,  // 237: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	48,  // 238: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	161, // 239: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	49,  // 240: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	50,  // 241: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	149, // 242: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	55,  // 243: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	168, // 244: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	72,  // 245: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	70,  // 246: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	149, // 247: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	75,  // 248: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	79,  // 249: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	161, // 250: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	81,  // 251: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	83,  // 252: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	85,  // 253: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	88,  // 254: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 255: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 256: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	93,  // 257: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	94,  // 258: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	87,  // 259: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 260: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	109, // 261: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	115, // 262: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	115, // 263: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	114, // 264: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	114, // 265: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	118, // 266: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	123, // 267: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	161, // 268: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	124, // 269: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	149, // 270: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	126, // 271: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	127, // 272: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	128, // 273: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	130, // 274: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	131, // 275: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	132, // 276: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	134, // 277: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	66,  // 278: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	20,  // 279: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	20,  // 280: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	168, // 281: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	37,  // 282: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	168, // 283: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	168, // 284: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	168, // 285: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	168, // 286: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	168, // 287: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	168, // 288: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	168, // 289: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	64,  // 290: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	67,  // 291: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	73,  // 292: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	168, // 293: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	74,  // 294: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	76,  // 295: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	80,  // 296: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	168, // 297: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	82,  // 298: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	168, // 299: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	86,  // 300: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	92,  // 301: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	168, // 302: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	168, // 303: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	168, // 304: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	168, // 305: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	98,  // 306: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	100, // 307: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	110, // 308: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	168, // 309: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	168, // 310: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	168, // 311: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	115, // 312: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	119, // 313: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	168, // 314: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	168, // 315: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	168, // 316: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	101, // 317: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	125, // 318: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	125, // 319: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	129, // 320: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	168, // 321: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	125, // 322: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	133, // 323: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	135, // 324: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	278, // [278:325] is the sub-list for method output_type
+	231, // [231:278] is the sub-list for method input_type
+	231, // [231:231] is the sub-list for extension type_name
+	231, // [231:231] is the sub-list for extension extendee
+	0,   // [0:231] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11085,6 +11258,7 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_JobPlaced)(nil),
 		(*EventStreamEvent_PlacementFailed)(nil),
 		(*EventStreamEvent_PlacementDegraded)(nil),
+		(*EventStreamEvent_JobPreempted)(nil),
 	}
 	file_manager_proto_msgTypes[52].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
@@ -11092,7 +11266,7 @@ func file_manager_proto_init() {
 	}
 	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
 	file_manager_proto_msgTypes[88].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[95].OneofWrappers = []any{
+	file_manager_proto_msgTypes[96].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
@@ -11103,7 +11277,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   133,
+			NumMessages:   134,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

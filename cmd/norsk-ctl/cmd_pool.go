@@ -147,6 +147,8 @@ func writePoolDetails(w io.Writer, p *managerpb.Pool) error {
 		field("Description", p.GetDescription())
 	}
 	field("Restart ceiling", format.RestartCeiling(p.GetRestartCeiling()))
+	field("Preemption", format.Preemption(p))
+	field("Bronze drop", format.BronzeDrop(p.GetLowPriorityMaxWaitSeconds()))
 	sb.WriteString("Tiers (cheap to expensive):\n")
 	if _, err := io.WriteString(w, sb.String()); err != nil {
 		return err

@@ -31,7 +31,14 @@ func (e *Engine) bronzeDrop(ctx context.Context, w *world, c *candidate, pool *m
 	if waited < limit {
 		return
 	}
+	e.mu.Lock()
+	seq, sent := e.terminalSent[c.job]
+	e.mu.Unlock()
+	if sent && seq == c.seq {
+		return // decided by an earlier pass; its write is in flight
+	}
 	e.cfg.Metrics.count(ResultBronzeDrop)
+	e.log.Warn("bronze drop: giving up on a low priority job", "job_id", c.job, "role", c.role, "pool", c.pool, "waited", waited.Round(time.Second))
 	e.writeTerminal(ctx, c, BronzeReason(c.rec, string(c.role), c.pool, waited, limit, nf.Error()))
 }
 

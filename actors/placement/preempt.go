@@ -44,6 +44,9 @@ type preemptState struct {
 	logged map[key]string
 }
 
+// maxPreemptLogged bounds preemptState.logged over a long term.
+const maxPreemptLogged = 10000
+
 type pendingPreemption struct {
 	node    string
 	victims map[key]bool
@@ -293,8 +296,8 @@ func (e *Engine) logPreempt(k key, msg string, args ...any) {
 	e.preempt.mu.Lock()
 	same := e.preempt.logged[k] == msg
 	if !same {
-		if e.preempt.logged == nil {
-			e.preempt.logged = map[key]string{}
+		if e.preempt.logged == nil || len(e.preempt.logged) >= maxPreemptLogged {
+			e.preempt.logged = map[key]string{} // bounded: forgetting only logs a line again
 		}
 		e.preempt.logged[k] = msg
 	}

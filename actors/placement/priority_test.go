@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -388,4 +389,33 @@ func countUpdates(f *fixture, id string) int {
 		}
 	}
 	return n
+}
+
+// TestMetrics_PreemptedAndBronzeDrop: each LOW instance stopped for a HIGH
+// job counts preempted once; a drop counts bronze_drop once, however many
+// passes see it due.
+func TestMetrics_PreemptedAndBronzeDrop(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	f.eng.cfg.Metrics = m
+	t0 := f.now
+	f.putPriorityPool("bulk", &managerpb.Pool{LowPriorityMaxWaitSeconds: 30})
+	f.putNode("n1", 2, "", nil)
+	f.bandJob("l1", 1, low, "bulk")
+	f.bandJob("l2", 1, low, "bulk")
+	f.pass()
+	f.bandJob("h", 2, high, "")
+	f.pass()
+	f.pass()
+	require.Equal(t, 2.0, gathered(t, reg, "norsk_manager_placements_total", ResultPreempted))
+	f.endStopping()
+	f.pass()
+	require.Equal(t, "n1", f.nodeOf("h", "primary"))
+	f.now = t0.Add(31 * time.Second)
+	f.pass()
+	f.pass()
+	require.Equal(t, 2.0, gathered(t, reg, "norsk_manager_placements_total", ResultBronzeDrop), "l1 and l2, once each")
+	require.Equal(t, 2.0, gathered(t, reg, "norsk_manager_placements_total", ResultTerminal))
 }

@@ -2,7 +2,7 @@ package scheduler
 
 import (
 	"errors"
-	"math/bits"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -22,8 +22,8 @@ type Preemption struct {
 }
 
 // maxExactVictims is the most candidate victims on one node for which
-// SelectPreempting tries every subset (2^10 single-node checks); above it,
-// it takes the biggest first and then gives back what is not needed.
+// SelectPreempting tries the subsets (by size, at most 2^10 of them); above
+// it, it takes the biggest first and then gives back what is not needed.
 const maxExactVictims = 10
 
 // SelectPreempting decides where a goes if instances of victims (the ones
@@ -50,9 +50,15 @@ func (v *View) SelectPreempting(a Ask, victims []Placed) (Preemption, error) {
 		return Preemption{}, err
 	}
 	byNode := v.victimsByNode(&a, victims)
+	t := newTrial(v, &a)
 	var best *preemptOption
 	for _, i := range sortedKeys(byNode) {
-		if o, ok := v.preemptOn(&a, i, byNode[i]); ok && (best == nil || o.less(best)) {
+		limit, maxCost := len(byNode[i]), math.Inf(1)
+		if best != nil {
+			// A node needing more victims, or as many but dearer, cannot win.
+			limit, maxCost = len(best.victims), best.cost
+		}
+		if o, ok := v.preemptOn(t, i, byNode[i], limit, maxCost); ok && (best == nil || o.less(best)) {
 			best = &o
 		}
 	}
@@ -134,19 +140,23 @@ func sortedKeys(m map[int][]Placed) []int {
 	return keys
 }
 
-// preemptOn returns the cheapest set of vs (victims on node i) whose
-// removal lets a fit node i, and false if even all of them do not.
-func (v *View) preemptOn(a *Ask, i int, vs []Placed) (preemptOption, bool) {
-	if _, ok := v.fitsWithout(a, i, vs); !ok {
+// preemptOn returns the cheapest set of at most limit of vs (victims on
+// node i; of exactly limit, costing at most maxCost) whose removal lets a
+// fit node i, and false if there is none.
+func (v *View) preemptOn(t *trial, i int, vs []Placed, limit int, maxCost float64) (preemptOption, bool) {
+	if _, ok := v.fitsWithout(t, i, vs); !ok {
 		return preemptOption{}, false
 	}
 	var set []Placed
 	if len(vs) <= maxExactVictims {
-		set = v.exactVictims(a, i, vs)
+		var ok bool
+		if set, ok = v.exactVictims(t, i, vs, limit, maxCost); !ok {
+			return preemptOption{}, false
+		}
 	} else {
-		set = v.greedyVictims(a, i, vs)
+		set = v.greedyVictims(t, i, vs)
 	}
-	r, _ := v.fitsWithout(a, i, set)
+	r, _ := v.fitsWithout(t, i, set)
 	o := preemptOption{victims: set, rank: r}
 	for _, p := range set {
 		o.cost += victimCost(p)
@@ -154,55 +164,89 @@ func (v *View) preemptOn(a *Ask, i int, vs []Placed) (preemptOption, bool) {
 	return o, true
 }
 
-// exactVictims tries every subset of vs by size, then cost, then order,
-// and returns the first with which a fits node i (vs itself fits).
-func (v *View) exactVictims(a *Ask, i int, vs []Placed) []Placed {
-	masks := make([]uint, 0, 1<<len(vs)-1)
-	cost := make([]float64, 1<<len(vs))
-	for m := uint(1); m < 1<<len(vs); m++ {
-		masks = append(masks, m)
-		for j := range vs {
-			if m&(1<<j) != 0 {
-				cost[m] += victimCost(vs[j])
+// exactVictims tries the subsets of vs by size (from the least that could
+// free enough units, up to limit), each size cheapest first, and returns
+// the first with which a fits node i; false if none of at most limit
+// victims does (at the size limit itself, none costing at most maxCost:
+// the best other node's set).
+func (v *View) exactVictims(t *trial, i int, vs []Placed, limit int, maxCost float64) ([]Placed, bool) {
+	n := t.n
+	free, gpuFree, _, _ := v.Free(v.nodes[i].ID)
+	caps := make([]float64, len(vs))
+	for j, p := range vs {
+		caps[j] = finiteOrZero(p.Capacity)
+	}
+	type subset struct {
+		mask uint
+		cost float64
+	}
+	var subsets []subset
+	for k := minVictims(caps, n.capacity-free); k <= min(limit, len(vs)); k++ {
+		subsets = subsets[:0]
+		// Gosper's hack: every mask of len(vs) bits with k bits set, in
+		// increasing order.
+		for m := uint(1)<<k - 1; m < 1<<len(vs); {
+			var units, gpu, cost float64
+			for j := range vs {
+				if m&(1<<j) != 0 {
+					units += caps[j]
+					gpu += finiteOrZero(vs[j].GPUCapacity)
+					cost += victimCost(vs[j])
+				}
+			}
+			// Only a set freeing enough units can fit (the chain need not
+			// run), and at the best size so far only one no dearer can win.
+			if free+units+epsilon >= n.capacity && gpuFree+gpu+epsilon >= n.gpu && (k < limit || cost <= maxCost) {
+				subsets = append(subsets, subset{m, cost})
+			}
+			c := m & -m
+			r := m + c
+			m = (((r ^ m) >> 2) / c) | r
+		}
+		sort.SliceStable(subsets, func(x, y int) bool { return subsets[x].cost < subsets[y].cost })
+		for _, sub := range subsets {
+			var set []Placed
+			for j := range vs {
+				if sub.mask&(1<<j) != 0 {
+					set = append(set, vs[j])
+				}
+			}
+			if _, ok := v.fitsWithout(t, i, set); ok {
+				return set, true
 			}
 		}
 	}
-	sort.SliceStable(masks, func(x, y int) bool {
-		mx, my := masks[x], masks[y]
-		if cx, cy := bits.OnesCount(mx), bits.OnesCount(my); cx != cy {
-			return cx < cy
-		}
-		return cost[mx] < cost[my]
-	})
-	for _, m := range masks {
-		var set []Placed
-		for j := range vs {
-			if m&(1<<j) != 0 {
-				set = append(set, vs[j])
-			}
-		}
-		if _, ok := v.fitsWithout(a, i, set); ok {
-			return set
-		}
+	return nil, false
+}
+
+// minVictims is the least number of the units caps whose sum covers
+// deficit (the biggest first); at least 1.
+func minVictims(caps []float64, deficit float64) int {
+	sorted := slices.Clone(caps)
+	slices.Sort(sorted)
+	k, sum := 0, 0.0
+	for j := len(sorted) - 1; j >= 0 && sum+epsilon < deficit; j-- {
+		sum += sorted[j]
+		k++
 	}
-	return vs
+	return max(k, 1)
 }
 
 // greedyVictims takes the costliest of vs first until a fits node i, then
 // gives back, cheapest first, each one a does not need.
-func (v *View) greedyVictims(a *Ask, i int, vs []Placed) []Placed {
+func (v *View) greedyVictims(t *trial, i int, vs []Placed) []Placed {
 	order := slices.Clone(vs)
 	sort.SliceStable(order, func(x, y int) bool { return victimCost(order[x]) > victimCost(order[y]) })
 	var set []Placed
 	for _, p := range order {
 		set = append(set, p)
-		if _, ok := v.fitsWithout(a, i, set); ok {
+		if _, ok := v.fitsWithout(t, i, set); ok {
 			break
 		}
 	}
 	for j := len(set) - 1; j >= 0; j-- {
 		without := slices.Delete(slices.Clone(set), j, j+1)
-		if _, ok := v.fitsWithout(a, i, without); ok {
+		if _, ok := v.fitsWithout(t, i, without); ok {
 			set = without
 		}
 	}
@@ -210,18 +254,66 @@ func (v *View) greedyVictims(a *Ask, i int, vs []Placed) []Placed {
 	return set
 }
 
-// fitsWithout reports whether a passes every filter on node i with set
-// removed from the view, and its rank there; the view is restored.
-func (v *View) fitsWithout(a *Ask, i int, set []Placed) (rank, bool) {
-	v.removeAll(set)
-	defer v.Add(set...)
-	n := needOf(a)
-	fs := chain(v, a, n) // after the removal: separate_from and co_locate_with see it
-	c := &candidate{node: &v.nodes[i], usage: &v.usage[i]}
-	if !runChain(fs, make([]tally, len(fs)), c) {
+// trial is what every check of one SelectPreempting shares: the ask, its
+// need, and its chain when the chain does not read placements (no
+// co_locate_with, no separate_from; otherwise nil, and each check rebuilds
+// it without the set it tries).
+type trial struct {
+	a       *Ask
+	n       need
+	fs      []filter
+	tallies []tally
+}
+
+func newTrial(v *View, a *Ask) *trial {
+	t := &trial{a: a, n: needOf(a)}
+	if len(a.CoLocateWith) == 0 && len(a.SeparateFrom) == 0 {
+		t.fs = chain(v, a, t.n)
+		t.tallies = make([]tally, len(t.fs))
+	}
+	return t
+}
+
+// fitsWithout reports whether the trial's ask passes every filter on node
+// i with set removed, and its rank there; the view is not changed (or is
+// restored).
+func (v *View) fitsWithout(t *trial, i int, set []Placed) (rank, bool) {
+	node := &v.nodes[i]
+	if t.fs == nil {
+		v.removeAll(set)
+		defer v.Add(set...)
+		fs := chain(v, t.a, t.n) // after the removal: separate_from and co_locate_with see it
+		c := &candidate{node: node, usage: &v.usage[i]}
+		if !runChain(fs, make([]tally, len(fs)), c) {
+			return rank{}, false
+		}
+		return rankOf(c, t.a, t.n), true
+	}
+	u := usageWithout(node, &v.usage[i], set)
+	c := &candidate{node: node, usage: &u}
+	if !runChain(t.fs, t.tallies, c) {
 		return rank{}, false
 	}
-	return rankOf(c, a, n), true
+	return rankOf(c, t.a, t.n), true
+}
+
+// usageWithout is a copy of u (node's usage) with set's room given back.
+func usageWithout(node *Node, u *usage, set []Placed) usage {
+	out := usage{capacity: u.capacity, gpu: u.gpu, coresUsed: u.coresUsed}
+	if u.cores != nil {
+		out.cores = slices.Clone(u.cores)
+	}
+	for _, p := range set {
+		out.capacity -= finiteOrZero(p.Capacity)
+		out.gpu -= finiteOrZero(p.GPUCapacity)
+		for _, c := range p.Cores {
+			if k, ok := corePos(node, &out, c); ok && out.cores[k] {
+				out.cores[k] = false
+				out.coresUsed--
+			}
+		}
+	}
+	return out
 }
 
 func (v *View) removeAll(set []Placed) {

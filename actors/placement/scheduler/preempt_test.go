@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -155,4 +156,34 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkSelectPreempting is a HIGH ask on benchFleet's nodes made full
+// (10 units, ten 1-unit instances, all of them LOW victims), needing the
+// room of victims=k instances: the worst case of a preemption decision,
+// every node a candidate.
+func BenchmarkSelectPreempting(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		for _, k := range []int{1, 2, 5} {
+			b.Run(fmt.Sprintf("nodes=%d/victims=%d", n, k), func(b *testing.B) {
+				nodes, placed, a := benchFleet(n)
+				for i := range nodes {
+					nodes[i].Capacity = 10
+				}
+				a.Requirements.Capacity = float64(k)
+				a.Requirements.Cores = 0
+				a.SeparateFrom = nil
+				v, err := NewView(nodes, placed)
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchTimed(b, func() {
+					p, err := v.SelectPreempting(a, placed)
+					if err != nil || len(p.Victims) != k {
+						b.Fatalf("victims %d, %v; want %d", len(p.Victims), err, k)
+					}
+				})
+			})
+		}
+	}
 }

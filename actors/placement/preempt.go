@@ -11,6 +11,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -42,6 +43,19 @@ type preemptState struct {
 	// logged holds, per HIGH job role, the last wait or refusal logged,
 	// so each is logged once per change. Guarded by mu.
 	logged map[key]string
+	// answered holds, per victim, the PreemptJobs the job grain accepted,
+	// with the record sequence they were decided at: a pass that read the
+	// store before the commit still sees the victim running at that
+	// sequence, and must neither preempt it again nor think the
+	// preemption over. Forgotten once a pass reads a newer record. Guarded
+	// by mu.
+	answered map[key]answeredPreemption
+}
+
+type answeredPreemption struct {
+	seq  persistence.Seq
+	forK key
+	node string
 }
 
 // maxPreemptLogged bounds preemptState.logged over a long term.
@@ -181,6 +195,9 @@ func (e *Engine) preemptionInProgress(w *world, k key) (string, bool) {
 	}
 	for i := range w.running {
 		r := &w.running[i]
+		if node, stale := e.answeredFor(r, k); stale {
+			return node, true // committed after this pass read the store
+		}
 		if r.status != internalpb.InstanceStatus_INSTANCE_STOPPING {
 			continue
 		}
@@ -190,6 +207,15 @@ func (e *Engine) preemptionInProgress(w *world, k key) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// answeredFor reports whether r's record, as this pass read it, predates
+// an accepted PreemptJob of r for k, and on which node.
+func (e *Engine) answeredFor(r *running, k key) (string, bool) {
+	e.preempt.mu.Lock()
+	defer e.preempt.mu.Unlock()
+	a, ok := e.preempt.answered[r.key]
+	return a.node, ok && a.forK == k && a.seq == r.seq
 }
 
 // holdRoom adds to view, on node, the room of ask (the job and its
@@ -216,6 +242,15 @@ func (e *Engine) victimsOf(w *world) []scheduler.Placed {
 	for _, p := range e.preempt.pending {
 		for k := range p.victims {
 			taken[k] = true
+		}
+	}
+	for i := range w.running {
+		r := &w.running[i]
+		switch a, ok := e.preempt.answered[r.key]; {
+		case ok && a.seq == r.seq:
+			taken[r.key] = true // this pass read the record before the commit
+		case ok:
+			delete(e.preempt.answered, r.key)
 		}
 	}
 	e.preempt.mu.Unlock()
@@ -275,6 +310,12 @@ func (e *Engine) sendPreempt(ctx context.Context, w *world, forK key, v schedule
 			if len(p.victims) == 0 {
 				delete(e.preempt.pending, forK)
 			}
+		}
+		if err == nil {
+			if e.preempt.answered == nil || len(e.preempt.answered) >= maxPreemptLogged {
+				e.preempt.answered = map[key]answeredPreemption{} // bounded; a stale pass is at most one
+			}
+			e.preempt.answered[vk] = answeredPreemption{seq: persistence.Seq(seq), forK: forK, node: string(v.Node)}
 		}
 		e.preempt.mu.Unlock()
 		var re *actors.ReplyError

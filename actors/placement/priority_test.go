@@ -419,3 +419,41 @@ func TestMetrics_PreemptedAndBronzeDrop(t *testing.T) {
 	require.Equal(t, 2.0, gathered(t, reg, "norsk_manager_placements_total", ResultBronzeDrop), "l1 and l2, once each")
 	require.Equal(t, 2.0, gathered(t, reg, "norsk_manager_placements_total", ResultTerminal))
 }
+
+// TestEngine_Preempt_StaleRead: a pass that read the store before an
+// accepted PreemptJob committed still sees the victim running; it treats
+// the preemption as in progress and the victim as taken, so it neither
+// preempts again nor stops a second LOW job.
+func TestEngine_Preempt_StaleRead(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 4, "", nil)
+	f.bandJob("l1", 2, low, "")
+	f.bandJob("l2", 2, low, "")
+	f.pass()
+	f.bandJob("h", 2, high, "")
+	stale, err := readWorld(f.store, f.now)
+	require.NoError(t, err)
+	f.pass()
+	require.Equal(t, 1, f.router.preemptCount())
+
+	hk := key{"h", "primary"}
+	node, ok := f.eng.preemptionInProgress(stale, hk)
+	require.True(t, ok, "in progress though the stale read shows the victim running")
+	require.Equal(t, "n1", node)
+	var victim string
+	for k := range f.router.preempts {
+		victim = strings.TrimSuffix(k, "/primary")
+	}
+	for _, p := range f.eng.victimsOf(stale) {
+		require.NotEqual(t, victim, string(p.Job), "the preempted job is not a victim again")
+	}
+	// A fresh read shows it stopping: the memory is forgotten.
+	fresh, err := readWorld(f.store, f.now)
+	require.NoError(t, err)
+	f.eng.victimsOf(fresh)
+	f.eng.preempt.mu.Lock()
+	require.Empty(t, f.eng.preempt.answered)
+	f.eng.preempt.mu.Unlock()
+	_, ok = f.eng.preemptionInProgress(fresh, hk)
+	require.True(t, ok, "the record says it now")
+}

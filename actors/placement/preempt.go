@@ -113,7 +113,7 @@ func (e *Engine) noFit(ctx context.Context, w *world, view *scheduler.View, c *c
 // given to another job nor preempted twice.
 func (e *Engine) preemptFor(ctx context.Context, w *world, view *scheduler.View, c *candidate, pool *managerpb.Pool, ask scheduler.Ask, nf *scheduler.Failure) {
 	if node, ok := e.preemptionInProgress(w, c.key); ok {
-		holdRoom(view, ask, node)
+		holdRoom(w, view, ask, node)
 		return
 	}
 	if pool.GetPreemptionDisabled() {
@@ -141,7 +141,7 @@ func (e *Engine) preemptFor(ctx context.Context, w *world, view *scheduler.View,
 	e.preempt.pending[c.key] = pend
 	delete(e.preempt.logged, c.key)
 	e.preempt.mu.Unlock()
-	holdRoom(view, ask, string(p.Decision.Node))
+	holdRoom(w, view, ask, string(p.Decision.Node))
 	e.log.Warn("preempting low priority jobs for a high priority job", "job_id", c.job, "role", c.role, "node_id", p.Decision.Node,
 		"victims", len(p.Victims), "reason", reason)
 	for _, v := range p.Victims {
@@ -219,16 +219,18 @@ func (e *Engine) answeredFor(r *running, k key) (string, bool) {
 }
 
 // holdRoom adds to view, on node, the room of ask (the job and its
-// co-located members), so that nothing else of the pass takes it. The
-// view is the pass's own; the next pass holds it again while the
-// preemption is in progress.
-func holdRoom(view *scheduler.View, ask scheduler.Ask, node string) {
+// co-located members), so that nothing else of pass w takes it; the
+// members are not decided again in this pass (their room is held with the
+// job's). The view is the pass's own; the next pass holds it again while
+// the preemption is in progress.
+func holdRoom(w *world, view *scheduler.View, ask scheduler.Ask, node string) {
 	n := scheduler.NodeID(node)
 	view.Remove(ask.Job, ask.Role) // a hold of an earlier decision in this pass
 	view.Add(scheduler.Placed{Job: ask.Job, Role: ask.Role, Node: n, Capacity: ask.Requirements.Capacity, GPUCapacity: ask.Requirements.GPUCapacity})
 	for _, m := range ask.CoLocated {
 		view.Remove(m.Job, m.Role)
 		view.Add(scheduler.Placed{Job: m.Job, Role: m.Role, Node: n, Capacity: m.Requirements.Capacity, GPUCapacity: m.Requirements.GPUCapacity})
+		w.busy[key{m.Job, m.Role}] = true
 	}
 }
 

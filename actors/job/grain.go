@@ -255,6 +255,8 @@ func (g *grain) dispatch(ctx actor.Context, m *internalpb.JobCommand) *internalp
 		return g.recordPlacementFailure(m.GetRequestId(), c.RecordPlacementFailure)
 	case *internalpb.JobCommand_RecheckPlacement:
 		return g.recheckPlacement(m.GetRequestId(), c.RecheckPlacement)
+	case *internalpb.JobCommand_Preempt:
+		return g.preempt(ctx, m.GetRequestId(), c.Preempt)
 	}
 	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
 }

@@ -28,6 +28,10 @@ type Config struct {
 	// RequestTimeout bounds each StartJob and UpdateJob. Default 15 s
 	// (above the job grain's wait for its node).
 	RequestTimeout time.Duration
+	// Provisioning tells whether a node being created will take a HIGH
+	// priority job that fits no node now (preempt.go); nil: none is ever
+	// coming, so such a job preempts at once.
+	Provisioning Provisioning
 	// Clock reads the time. Default time.Now.
 	Clock   func() time.Time
 	Logger  *slog.Logger
@@ -76,6 +80,8 @@ type Engine struct {
 	// notes holds the failure and re-check writes in flight and their
 	// budget (failures.go). Guarded by mu.
 	notes noteWrites
+	// preempt holds the preemptions in flight (preempt.go).
+	preempt preemptState
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before

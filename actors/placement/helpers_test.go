@@ -175,6 +175,8 @@ type fakeRouter struct {
 	// failureWrites and rechecks count the RecordPlacementFailure and
 	// RecheckPlacement commands carried out, by "job/role".
 	failureWrites, rechecks map[string]int
+	// preempts counts the PreemptJob commands carried out, by "job/role".
+	preempts map[string]int
 }
 
 func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error) {
@@ -247,6 +249,13 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 			r.stops = map[string]int{}
 		}
 		r.stops[id+"/"+x.Stop.GetRole()]++
+	case *internalpb.JobCommand_Preempt:
+		ev, fail := fakePreempt(rec, x.Preempt, at)
+		if fail != nil {
+			return fail, nil
+		}
+		events = append(events, updatedEvent(rec), ev)
+		r.count(&r.preempts, id+"/"+x.Preempt.GetRole())
 	case *internalpb.JobCommand_Update:
 		if x.Update.GetJob().GetCurrentHash() != rec.GetJob().GetJob().GetCurrentHash() {
 			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "stale hash"), nil

@@ -17,9 +17,16 @@ const (
 	// ResultStartFailed: the job grain or the node refused or did not
 	// answer the StartJob; decided again by a later pass.
 	ResultStartFailed = "start_failed"
-	// ResultTerminal: the restart ceiling was exceeded and the job's
-	// terminal_state written.
+	// ResultTerminal: the job's terminal_state was written (the restart
+	// ceiling was exceeded, or a bronze drop).
 	ResultTerminal = "terminal"
+	// ResultPreempted: a LOW priority instance the job grain stopped to make
+	// room for a HIGH priority job (one per instance).
+	ResultPreempted = "preempted"
+	// ResultBronzeDrop: a LOW priority job role unplaced past its pool's
+	// low_priority_max_wait_seconds was given up (its terminal_state write
+	// sent).
+	ResultBronzeDrop = "bronze_drop"
 )
 
 // Metrics are the engine's Prometheus metrics. Create them once per
@@ -43,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		placements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "norsk_manager_placements_total",
-			Help: "Placement decisions of the engine on this manager, by result (placed, no_node, start_failed, terminal).",
+			Help: "Placement decisions of the engine on this manager, by result (placed, no_node, start_failed, terminal, preempted, bronze_drop).",
 		}, []string{"result"}),
 		unplaced: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "norsk_manager_unplaced_jobs",
@@ -62,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("placement: register metrics: %w", err)
 		}
 	}
-	for _, r := range []string{ResultPlaced, ResultNoNode, ResultStartFailed, ResultTerminal} {
+	for _, r := range []string{ResultPlaced, ResultNoNode, ResultStartFailed, ResultTerminal, ResultPreempted, ResultBronzeDrop} {
 		m.placements.WithLabelValues(r)
 	}
 	return m, nil

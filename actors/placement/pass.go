@@ -59,6 +59,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("placement view: %w", err)
 	}
+	sortByPriority(w.candidates) // HIGH first: room freed for it is its own (preempt.go)
 	w.byKey = make(map[key]*candidate, len(w.candidates))
 	for i := range w.candidates {
 		w.byKey[w.candidates[i].key] = &w.candidates[i]
@@ -130,6 +131,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	switch {
 	case errors.As(err, &nf):
 		e.fail(c.key, ResultNoNode, nf.Error(), &nf.Metrics, "pool", c.pool)
+		e.noFit(ctx, w, view, c, pool, ask, nf) // priorities: preemption, bronze drop
 		return false
 	case err != nil:
 		e.fail(c.key, ResultNoNode, err.Error(), nil, "pool", c.pool)

@@ -86,6 +86,10 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		p := e.JobPlaced
 		return "job_placed", join(fmt.Sprintf("job=%s role=%s node=%s", Value(p.GetJobId().GetJobId()), Value(p.GetRole()), Value(p.GetNodeId().GetNodeId())),
 			kv("pool", p.GetPool()), kv("tier", p.GetTier()), kv("degraded", strings.Join(p.GetDegradedDomains(), ",")))
+	case *managerpb.EventStreamEvent_JobPreempted:
+		p := e.JobPreempted
+		return "job_preempted", fmt.Sprintf("job=%s role=%s node=%s for=%s/%s: %s", Value(p.GetJobId().GetJobId()), Value(p.GetRole()),
+			Value(p.GetNodeId().GetNodeId()), Value(p.GetForJobId().GetJobId()), Value(p.GetForRole()), p.GetReason())
 	case *managerpb.EventStreamEvent_PlacementFailed:
 		p := e.PlacementFailed
 		return "placement_failed", fmt.Sprintf("job=%s role=%s: %s", Value(p.GetJobId().GetJobId()), Value(p.GetRole()), p.GetAttempt().GetReason())

@@ -81,6 +81,10 @@ func TestEventLine(t *testing.T) {
 			JobId: &commonpb.JobId{JobId: "bd.1.web"}, Role: "backup", NodeId: &commonpb.NodeId{NodeId: "a2"}, Pool: "live", Tier: "onprem",
 			DegradedDomains: []string{"zone"}}}},
 			"#11    job_placed              job=bd.1.web role=backup node=a2 pool=live tier=onprem degraded=zone"},
+		{"job_preempted", &managerpb.EventStreamEvent{LogIndex: 15, Event: &managerpb.EventStreamEvent_JobPreempted{JobPreempted: &managerpb.JobPreempted{
+			JobId: &commonpb.JobId{JobId: "bulk"}, Role: "primary", NodeId: &commonpb.NodeId{NodeId: "n1"},
+			ForJobId: &commonpb.JobId{JobId: "news"}, ForRole: "primary", Reason: "stopping 1 LOW priority instance on node n1 makes room"}}},
+			"#15    job_preempted           job=bulk role=primary node=n1 for=news/primary: stopping 1 LOW priority instance on node n1 makes room"},
 		{"placement_failed", &managerpb.EventStreamEvent{LogIndex: 12, Event: &managerpb.EventStreamEvent_PlacementFailed{PlacementFailed: &managerpb.PlacementFailed{
 			JobId: &commonpb.JobId{JobId: "big"}, Role: "primary", Attempt: &managerpb.PlacementAttempt{
 				Reason: "job big role primary fits no node: 2 nodes evaluated: capacity exhausted on 2 nodes (needs 9 units)"}}}},

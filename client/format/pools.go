@@ -39,6 +39,29 @@ func RestartCeiling(c *managerpb.RestartCeiling) string {
 	return fmt.Sprintf("%d failures in %s", c.GetMaxFailures(), time.Duration(c.GetWindowSeconds())*time.Second)
 }
 
+// Preemption renders a pool's preemption settings (issue 13 §3): "off",
+// "on" (a HIGH job preempts at once), or "on, after waiting up to 2m0s for
+// a node being provisioned".
+func Preemption(p *managerpb.Pool) string {
+	switch w := p.GetHighPriorityProvisionWaitSeconds(); {
+	case p.GetPreemptionDisabled():
+		return "off"
+	case w == 0:
+		return "on"
+	default:
+		return fmt.Sprintf("on, after waiting up to %s for a node being provisioned", time.Duration(w)*time.Second)
+	}
+}
+
+// BronzeDrop renders low_priority_max_wait_seconds: "never" for 0, else
+// "LOW priority jobs unplaced for 5m0s".
+func BronzeDrop(seconds uint32) string {
+	if seconds == 0 {
+		return "never"
+	}
+	return fmt.Sprintf("LOW priority jobs unplaced for %s", time.Duration(seconds)*time.Second)
+}
+
 // PoolEventDetails renders the key fields of a pool carried by an event:
 // name, version and tiers.
 func PoolEventDetails(p *managerpb.Pool) string {

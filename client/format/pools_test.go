@@ -16,6 +16,11 @@ func TestPoolValues(t *testing.T) {
 		{"max nodes", MaxNodes(12), "12"},
 		{"ceiling", RestartCeiling(&managerpb.RestartCeiling{MaxFailures: 5, WindowSeconds: 600}), "5 failures in 10m0s"},
 		{"no ceiling", RestartCeiling(nil), "-"},
+		{"preemption on", Preemption(&managerpb.Pool{}), "on"},
+		{"preemption off", Preemption(&managerpb.Pool{PreemptionDisabled: true, HighPriorityProvisionWaitSeconds: 60}), "off"},
+		{"preemption after a wait", Preemption(&managerpb.Pool{HighPriorityProvisionWaitSeconds: 120}), "on, after waiting up to 2m0s for a node being provisioned"},
+		{"bronze never", BronzeDrop(0), "never"},
+		{"bronze drop", BronzeDrop(300), "LOW priority jobs unplaced for 5m0s"},
 		{"event with a name to quote", PoolEventDetails(&managerpb.Pool{Name: "", Version: 1}), `pool="" version=1 tiers=-`},
 	}
 	for _, tc := range cases {

@@ -46,6 +46,9 @@ func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
 			return nil, err
 		}
 	}
+	if err := checkPoolPriorities(p); err != nil {
+		return nil, err
+	}
 	out := proto.Clone(p).(*managerpb.Pool)
 	out.Version = 0
 	if out.RestartCeiling == nil {

@@ -60,6 +60,12 @@ func TestValidatePool(t *testing.T) {
 		{"too many failures", withCeiling(pool("p", tier("a", nil)), maxCeilingFails+1, 600), "pool.restart_ceiling.max_failures"},
 		{"zero window", withCeiling(pool("p", tier("a", nil)), 5, 0), "pool.restart_ceiling.window_seconds"},
 		{"window over a day", withCeiling(pool("p", tier("a", nil)), 5, maxCeilingWindow+1), "pool.restart_ceiling.window_seconds"},
+		{"priority settings at their limits", &managerpb.Pool{Name: "p", Tiers: []*managerpb.PoolTier{tier("a", nil)},
+			LowPriorityMaxWaitSeconds: maxLowPriorityWaitSeconds, HighPriorityProvisionWaitSeconds: maxProvisionWaitSeconds, PreemptionDisabled: true}, ""},
+		{"bronze drop wait too long", &managerpb.Pool{Name: "p", Tiers: []*managerpb.PoolTier{tier("a", nil)},
+			LowPriorityMaxWaitSeconds: maxLowPriorityWaitSeconds + 1}, "pool.low_priority_max_wait_seconds"},
+		{"provision wait too long", &managerpb.Pool{Name: "p", Tiers: []*managerpb.PoolTier{tier("a", nil)},
+			HighPriorityProvisionWaitSeconds: maxProvisionWaitSeconds + 1}, "pool.high_priority_provision_wait_seconds"},
 		{"bad description", &managerpb.Pool{Name: "p", Description: "a\x00", Tiers: []*managerpb.PoolTier{tier("a", nil)}}, "pool.description"},
 	}
 	for _, tc := range cases {

@@ -59,7 +59,11 @@ func newPoolCreateCommand() *cobra.Command {
 		Use:   "create -f POOL.json",
 		Short: "Create a pool from a protojson file",
 		Long: `Create a pool from a protojson file. Without a restartCeiling the pool gets
-the default, 5 failures in 10 minutes ("pool get" shows it).`,
+the default, 5 failures in 10 minutes ("pool get" shows it). Priority
+settings (examples/pools/priorities.json): lowPriorityMaxWaitSeconds gives up
+on a LOW priority job unplaced for longer (0: never), preemptionDisabled keeps
+HIGH priority jobs from stopping LOW ones, highPriorityProvisionWaitSeconds is
+how long a HIGH job waits for a node being provisioned before it does.`,
 		Args: ctlArgs(),
 		RunE: ctlWithClient(func(ctx context.Context, e *ctlEnv, m *client.NorskManager, _ []string) error {
 			p, err := ctlReadPoolFile(e.cmd, file)
@@ -147,6 +151,8 @@ func writePoolDetails(w io.Writer, p *managerpb.Pool) error {
 		field("Description", p.GetDescription())
 	}
 	field("Restart ceiling", format.RestartCeiling(p.GetRestartCeiling()))
+	field("Preemption", format.Preemption(p))
+	field("Bronze drop", format.BronzeDrop(p.GetLowPriorityMaxWaitSeconds()))
 	sb.WriteString("Tiers (cheap to expensive):\n")
 	if _, err := io.WriteString(w, sb.String()); err != nil {
 		return err

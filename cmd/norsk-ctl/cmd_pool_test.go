@@ -28,7 +28,7 @@ func TestCtl_PoolWorkflow(t *testing.T) {
 
 	get := mustRun(t, addr, "pool", "get", "live")
 	for _, want := range []string{"Pool:            live", "Version:         1", "Restart ceiling: 5 failures in 10m0s",
-		"onprem", "site=osl", "unlimited", "cloud=aws", "20"} {
+		"Preemption:      on", "Bronze drop:     never", "onprem", "site=osl", "unlimited", "cloud=aws", "20"} {
 		if !strings.Contains(get, want) {
 			t.Errorf("pool get lacks %q:\n%s", want, get)
 		}

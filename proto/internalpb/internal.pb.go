@@ -139,7 +139,7 @@ func (x CloudNode_Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CloudNode_Phase.Descriptor instead.
 func (CloudNode_Phase) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type InstanceReport_Kind int32
@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -551,8 +551,13 @@ type JobRecord struct {
 	StopsOwed []*StopOwed `protobuf:"bytes,5,rep,name=stops_owed,json=stopsOwed,proto3" json:"stops_owed,omitempty"`
 	// The placement engine's last failure per role (by role, sorted).
 	PlacementFailures []*PlacementFailureRecord `protobuf:"bytes,20,rep,name=placement_failures,json=placementFailures,proto3" json:"placement_failures,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The last preemption of each role (by role, sorted; issue 13 §3): which
+	// HIGH priority job role its instance was stopped for. Kept after the
+	// instance ends: the placement engine holds the room for that job while
+	// the instance stops, and a bronze drop names it.
+	Preemptions   []*PreemptionRecord `protobuf:"bytes,25,rep,name=preemptions,proto3" json:"preemptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
@@ -627,6 +632,98 @@ func (x *JobRecord) GetPlacementFailures() []*PlacementFailureRecord {
 	return nil
 }
 
+func (x *JobRecord) GetPreemptions() []*PreemptionRecord {
+	if x != nil {
+		return x.Preemptions
+	}
+	return nil
+}
+
+// One preemption of a job role (JobRecord.preemptions).
+type PreemptionRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ForJobId      string                 `protobuf:"bytes,3,opt,name=for_job_id,json=forJobId,proto3" json:"for_job_id,omitempty"`
+	ForRole       string                 `protobuf:"bytes,4,opt,name=for_role,json=forRole,proto3" json:"for_role,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreemptionRecord) Reset() {
+	*x = PreemptionRecord{}
+	mi := &file_internal_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreemptionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreemptionRecord) ProtoMessage() {}
+
+func (x *PreemptionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreemptionRecord.ProtoReflect.Descriptor instead.
+func (*PreemptionRecord) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PreemptionRecord) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PreemptionRecord) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *PreemptionRecord) GetForJobId() string {
+	if x != nil {
+		return x.ForJobId
+	}
+	return ""
+}
+
+func (x *PreemptionRecord) GetForRole() string {
+	if x != nil {
+		return x.ForRole
+	}
+	return ""
+}
+
+func (x *PreemptionRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PreemptionRecord) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // An acknowledged stop of (role, node_id) the worker never confirmed.
 type StopOwed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -639,7 +736,7 @@ type StopOwed struct {
 
 func (x *StopOwed) Reset() {
 	*x = StopOwed{}
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +748,7 @@ func (x *StopOwed) String() string {
 func (*StopOwed) ProtoMessage() {}
 
 func (x *StopOwed) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[4]
+	mi := &file_internal_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +761,7 @@ func (x *StopOwed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOwed.ProtoReflect.Descriptor instead.
 func (*StopOwed) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{4}
+	return file_internal_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StopOwed) GetRole() string {
@@ -703,7 +800,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +812,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[5]
+	mi := &file_internal_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +825,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{5}
+	return file_internal_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tombstone) GetRecentRequests() []string {
@@ -794,7 +891,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +903,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[6]
+	mi := &file_internal_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +916,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{6}
+	return file_internal_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NodeRecord) GetNodeId() string {
@@ -1030,7 +1127,7 @@ type CloudNode struct {
 
 func (x *CloudNode) Reset() {
 	*x = CloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1139,7 @@ func (x *CloudNode) String() string {
 func (*CloudNode) ProtoMessage() {}
 
 func (x *CloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1152,7 @@ func (x *CloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudNode.ProtoReflect.Descriptor instead.
 func (*CloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CloudNode) GetRequest() isCloudNode_Request {
@@ -1169,7 +1266,7 @@ type ProviderHealthRecord struct {
 
 func (x *ProviderHealthRecord) Reset() {
 	*x = ProviderHealthRecord{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1278,7 @@ func (x *ProviderHealthRecord) String() string {
 func (*ProviderHealthRecord) ProtoMessage() {}
 
 func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1291,7 @@ func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderHealthRecord.ProtoReflect.Descriptor instead.
 func (*ProviderHealthRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProviderHealthRecord) GetHealth() *managerpb.ProviderHealth {
@@ -1222,7 +1319,7 @@ type MockPoolRecord struct {
 
 func (x *MockPoolRecord) Reset() {
 	*x = MockPoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1331,7 @@ func (x *MockPoolRecord) String() string {
 func (*MockPoolRecord) ProtoMessage() {}
 
 func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1344,7 @@ func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockPoolRecord.ProtoReflect.Descriptor instead.
 func (*MockPoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MockPoolRecord) GetNext() uint32 {
@@ -1296,7 +1393,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1405,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1418,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BundleRecord) GetBundle() *managerpb.Bundle {
@@ -1393,7 +1490,7 @@ type BundleJobState struct {
 
 func (x *BundleJobState) Reset() {
 	*x = BundleJobState{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1502,7 @@ func (x *BundleJobState) String() string {
 func (*BundleJobState) ProtoMessage() {}
 
 func (x *BundleJobState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1515,7 @@ func (x *BundleJobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
 func (*BundleJobState) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BundleJobState) GetJobId() string {
@@ -1497,7 +1594,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1606,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1619,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -1591,7 +1688,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1700,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1713,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -1638,7 +1735,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1747,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1760,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -1704,7 +1801,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1813,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1826,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -1913,6 +2010,7 @@ type JobCommand struct {
 	//	*JobCommand_NodeGone
 	//	*JobCommand_RecordPlacementFailure
 	//	*JobCommand_RecheckPlacement
+	//	*JobCommand_Preempt
 	Cmd           isJobCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1920,7 +2018,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2030,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2043,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -2091,6 +2189,15 @@ func (x *JobCommand) GetRecheckPlacement() *RecheckPlacement {
 	return nil
 }
 
+func (x *JobCommand) GetPreempt() *PreemptJob {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_Preempt); ok {
+			return x.Preempt
+		}
+	}
+	return nil
+}
+
 type isJobCommand_Cmd interface {
 	isJobCommand_Cmd()
 }
@@ -2143,6 +2250,10 @@ type JobCommand_RecheckPlacement struct {
 	RecheckPlacement *RecheckPlacement `protobuf:"bytes,21,opt,name=recheck_placement,json=recheckPlacement,proto3,oneof"`
 }
 
+type JobCommand_Preempt struct {
+	Preempt *PreemptJob `protobuf:"bytes,26,opt,name=preempt,proto3,oneof"`
+}
+
 func (*JobCommand_Create) isJobCommand_Cmd() {}
 
 func (*JobCommand_Update) isJobCommand_Cmd() {}
@@ -2167,6 +2278,8 @@ func (*JobCommand_RecordPlacementFailure) isJobCommand_Cmd() {}
 
 func (*JobCommand_RecheckPlacement) isJobCommand_Cmd() {}
 
+func (*JobCommand_Preempt) isJobCommand_Cmd() {}
+
 type CreateJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *managerpb.Job         `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -2176,7 +2289,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2301,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2314,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -2220,7 +2333,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2345,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2358,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -2263,7 +2376,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2388,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2401,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 type StartJob struct {
@@ -2308,7 +2421,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2433,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2446,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StartJob) GetRole() string {
@@ -2377,7 +2490,7 @@ type RecordPlacementFailure struct {
 
 func (x *RecordPlacementFailure) Reset() {
 	*x = RecordPlacementFailure{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2502,7 @@ func (x *RecordPlacementFailure) String() string {
 func (*RecordPlacementFailure) ProtoMessage() {}
 
 func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2515,7 @@ func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPlacementFailure.ProtoReflect.Descriptor instead.
 func (*RecordPlacementFailure) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecordPlacementFailure) GetRole() string {
@@ -2437,7 +2550,7 @@ type RecheckPlacement struct {
 
 func (x *RecheckPlacement) Reset() {
 	*x = RecheckPlacement{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2562,7 @@ func (x *RecheckPlacement) String() string {
 func (*RecheckPlacement) ProtoMessage() {}
 
 func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2575,7 @@ func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecheckPlacement.ProtoReflect.Descriptor instead.
 func (*RecheckPlacement) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecheckPlacement) GetRole() string {
@@ -2517,7 +2630,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2642,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2655,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StopJob) GetRole() string {
@@ -2559,6 +2672,90 @@ func (x *StopJob) GetNodeId() string {
 	return ""
 }
 
+// Sent by the placement engine (issue 13 §3): StopJob of a LOW priority
+// instance to make room for a HIGH priority job role. The grain marks the
+// instance stopping with reason JOB_STOPPED_PREEMPTED, records the
+// preemption (JobRecord.preemptions) and raises job_preempted in the same
+// commit. FAILED_PRECONDITION as StopJob when role has no instance on
+// node_id.
+type PreemptJob struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Role     string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId   string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ForJobId string                 `protobuf:"bytes,3,opt,name=for_job_id,json=forJobId,proto3" json:"for_job_id,omitempty"`
+	ForRole  string                 `protobuf:"bytes,4,opt,name=for_role,json=forRole,proto3" json:"for_role,omitempty"`
+	// The engine's explanation, for the event and the record (at most 2 KiB
+	// kept).
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreemptJob) Reset() {
+	*x = PreemptJob{}
+	mi := &file_internal_internal_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreemptJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreemptJob) ProtoMessage() {}
+
+func (x *PreemptJob) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreemptJob.ProtoReflect.Descriptor instead.
+func (*PreemptJob) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PreemptJob) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PreemptJob) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *PreemptJob) GetForJobId() string {
+	if x != nil {
+		return x.ForJobId
+	}
+	return ""
+}
+
+func (x *PreemptJob) GetForRole() string {
+	if x != nil {
+		return x.ForRole
+	}
+	return ""
+}
+
+func (x *PreemptJob) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type CompleteJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2567,7 +2764,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2776,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2789,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 type GetJob struct {
@@ -2603,7 +2800,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2812,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2825,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2640,7 +2837,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2849,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2862,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -2695,7 +2892,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2904,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2917,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -2797,7 +2994,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +3006,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +3019,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -2877,7 +3074,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3086,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3099,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -3183,7 +3380,7 @@ type SetScheduling struct {
 
 func (x *SetScheduling) Reset() {
 	*x = SetScheduling{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3392,7 @@ func (x *SetScheduling) String() string {
 func (*SetScheduling) ProtoMessage() {}
 
 func (x *SetScheduling) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3405,7 @@ func (x *SetScheduling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
 func (*SetScheduling) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetScheduling) GetState() managerpb.NodeScheduling {
@@ -3248,7 +3445,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3457,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3470,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -3315,7 +3512,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3524,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3537,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -3371,7 +3568,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3580,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3593,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -3451,7 +3648,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3660,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3673,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -3517,7 +3714,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3726,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3739,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3609,7 +3806,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3818,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3831,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 type TerminateNode struct {
@@ -3645,7 +3842,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3657,7 +3854,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3670,7 +3867,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 type CreateMockNode struct {
@@ -3683,7 +3880,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3892,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3905,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -3734,7 +3931,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3943,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3956,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3782,7 +3979,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3991,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +4004,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -3839,7 +4036,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3851,7 +4048,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3864,7 +4061,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -3876,7 +4073,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +4085,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +4098,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 type UpdatePhysicalNode struct {
@@ -3913,7 +4110,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4122,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4135,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3960,7 +4157,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4169,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4182,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -4009,7 +4206,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4218,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4231,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -4079,7 +4276,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4288,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4301,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -4134,7 +4331,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4146,7 +4343,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4159,7 +4356,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -4302,7 +4499,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +4511,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +4524,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -4346,7 +4543,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4555,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4568,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{49}
+	return file_internal_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -4389,7 +4586,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4598,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4611,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{50}
+	return file_internal_internal_proto_rawDescGZIP(), []int{52}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -4429,7 +4626,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4441,7 +4638,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4454,7 +4651,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{51}
+	return file_internal_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -4486,7 +4683,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4498,7 +4695,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4511,7 +4708,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{52}
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
 }
 
 // The record of one pool.
@@ -4527,7 +4724,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4539,7 +4736,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4552,7 +4749,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{53}
+	return file_internal_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4582,7 +4779,7 @@ type AclTokenRecord struct {
 
 func (x *AclTokenRecord) Reset() {
 	*x = AclTokenRecord{}
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4791,7 @@ func (x *AclTokenRecord) String() string {
 func (*AclTokenRecord) ProtoMessage() {}
 
 func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4804,7 @@ func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRecord.ProtoReflect.Descriptor instead.
 func (*AclTokenRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+	return file_internal_internal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AclTokenRecord) GetToken() *managerpb.AclToken {
@@ -4638,7 +4835,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4650,7 +4847,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4663,7 +4860,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{55}
+	return file_internal_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AclRecord) GetTokens() []*AclTokenRecord {
@@ -4707,7 +4904,7 @@ type AuditIntent struct {
 
 func (x *AuditIntent) Reset() {
 	*x = AuditIntent{}
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4916,7 @@ func (x *AuditIntent) String() string {
 func (*AuditIntent) ProtoMessage() {}
 
 func (x *AuditIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4929,7 @@ func (x *AuditIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
 func (*AuditIntent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{56}
+	return file_internal_internal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuditIntent) GetSource() string {
@@ -4800,7 +4997,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\x12;\n" +
 	"\vrecorded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12\x18\n" +
-	"\acleared\x18\x04 \x01(\bR\acleared\"\x83\x03\n" +
+	"\acleared\x18\x04 \x01(\bR\acleared\"\xca\x03\n" +
 	"\tJobRecord\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
@@ -4808,7 +5005,16 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\x12:\n" +
 	"\n" +
 	"stops_owed\x18\x05 \x03(\v2\x1b.norsk.internal.v1.StopOwedR\tstopsOwed\x12X\n" +
-	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\"i\n" +
+	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\x12E\n" +
+	"\vpreemptions\x18\x19 \x03(\v2#.norsk.internal.v1.PreemptionRecordR\vpreemptions\"\xbc\x01\n" +
+	"\x10PreemptionRecord\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1c\n" +
+	"\n" +
+	"for_job_id\x18\x03 \x01(\tR\bforJobId\x12\x19\n" +
+	"\bfor_role\x18\x04 \x01(\tR\aforRole\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12*\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"i\n" +
 	"\bStopOwed\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
@@ -4932,7 +5138,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
 	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
 	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
-	"\apayload\"\xb6\a\n" +
+	"\apayload\"\xf1\a\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
@@ -4952,7 +5158,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x0finstance_report\x18\x12 \x01(\v2!.norsk.internal.v1.InstanceReportH\x00R\x0einstanceReport\x12:\n" +
 	"\tnode_gone\x18\x13 \x01(\v2\x1b.norsk.internal.v1.NodeGoneH\x00R\bnodeGone\x12e\n" +
 	"\x18record_placement_failure\x18\x14 \x01(\v2).norsk.internal.v1.RecordPlacementFailureH\x00R\x16recordPlacementFailure\x12R\n" +
-	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacementB\x05\n" +
+	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacement\x129\n" +
+	"\apreempt\x18\x1a \x01(\v2\x1d.norsk.internal.v1.PreemptJobH\x00R\apreemptB\x05\n" +
 	"\x03cmd\"5\n" +
 	"\tCreateJob\x12(\n" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"5\n" +
@@ -4977,7 +5184,15 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\"6\n" +
 	"\aStopJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\r\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x8a\x01\n" +
+	"\n" +
+	"PreemptJob\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1c\n" +
+	"\n" +
+	"for_job_id\x18\x03 \x01(\tR\bforJobId\x12\x19\n" +
+	"\bfor_role\x18\x04 \x01(\tR\aforRole\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\r\n" +
 	"\vCompleteJob\"\b\n" +
 	"\x06GetJob\"\r\n" +
 	"\vActivateJob\"\x92\x05\n" +
@@ -5159,7 +5374,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -5168,222 +5383,227 @@ var file_internal_internal_proto_goTypes = []any{
 	(*PlacementNote)(nil),                           // 4: norsk.internal.v1.PlacementNote
 	(*PlacementFailureRecord)(nil),                  // 5: norsk.internal.v1.PlacementFailureRecord
 	(*JobRecord)(nil),                               // 6: norsk.internal.v1.JobRecord
-	(*StopOwed)(nil),                                // 7: norsk.internal.v1.StopOwed
-	(*Tombstone)(nil),                               // 8: norsk.internal.v1.Tombstone
-	(*NodeRecord)(nil),                              // 9: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                               // 10: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                    // 11: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                          // 12: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                            // 13: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                          // 14: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                           // 15: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                             // 16: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                             // 17: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                   // 18: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                              // 19: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 20: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 21: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 22: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 23: norsk.internal.v1.StartJob
-	(*RecordPlacementFailure)(nil),                  // 24: norsk.internal.v1.RecordPlacementFailure
-	(*RecheckPlacement)(nil),                        // 25: norsk.internal.v1.RecheckPlacement
-	(*StopJob)(nil),                                 // 26: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                             // 27: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 28: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 29: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 30: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 31: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 32: norsk.internal.v1.NodeCommand
-	(*SetScheduling)(nil),                           // 33: norsk.internal.v1.SetScheduling
-	(*OrphanFound)(nil),                             // 34: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 35: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 36: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 37: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 38: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 39: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 40: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 41: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 42: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 43: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 44: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 45: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 46: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 47: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 48: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 49: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 50: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 51: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 52: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 53: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 54: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 55: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
-	(*AclTokenRecord)(nil),                          // 57: norsk.internal.v1.AclTokenRecord
-	(*AclRecord)(nil),                               // 58: norsk.internal.v1.AclRecord
-	(*AuditIntent)(nil),                             // 59: norsk.internal.v1.AuditIntent
-	nil,                                             // 60: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 61: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 62: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 63: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 64: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 65: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 66: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 67: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 68: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 69: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 70: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 72: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 73: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 74: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 75: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 76: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 77: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 78: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 79: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 80: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 81: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 82: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 83: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 84: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 85: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 86: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 87: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 88: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 89: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 90: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 91: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 92: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 93: norsk.api.manager.Pool
-	(*managerpb.AclToken)(nil),                      // 94: norsk.api.manager.AclToken
-	(*commonpb.ResolvedPortMappings)(nil),           // 95: norsk.api.common.ResolvedPortMappings
+	(*PreemptionRecord)(nil),                        // 7: norsk.internal.v1.PreemptionRecord
+	(*StopOwed)(nil),                                // 8: norsk.internal.v1.StopOwed
+	(*Tombstone)(nil),                               // 9: norsk.internal.v1.Tombstone
+	(*NodeRecord)(nil),                              // 10: norsk.internal.v1.NodeRecord
+	(*CloudNode)(nil),                               // 11: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                    // 12: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                          // 13: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                            // 14: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                          // 15: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                           // 16: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                             // 17: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                             // 18: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                   // 19: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                              // 20: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                               // 21: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 22: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 23: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 24: norsk.internal.v1.StartJob
+	(*RecordPlacementFailure)(nil),                  // 25: norsk.internal.v1.RecordPlacementFailure
+	(*RecheckPlacement)(nil),                        // 26: norsk.internal.v1.RecheckPlacement
+	(*StopJob)(nil),                                 // 27: norsk.internal.v1.StopJob
+	(*PreemptJob)(nil),                              // 28: norsk.internal.v1.PreemptJob
+	(*CompleteJob)(nil),                             // 29: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 30: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 31: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 32: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 33: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 34: norsk.internal.v1.NodeCommand
+	(*SetScheduling)(nil),                           // 35: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 36: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 37: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 38: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 39: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 40: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 41: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 42: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 43: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 44: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 45: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 46: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 47: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 48: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 49: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 50: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 51: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 52: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 53: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 54: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 55: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 56: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 57: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 58: norsk.internal.v1.PoolRecord
+	(*AclTokenRecord)(nil),                          // 59: norsk.internal.v1.AclTokenRecord
+	(*AclRecord)(nil),                               // 60: norsk.internal.v1.AclRecord
+	(*AuditIntent)(nil),                             // 61: norsk.internal.v1.AuditIntent
+	nil,                                             // 62: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 63: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 64: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 65: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 66: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 67: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 68: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 69: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 70: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 71: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 72: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 73: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 74: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 75: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 76: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 77: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 78: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 79: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 80: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 81: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 82: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 83: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 84: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 85: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 86: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 87: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 88: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 89: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 90: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 91: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 92: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 93: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 94: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 95: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 96: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 97: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	60,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	65,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	66,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	62,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	67,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	68,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	69,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	68,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	65,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	69,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	65,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	70,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	70,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	67,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	71,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	67,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	72,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	71,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
+	73,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	8,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	65,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	72,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	73,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	66,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	74,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	65,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	75,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	65,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	76,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	77,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	78,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	79,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	80,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	65,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	65,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	65,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	74,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	81,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	82,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	83,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	65,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	59,  // 41: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	15,  // 42: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	83,  // 43: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	65,  // 44: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	84,  // 45: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	85,  // 46: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 47: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	9,   // 48: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	86,  // 49: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	87,  // 50: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	13,  // 51: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	88,  // 52: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	65,  // 53: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 54: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	20,  // 55: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	21,  // 56: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	22,  // 57: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	23,  // 58: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	26,  // 59: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	27,  // 60: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	28,  // 61: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	29,  // 62: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	30,  // 63: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	31,  // 64: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	24,  // 65: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	25,  // 66: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	89,  // 67: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	89,  // 68: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 69: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	69,  // 70: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	68,  // 71: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 72: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	61,  // 73: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	66,  // 74: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 75: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	90,  // 76: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	65,  // 77: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 78: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	37,  // 79: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	38,  // 80: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	39,  // 81: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	40,  // 82: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	41,  // 83: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	42,  // 84: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	43,  // 85: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	44,  // 86: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	45,  // 87: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	46,  // 88: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	47,  // 89: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	36,  // 90: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	34,  // 91: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	35,  // 92: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	33,  // 93: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	91,  // 94: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	62,  // 95: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	79,  // 96: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	80,  // 97: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	63,  // 98: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	75,  // 99: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	76,  // 100: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	64,  // 101: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	92,  // 102: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	49,  // 103: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	65,  // 104: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 105: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	51,  // 106: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	52,  // 107: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	53,  // 108: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	54,  // 109: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	55,  // 110: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	45,  // 111: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	82,  // 112: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	82,  // 113: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	93,  // 114: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	94,  // 115: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	57,  // 116: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	95,  // 117: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	95,  // 118: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	95,  // 119: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	120, // [120:120] is the sub-list for method output_type
-	120, // [120:120] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	7,   // 15: norsk.internal.v1.JobRecord.preemptions:type_name -> norsk.internal.v1.PreemptionRecord
+	67,  // 16: norsk.internal.v1.PreemptionRecord.at:type_name -> google.protobuf.Timestamp
+	67,  // 17: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	74,  // 18: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	75,  // 19: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	68,  // 20: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	69,  // 21: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	76,  // 22: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	67,  // 23: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	77,  // 24: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	67,  // 25: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	78,  // 26: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	11,  // 27: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	79,  // 28: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	80,  // 29: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	81,  // 30: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	82,  // 31: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 32: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	67,  // 33: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	67,  // 34: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	67,  // 35: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 36: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	83,  // 37: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	84,  // 38: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	15,  // 39: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	15,  // 40: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	85,  // 41: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	67,  // 42: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	61,  // 43: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	16,  // 44: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	85,  // 45: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	67,  // 46: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	86,  // 47: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	87,  // 48: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 49: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	10,  // 50: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	88,  // 51: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	89,  // 52: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	14,  // 53: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	90,  // 54: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	67,  // 55: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 56: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	21,  // 57: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	22,  // 58: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	23,  // 59: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	24,  // 60: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	27,  // 61: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	29,  // 62: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	30,  // 63: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	31,  // 64: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	32,  // 65: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	33,  // 66: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	25,  // 67: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	26,  // 68: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	28,  // 69: norsk.internal.v1.JobCommand.preempt:type_name -> norsk.internal.v1.PreemptJob
+	91,  // 70: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	91,  // 71: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 72: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	71,  // 73: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	70,  // 74: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 75: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	63,  // 76: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	68,  // 77: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	69,  // 78: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	92,  // 79: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	67,  // 80: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 81: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	39,  // 82: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	40,  // 83: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	41,  // 84: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	42,  // 85: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	43,  // 86: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	44,  // 87: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	45,  // 88: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	46,  // 89: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	47,  // 90: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	48,  // 91: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	49,  // 92: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	38,  // 93: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	36,  // 94: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	37,  // 95: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	35,  // 96: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	93,  // 97: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	64,  // 98: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	81,  // 99: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	82,  // 100: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	65,  // 101: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	77,  // 102: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	78,  // 103: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	66,  // 104: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	94,  // 105: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	51,  // 106: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	67,  // 107: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 108: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	53,  // 109: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	54,  // 110: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	55,  // 111: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	56,  // 112: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	57,  // 113: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	47,  // 114: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	84,  // 115: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	84,  // 116: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 117: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	96,  // 118: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	59,  // 119: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	97,  // 120: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	97,  // 121: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	97,  // 122: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	123, // [123:123] is the sub-list for method output_type
+	123, // [123:123] is the sub-list for method input_type
+	123, // [123:123] is the sub-list for extension type_name
+	123, // [123:123] is the sub-list for extension extendee
+	0,   // [0:123] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5391,12 +5611,12 @@ func file_internal_internal_proto_init() {
 	if File_internal_internal_proto != nil {
 		return
 	}
-	file_internal_internal_proto_msgTypes[6].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[7].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[7].OneofWrappers = []any{}
+	file_internal_internal_proto_msgTypes[8].OneofWrappers = []any{
 		(*CloudNode_Aws)(nil),
 		(*CloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[15].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[16].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
@@ -5406,7 +5626,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Bundle)(nil),
 		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[16].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[17].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -5419,8 +5639,9 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_NodeGone)(nil),
 		(*JobCommand_RecordPlacementFailure)(nil),
 		(*JobCommand_RecheckPlacement)(nil),
+		(*JobCommand_Preempt)(nil),
 	}
-	file_internal_internal_proto_msgTypes[29].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[31].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -5437,14 +5658,14 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_StopOrphan)(nil),
 		(*NodeCommand_SetScheduling)(nil),
 	}
-	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[35].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[45].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[49].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -5458,7 +5679,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   62,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

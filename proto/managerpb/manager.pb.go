@@ -636,6 +636,10 @@ const (
 	JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED  JobHistoryJobStopping_Reason = 2
 	JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB     JobHistoryJobStopping_Reason = 3
 	JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED      JobHistoryJobStopping_Reason = 4
+	// Added (ours; issue 13 §3). The placement engine stopped this LOW
+	// priority instance to make room for a HIGH priority job (job_preempted
+	// names it); the job is placed again when capacity returns.
+	JobHistoryJobStopping_JOB_STOPPED_PREEMPTED JobHistoryJobStopping_Reason = 6
 )
 
 // Enum value maps for JobHistoryJobStopping_Reason.
@@ -646,6 +650,7 @@ var (
 		2: "JOB_STOPPED_USER_REQUESTED",
 		3: "JOB_STOPPED_UNKNOWN_JOB",
 		4: "JOB_STOPPED_JOB_FAILED",
+		6: "JOB_STOPPED_PREEMPTED",
 	}
 	JobHistoryJobStopping_Reason_value = map[string]int32{
 		"JOB_STOPPED_NODE_STOPPED":    0,
@@ -653,6 +658,7 @@ var (
 		"JOB_STOPPED_USER_REQUESTED":  2,
 		"JOB_STOPPED_UNKNOWN_JOB":     3,
 		"JOB_STOPPED_JOB_FAILED":      4,
+		"JOB_STOPPED_PREEMPTED":       6,
 	}
 )
 
@@ -888,7 +894,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93, 0}
+	return file_manager_proto_rawDescGZIP(), []int{94, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -4491,6 +4497,7 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_JobPlaced
 	//	*EventStreamEvent_PlacementFailed
 	//	*EventStreamEvent_PlacementDegraded
+	//	*EventStreamEvent_JobPreempted
 	//	*EventStreamEvent_DefinitionDrift
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
@@ -4755,6 +4762,15 @@ func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
 	return nil
 }
 
+func (x *EventStreamEvent) GetJobPreempted() *JobPreempted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_JobPreempted); ok {
+			return x.JobPreempted
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetDefinitionDrift() *DefinitionDrift {
 	if x != nil {
 		if x, ok := x.Event.(*EventStreamEvent_DefinitionDrift); ok {
@@ -4897,6 +4913,16 @@ type EventStreamEvent_PlacementDegraded struct {
 	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
 }
 
+type EventStreamEvent_JobPreempted struct {
+	// Added (ours; issue 13 §3, docs/design/placement.md "Priorities"). The
+	// placement engine stopped a LOW priority instance to make room for a
+	// HIGH priority job: raised in the commit that marks it stopping. A log
+	// event. (The bronze drop raises no event of its own: it is the
+	// job_updated of the terminal_state write, whose failure_reason starts
+	// "bronze drop:"; 28 is left free.)
+	JobPreempted *JobPreempted `protobuf:"bytes,27,opt,name=job_preempted,json=jobPreempted,proto3,oneof"`
+}
+
 type EventStreamEvent_DefinitionDrift struct {
 	// Added (ours; issue 13 §2, docs/design/jobs.md "Definition drift"). An
 	// UpdateJob left instances of the job running an older definition.
@@ -4949,6 +4975,8 @@ func (*EventStreamEvent_JobPlaced) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_JobPreempted) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_DefinitionDrift) isEventStreamEvent_Event() {}
 
@@ -7962,6 +7990,96 @@ func (x *JobPlaced) GetDecision() string {
 	return ""
 }
 
+// Added (ours; issue 13 §3). job_preempted: the placement engine stopped a
+// LOW priority job role to make room for a HIGH priority one.
+type JobPreempted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instance stopped (the victim).
+	JobId  *commonpb.JobId  `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Role   string           `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	NodeId *commonpb.NodeId `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The HIGH priority job role the room is for.
+	ForJobId *commonpb.JobId `protobuf:"bytes,4,opt,name=for_job_id,json=forJobId,proto3" json:"for_job_id,omitempty"`
+	ForRole  string          `protobuf:"bytes,5,opt,name=for_role,json=forRole,proto3" json:"for_role,omitempty"`
+	// Why, for an operator ("job H role primary fits no node: ...; stopping
+	// 1 LOW instance on node n1 frees the room").
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPreempted) Reset() {
+	*x = JobPreempted{}
+	mi := &file_manager_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPreempted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPreempted) ProtoMessage() {}
+
+func (x *JobPreempted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPreempted.ProtoReflect.Descriptor instead.
+func (*JobPreempted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *JobPreempted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *JobPreempted) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *JobPreempted) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *JobPreempted) GetForJobId() *commonpb.JobId {
+	if x != nil {
+		return x.ForJobId
+	}
+	return nil
+}
+
+func (x *JobPreempted) GetForRole() string {
+	if x != nil {
+		return x.ForRole
+	}
+	return ""
+}
+
+func (x *JobPreempted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Added (ours). placement_failed: no node fits a job role.
 type PlacementFailed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7977,7 +8095,7 @@ type PlacementFailed struct {
 
 func (x *PlacementFailed) Reset() {
 	*x = PlacementFailed{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7989,7 +8107,7 @@ func (x *PlacementFailed) String() string {
 func (*PlacementFailed) ProtoMessage() {}
 
 func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8002,7 +8120,7 @@ func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFailed.ProtoReflect.Descriptor instead.
 func (*PlacementFailed) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *PlacementFailed) GetJobId() *commonpb.JobId {
@@ -8048,7 +8166,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8060,7 +8178,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8073,7 +8191,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -8140,7 +8258,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8152,7 +8270,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8165,7 +8283,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -8198,7 +8316,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8210,7 +8328,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8223,7 +8341,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8241,7 +8359,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8253,7 +8371,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8266,7 +8384,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8355,7 +8473,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8367,7 +8485,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8380,7 +8498,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8458,7 +8576,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8470,7 +8588,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8483,7 +8601,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8514,7 +8632,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8526,7 +8644,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8539,7 +8657,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8566,7 +8684,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8578,7 +8696,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8591,7 +8709,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *PoolName) GetName() string {
@@ -8620,14 +8738,30 @@ type Pool struct {
 	// (FailedPrecondition otherwise); ignored by CreatePool.
 	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// Free text for operators (at most 1024 bytes); not interpreted.
-	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Description string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	// Added (issue 13 §3, docs/design/placement.md "Priorities"). Bronze
+	// drop: a LOW priority job role of this pool that has had no instance
+	// for this many seconds, and fits no node, gets terminal_state
+	// { failure_reason: "bronze drop: ..." } and is not placed again until an
+	// operator clears it. 0 (the default): never dropped. At most 2592000
+	// (30 days).
+	LowPriorityMaxWaitSeconds uint32 `protobuf:"varint,6,opt,name=low_priority_max_wait_seconds,json=lowPriorityMaxWaitSeconds,proto3" json:"low_priority_max_wait_seconds,omitempty"`
+	// Added (issue 13 §3). How long a HIGH priority job role of this pool
+	// that fits no node waits for a node a provisioner is creating for it
+	// before it stops LOW priority jobs to make room, counted from when it
+	// lost (or never had) its instance. 0 (the default): it does not wait.
+	// At most 3600.
+	HighPriorityProvisionWaitSeconds uint32 `protobuf:"varint,7,opt,name=high_priority_provision_wait_seconds,json=highPriorityProvisionWaitSeconds,proto3" json:"high_priority_provision_wait_seconds,omitempty"`
+	// Added (issue 13 §3). True: HIGH priority jobs of this pool never stop
+	// LOW priority jobs; they wait for room like any other. Default false.
+	PreemptionDisabled bool `protobuf:"varint,8,opt,name=preemption_disabled,json=preemptionDisabled,proto3" json:"preemption_disabled,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8639,7 +8773,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8652,7 +8786,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *Pool) GetName() string {
@@ -8690,6 +8824,27 @@ func (x *Pool) GetDescription() string {
 	return ""
 }
 
+func (x *Pool) GetLowPriorityMaxWaitSeconds() uint32 {
+	if x != nil {
+		return x.LowPriorityMaxWaitSeconds
+	}
+	return 0
+}
+
+func (x *Pool) GetHighPriorityProvisionWaitSeconds() uint32 {
+	if x != nil {
+		return x.HighPriorityProvisionWaitSeconds
+	}
+	return 0
+}
+
+func (x *Pool) GetPreemptionDisabled() bool {
+	if x != nil {
+		return x.PreemptionDisabled
+	}
+	return false
+}
+
 // Added (ours). One tier of a pool: the nodes carrying every tag of
 // node_selector.
 type PoolTier struct {
@@ -8713,7 +8868,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8725,7 +8880,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8738,7 +8893,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8777,7 +8932,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8789,7 +8944,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8802,7 +8957,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8828,7 +8983,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8840,7 +8995,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8853,7 +9008,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 // Added (ours).
@@ -8870,7 +9025,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8882,7 +9037,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8895,7 +9050,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -8923,7 +9078,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8935,7 +9090,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8948,7 +9103,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -8968,7 +9123,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8980,7 +9135,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8993,7 +9148,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -9020,7 +9175,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9032,7 +9187,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9045,7 +9200,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -9088,7 +9243,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9100,7 +9255,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9113,7 +9268,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -9142,7 +9297,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9154,7 +9309,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9167,7 +9322,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -9210,7 +9365,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9222,7 +9377,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9235,7 +9390,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -9296,7 +9451,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9308,7 +9463,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9321,7 +9476,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 // Added (ours). AclTokenCreate.
@@ -9338,7 +9493,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9350,7 +9505,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9363,7 +9518,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -9396,7 +9551,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9408,7 +9563,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9421,7 +9576,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 // Added (ours). AclTokenList.
@@ -9438,7 +9593,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9450,7 +9605,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9463,7 +9618,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -9490,7 +9645,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9502,7 +9657,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9515,7 +9670,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -9534,7 +9689,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9546,7 +9701,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9559,7 +9714,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -9574,7 +9729,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9586,7 +9741,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9599,7 +9754,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -9649,7 +9804,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9661,7 +9816,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9674,7 +9829,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -9748,7 +9903,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9760,7 +9915,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9773,7 +9928,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -9811,7 +9966,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9823,7 +9978,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9836,7 +9991,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{121}
+	return file_manager_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -9870,7 +10025,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[128]
+	mi := &file_manager_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9882,7 +10037,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[128]
+	mi := &file_manager_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9998,19 +10153,20 @@ const file_manager_proto_rawDesc = "" +
 	"\x15service_port_mappings\x18\x05 \x03(\v2@.norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xee\x03\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\x89\x04\n" +
 	"\x15JobHistoryJobStopping\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
 	"\fnodeMetadata\x18\x03 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12W\n" +
 	"\x13runningNodeMetadata\x18\x04 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12G\n" +
-	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xa0\x01\n" +
+	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\x01\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x18JOB_STOPPED_NODE_STOPPED\x10\x00\x12\x1f\n" +
 	"\x1bJOB_STOPPED_NODE_TERMINATED\x10\x01\x12\x1e\n" +
 	"\x1aJOB_STOPPED_USER_REQUESTED\x10\x02\x12\x1b\n" +
 	"\x17JOB_STOPPED_UNKNOWN_JOB\x10\x03\x12\x1a\n" +
-	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\"\x81\x02\n" +
+	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\x12\x19\n" +
+	"\x15JOB_STOPPED_PREEMPTED\x10\x06\"\x81\x02\n" +
 	"\x14JobHistoryJobStopped\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
@@ -10225,7 +10381,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xdf\x0e\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa7\x0f\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -10256,7 +10412,8 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
-	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12O\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12F\n" +
+	"\rjob_preempted\x18\x1b \x01(\v2\x1f.norsk.api.manager.JobPreemptedH\x00R\fjobPreempted\x12O\n" +
 	"\x10definition_drift\x18\x1f \x01(\v2\".norsk.api.manager.DefinitionDriftH\x00R\x0fdefinitionDrift\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
@@ -10501,7 +10658,15 @@ const file_manager_proto_rawDesc = "" +
 	"\x04pool\x18\x04 \x01(\tR\x04pool\x12\x12\n" +
 	"\x04tier\x18\x05 \x01(\tR\x04tier\x12)\n" +
 	"\x10degraded_domains\x18\x06 \x03(\tR\x0fdegradedDomains\x12\x1a\n" +
-	"\bdecision\x18\a \x01(\tR\bdecision\"\x94\x01\n" +
+	"\bdecision\x18\a \x01(\tR\bdecision\"\xef\x01\n" +
+	"\fJobPreempted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x121\n" +
+	"\anode_id\x18\x03 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x125\n" +
+	"\n" +
+	"for_job_id\x18\x04 \x01(\v2\x17.norsk.api.common.JobIdR\bforJobId\x12\x19\n" +
+	"\bfor_role\x18\x05 \x01(\tR\aforRole\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"\x94\x01\n" +
 	"\x0fPlacementFailed\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12=\n" +
@@ -10549,13 +10714,16 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"\x1e\n" +
 	"\bPoolName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x98\x03\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x05tiers\x18\x02 \x03(\v2\x1b.norsk.api.manager.PoolTierR\x05tiers\x12J\n" +
 	"\x0frestart_ceiling\x18\x03 \x01(\v2!.norsk.api.manager.RestartCeilingR\x0erestartCeiling\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xd6\x01\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\x12@\n" +
+	"\x1dlow_priority_max_wait_seconds\x18\x06 \x01(\rR\x19lowPriorityMaxWaitSeconds\x12N\n" +
+	"$high_priority_provision_wait_seconds\x18\a \x01(\rR highPriorityProvisionWaitSeconds\x12/\n" +
+	"\x13preemption_disabled\x18\b \x01(\bR\x12preemptionDisabled\"\xd6\x01\n" +
 	"\bPoolTier\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
 	"\rnode_selector\x18\x02 \x03(\v2-.norsk.api.manager.PoolTier.NodeSelectorEntryR\fnodeSelector\x12\x1b\n" +
@@ -10744,7 +10912,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 135)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -10853,110 +11021,111 @@ var file_manager_proto_goTypes = []any{
 	(*RolePlacement)(nil),                 // 104: norsk.api.manager.RolePlacement
 	(*PlacementAttempt)(nil),              // 105: norsk.api.manager.PlacementAttempt
 	(*JobPlaced)(nil),                     // 106: norsk.api.manager.JobPlaced
-	(*PlacementFailed)(nil),               // 107: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 108: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 109: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 110: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 111: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 112: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 113: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 114: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 115: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 116: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 117: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 118: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 119: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 120: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 121: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 122: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 123: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 124: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 125: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 126: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 127: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 128: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 129: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 130: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 131: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 132: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 133: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 134: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 135: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 136: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 137: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 138: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 139: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 140: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 141: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 142: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 143: norsk.api.manager.DateFilter.Within
-	nil,                                   // 144: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 145: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 146: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 147: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 148: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 149: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 150: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 151: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 152: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 153: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 154: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 155: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 156: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 157: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 158: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 159: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 160: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 161: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 162: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 163: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 164: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 165: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 166: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 167: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 168: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 169: google.protobuf.Empty
+	(*JobPreempted)(nil),                  // 107: norsk.api.manager.JobPreempted
+	(*PlacementFailed)(nil),               // 108: norsk.api.manager.PlacementFailed
+	(*PlacementDegraded)(nil),             // 109: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 110: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 111: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 112: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 113: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 114: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 115: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 116: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 117: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 118: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 119: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 120: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 121: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 122: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 123: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 124: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 125: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 126: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 127: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 128: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 129: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 130: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 131: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 132: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 133: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 134: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 135: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 136: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 137: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 138: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 139: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 140: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 141: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 142: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 143: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 144: norsk.api.manager.DateFilter.Within
+	nil,                                   // 145: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 146: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 147: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 148: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 149: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 150: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 151: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 152: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 153: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 154: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 155: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 156: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 157: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 158: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 159: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 160: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 161: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 162: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 163: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 164: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 165: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 166: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 167: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 168: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 169: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 170: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	149, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	150, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	137, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	151, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	152, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	150, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	151, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	138, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	152, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	153, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	153, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	154, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	10,  // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	3,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	18,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	154, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	138, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	155, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	139, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	17,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	155, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	156, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	2,   // 14: norsk.api.manager.Job.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
 	20,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	156, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	157, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	158, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	157, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	158, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	159, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	19,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	4,   // 20: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	151, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	151, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	152, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	152, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	16,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	151, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	159, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	151, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	159, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	139, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	151, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	159, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	152, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	152, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	140, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	152, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	11,  // 34: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	151, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	159, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	151, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	152, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	152, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	24,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -10966,49 +11135,49 @@ var file_manager_proto_depIdxs = []int32{
 	28,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	16,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	29,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	140, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	150, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
+	141, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	151, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
 	2,   // 50: norsk.api.manager.DefinitionDrift.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
 	33,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
-	161, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	162, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	162, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	163, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	30,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	30,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	30,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	150, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	151, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	30,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	16,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	33,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	159, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	159, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	162, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	160, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	160, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	163, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 65: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	162, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	159, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	163, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	160, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	33,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	31,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	33,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	162, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	141, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	163, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	142, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	46,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 75: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	162, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	142, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	163, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	143, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 79: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 80: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	150, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	162, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	150, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	162, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	151, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	151, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	151, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	151, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	151, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	143, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	151, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	163, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	151, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	163, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	152, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	152, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	152, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	152, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	152, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	144, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	53,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	54,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	55,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -11019,11 +11188,11 @@ var file_manager_proto_depIdxs = []int32{
 	59,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	61,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	62,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	162, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	163, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 102: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	161, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	151, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	151, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	162, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	152, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	152, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	44,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	34,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	63,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -11037,219 +11206,223 @@ var file_manager_proto_depIdxs = []int32{
 	43,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	45,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	62,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	163, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	164, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	65,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	97,  // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	98,  // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	64,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	121, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	122, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	122, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	123, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
 	106, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	107, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	108, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	32,  // 129: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
-	151, // 130: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	56,  // 131: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	15,  // 132: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	164, // 133: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	149, // 134: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	159, // 135: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 136: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	5,   // 137: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	6,   // 138: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	33,  // 139: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	151, // 140: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	12,  // 141: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	165, // 142: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	71,  // 143: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	166, // 144: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	3,   // 145: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	123, // 146: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	161, // 147: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	151, // 148: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	151, // 149: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	144, // 150: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	162, // 151: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	161, // 152: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	162, // 153: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	151, // 154: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	70,  // 155: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	30,  // 156: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	33,  // 157: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	73,  // 158: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	145, // 159: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	162, // 160: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	167, // 161: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	162, // 162: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	79,  // 163: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	151, // 164: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	151, // 165: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	146, // 166: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	6,   // 167: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	80,  // 168: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	79,  // 169: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	166, // 170: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	162, // 171: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	162, // 172: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	147, // 173: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	151, // 174: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	86,  // 175: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	89,  // 176: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	91,  // 177: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	93,  // 178: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	92,  // 179: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	8,   // 180: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	2,   // 181: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	20,  // 182: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	16,  // 183: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	7,   // 184: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 185: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 186: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	89,  // 187: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 188: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 189: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	90,  // 190: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	89,  // 191: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	150, // 192: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	14,  // 193: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	105, // 194: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	90,  // 195: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	99,  // 196: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	100, // 197: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	104, // 198: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	105, // 199: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	14,  // 200: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	151, // 201: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	109, // 202: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	150, // 203: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	162, // 204: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	150, // 205: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	105, // 206: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	150, // 207: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	162, // 208: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	14,  // 209: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	162, // 210: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	112, // 211: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	113, // 212: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	114, // 213: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	151, // 214: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	117, // 215: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	118, // 216: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	148, // 217: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	116, // 218: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	116, // 219: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	115, // 220: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	9,   // 221: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	151, // 222: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	162, // 223: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	162, // 224: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	151, // 225: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	151, // 226: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	126, // 227: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	134, // 228: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	168, // 229: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	151, // 230: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	151, // 231: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	168, // 232: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	169, // 233: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	16,  // 234: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	16,  // 235: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	150, // 236: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	67,  // 237: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	48,  // 238: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	49,  // 239: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	50,  // 240: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	162, // 241: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	51,  // 242: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	52,  // 243: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	150, // 244: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	57,  // 245: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	169, // 246: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	74,  // 247: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	72,  // 248: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	150, // 249: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	77,  // 250: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	81,  // 251: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	162, // 252: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	83,  // 253: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	85,  // 254: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	87,  // 255: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	90,  // 256: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	90,  // 257: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	89,  // 258: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	95,  // 259: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	96,  // 260: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	89,  // 261: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	101, // 262: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	110, // 263: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	116, // 264: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	116, // 265: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	115, // 266: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	115, // 267: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	119, // 268: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	124, // 269: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	162, // 270: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	125, // 271: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	150, // 272: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	127, // 273: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	128, // 274: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	129, // 275: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	131, // 276: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	132, // 277: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	133, // 278: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	135, // 279: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	68,  // 280: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	21,  // 281: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	21,  // 282: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	169, // 283: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	39,  // 284: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	169, // 285: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	169, // 286: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	169, // 287: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	169, // 288: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	169, // 289: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	169, // 290: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	169, // 291: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	66,  // 292: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	69,  // 293: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	75,  // 294: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	169, // 295: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	76,  // 296: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	78,  // 297: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	82,  // 298: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	169, // 299: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	84,  // 300: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	169, // 301: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	88,  // 302: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	94,  // 303: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	169, // 304: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	169, // 305: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	169, // 306: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	169, // 307: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	100, // 308: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	102, // 309: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	111, // 310: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	169, // 311: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	169, // 312: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	169, // 313: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	116, // 314: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	120, // 315: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	169, // 316: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	169, // 317: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	169, // 318: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	103, // 319: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	126, // 320: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	126, // 321: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	130, // 322: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	169, // 323: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	126, // 324: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	134, // 325: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	136, // 326: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	280, // [280:327] is the sub-list for method output_type
-	233, // [233:280] is the sub-list for method input_type
-	233, // [233:233] is the sub-list for extension type_name
-	233, // [233:233] is the sub-list for extension extendee
-	0,   // [0:233] is the sub-list for field type_name
+	108, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	109, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	107, // 129: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
+	32,  // 130: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
+	152, // 131: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	56,  // 132: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	15,  // 133: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	165, // 134: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	150, // 135: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	160, // 136: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	161, // 137: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	5,   // 138: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	6,   // 139: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	33,  // 140: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	152, // 141: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	12,  // 142: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	166, // 143: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	71,  // 144: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	167, // 145: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	3,   // 146: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	124, // 147: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	162, // 148: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	152, // 149: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	152, // 150: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	145, // 151: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	163, // 152: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	162, // 153: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	163, // 154: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	152, // 155: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	70,  // 156: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	30,  // 157: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	33,  // 158: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	73,  // 159: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	146, // 160: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	163, // 161: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	168, // 162: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	163, // 163: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	79,  // 164: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	152, // 165: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	152, // 166: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	147, // 167: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	6,   // 168: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	80,  // 169: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	79,  // 170: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	167, // 171: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	163, // 172: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	163, // 173: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	148, // 174: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	152, // 175: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	86,  // 176: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	89,  // 177: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	91,  // 178: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	93,  // 179: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	92,  // 180: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	8,   // 181: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	2,   // 182: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	20,  // 183: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	16,  // 184: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	7,   // 185: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 186: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 187: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	89,  // 188: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 189: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 190: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	90,  // 191: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	89,  // 192: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	151, // 193: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	14,  // 194: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	105, // 195: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	90,  // 196: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	99,  // 197: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	100, // 198: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	104, // 199: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	105, // 200: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	14,  // 201: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	152, // 202: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	110, // 203: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	151, // 204: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	163, // 205: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	151, // 206: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
+	163, // 207: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
+	151, // 208: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
+	151, // 209: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	105, // 210: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	151, // 211: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	163, // 212: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	14,  // 213: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	163, // 214: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	113, // 215: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	114, // 216: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	115, // 217: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	152, // 218: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	118, // 219: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	119, // 220: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	149, // 221: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	117, // 222: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	117, // 223: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	116, // 224: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 225: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	152, // 226: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	163, // 227: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	163, // 228: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	152, // 229: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	152, // 230: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	127, // 231: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	135, // 232: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	169, // 233: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	152, // 234: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	152, // 235: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	169, // 236: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	170, // 237: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	16,  // 238: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	16,  // 239: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	151, // 240: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	67,  // 241: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	48,  // 242: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	49,  // 243: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	50,  // 244: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	163, // 245: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	51,  // 246: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	52,  // 247: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	151, // 248: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	57,  // 249: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	170, // 250: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	74,  // 251: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	72,  // 252: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	151, // 253: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	77,  // 254: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	81,  // 255: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	163, // 256: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	83,  // 257: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	85,  // 258: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	87,  // 259: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	90,  // 260: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	90,  // 261: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	89,  // 262: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	95,  // 263: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	96,  // 264: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	89,  // 265: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	101, // 266: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	111, // 267: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	117, // 268: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	117, // 269: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	116, // 270: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	116, // 271: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	120, // 272: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	125, // 273: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	163, // 274: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	126, // 275: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	151, // 276: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	128, // 277: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	129, // 278: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	130, // 279: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	132, // 280: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	133, // 281: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	134, // 282: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	136, // 283: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	68,  // 284: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	21,  // 285: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	21,  // 286: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	170, // 287: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	39,  // 288: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	170, // 289: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	170, // 290: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	170, // 291: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	170, // 292: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	170, // 293: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	170, // 294: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	170, // 295: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	66,  // 296: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	69,  // 297: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	75,  // 298: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	170, // 299: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	76,  // 300: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	78,  // 301: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	82,  // 302: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	170, // 303: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	84,  // 304: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	170, // 305: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	88,  // 306: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	94,  // 307: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	170, // 308: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	170, // 309: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	170, // 310: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	170, // 311: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	100, // 312: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	102, // 313: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	112, // 314: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	170, // 315: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	170, // 316: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	170, // 317: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	117, // 318: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	121, // 319: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	170, // 320: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	170, // 321: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	170, // 322: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	103, // 323: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	127, // 324: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	127, // 325: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	131, // 326: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	170, // 327: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	127, // 328: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	135, // 329: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	137, // 330: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	284, // [284:331] is the sub-list for method output_type
+	237, // [237:284] is the sub-list for method input_type
+	237, // [237:237] is the sub-list for extension type_name
+	237, // [237:237] is the sub-list for extension extendee
+	0,   // [0:237] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11328,6 +11501,7 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_JobPlaced)(nil),
 		(*EventStreamEvent_PlacementFailed)(nil),
 		(*EventStreamEvent_PlacementDegraded)(nil),
+		(*EventStreamEvent_JobPreempted)(nil),
 		(*EventStreamEvent_DefinitionDrift)(nil),
 	}
 	file_manager_proto_msgTypes[53].OneofWrappers = []any{
@@ -11336,7 +11510,7 @@ func file_manager_proto_init() {
 	}
 	file_manager_proto_msgTypes[55].OneofWrappers = []any{}
 	file_manager_proto_msgTypes[89].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[96].OneofWrappers = []any{
+	file_manager_proto_msgTypes[97].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
@@ -11347,7 +11521,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      15,
-			NumMessages:   134,
+			NumMessages:   135,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

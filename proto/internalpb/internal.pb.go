@@ -139,7 +139,7 @@ func (x CloudNode_Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CloudNode_Phase.Descriptor instead.
 func (CloudNode_Phase) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type InstanceReport_Kind int32
@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -763,8 +763,16 @@ type NodeRecord struct {
 	// worker_cert_sha256): the dial-back accepts that certificate only.
 	// Empty: verified against the CA (or plaintext).
 	WorkerCertSha256 []byte `protobuf:"bytes,44,opt,name=worker_cert_sha256,json=workerCertSha256,proto3" json:"worker_cert_sha256,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set when the placement engine created the node (issue 13): which pool
+	// tier and offering, for whom. Unset: created by hand or a cluster slot,
+	// never terminated by the engine.
+	Provisioned *Provisioned `protobuf:"bytes,45,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
+	// When the node was last seen by the engine running no instance (engine-
+	// created nodes only; cleared when it runs one). The linger counts from
+	// here, so a leader change does not restart it.
+	IdleSince     *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -979,6 +987,119 @@ func (x *NodeRecord) GetWorkerCertSha256() []byte {
 	return nil
 }
 
+func (x *NodeRecord) GetProvisioned() *Provisioned {
+	if x != nil {
+		return x.Provisioned
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetIdleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IdleSince
+	}
+	return nil
+}
+
+// Which pool tier the placement engine created a node for.
+type Provisioned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pool  string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier  string                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	// "<instance type>@<zone>".
+	Offering string `protobuf:"bytes,3,opt,name=offering,proto3" json:"offering,omitempty"`
+	// Capacity units the offering offers (for the planner while the node's
+	// worker has not reported its resources yet).
+	Capacity    uint32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	GpuCapacity uint32 `protobuf:"varint,5,opt,name=gpu_capacity,json=gpuCapacity,proto3" json:"gpu_capacity,omitempty"`
+	// The waiting roles it was sized for ("job/role").
+	ForJobs []string `protobuf:"bytes,6,rep,name=for_jobs,json=forJobs,proto3" json:"for_jobs,omitempty"`
+	// The security group names the instance was created with (the tier's
+	// and its jobs' extra_security_groups).
+	SecurityGroups []string `protobuf:"bytes,7,rep,name=security_groups,json=securityGroups,proto3" json:"security_groups,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Provisioned) Reset() {
+	*x = Provisioned{}
+	mi := &file_internal_internal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Provisioned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Provisioned) ProtoMessage() {}
+
+func (x *Provisioned) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Provisioned.ProtoReflect.Descriptor instead.
+func (*Provisioned) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Provisioned) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *Provisioned) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *Provisioned) GetOffering() string {
+	if x != nil {
+		return x.Offering
+	}
+	return ""
+}
+
+func (x *Provisioned) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Provisioned) GetGpuCapacity() uint32 {
+	if x != nil {
+		return x.GpuCapacity
+	}
+	return 0
+}
+
+func (x *Provisioned) GetForJobs() []string {
+	if x != nil {
+		return x.ForJobs
+	}
+	return nil
+}
+
+func (x *Provisioned) GetSecurityGroups() []string {
+	if x != nil {
+		return x.SecurityGroups
+	}
+	return nil
+}
+
 // The cloud side of an AWS or OCI node (docs/design/providers.md).
 type CloudNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1005,7 +1126,7 @@ type CloudNode struct {
 
 func (x *CloudNode) Reset() {
 	*x = CloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1138,7 @@ func (x *CloudNode) String() string {
 func (*CloudNode) ProtoMessage() {}
 
 func (x *CloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[7]
+	mi := &file_internal_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1151,7 @@ func (x *CloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudNode.ProtoReflect.Descriptor instead.
 func (*CloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{7}
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CloudNode) GetRequest() isCloudNode_Request {
@@ -1144,7 +1265,7 @@ type ProviderHealthRecord struct {
 
 func (x *ProviderHealthRecord) Reset() {
 	*x = ProviderHealthRecord{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1277,7 @@ func (x *ProviderHealthRecord) String() string {
 func (*ProviderHealthRecord) ProtoMessage() {}
 
 func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1290,7 @@ func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderHealthRecord.ProtoReflect.Descriptor instead.
 func (*ProviderHealthRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProviderHealthRecord) GetHealth() *managerpb.ProviderHealth {
@@ -1197,7 +1318,7 @@ type MockPoolRecord struct {
 
 func (x *MockPoolRecord) Reset() {
 	*x = MockPoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1330,7 @@ func (x *MockPoolRecord) String() string {
 func (*MockPoolRecord) ProtoMessage() {}
 
 func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1343,7 @@ func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockPoolRecord.ProtoReflect.Descriptor instead.
 func (*MockPoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MockPoolRecord) GetNext() uint32 {
@@ -1271,7 +1392,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1404,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1417,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BundleRecord) GetBundle() *managerpb.Bundle {
@@ -1368,7 +1489,7 @@ type BundleJobState struct {
 
 func (x *BundleJobState) Reset() {
 	*x = BundleJobState{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1501,7 @@ func (x *BundleJobState) String() string {
 func (*BundleJobState) ProtoMessage() {}
 
 func (x *BundleJobState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1514,7 @@ func (x *BundleJobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
 func (*BundleJobState) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BundleJobState) GetJobId() string {
@@ -1472,7 +1593,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1605,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1618,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -1566,7 +1687,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1699,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1712,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -1613,7 +1734,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1746,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1759,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -1679,7 +1800,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1812,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1825,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -1895,7 +2016,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2028,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2041,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -2151,7 +2272,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2284,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2297,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -2195,7 +2316,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2328,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2341,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -2238,7 +2359,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2371,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2384,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 type StartJob struct {
@@ -2283,7 +2404,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2416,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2429,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StartJob) GetRole() string {
@@ -2352,7 +2473,7 @@ type RecordPlacementFailure struct {
 
 func (x *RecordPlacementFailure) Reset() {
 	*x = RecordPlacementFailure{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2485,7 @@ func (x *RecordPlacementFailure) String() string {
 func (*RecordPlacementFailure) ProtoMessage() {}
 
 func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2498,7 @@ func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPlacementFailure.ProtoReflect.Descriptor instead.
 func (*RecordPlacementFailure) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecordPlacementFailure) GetRole() string {
@@ -2412,7 +2533,7 @@ type RecheckPlacement struct {
 
 func (x *RecheckPlacement) Reset() {
 	*x = RecheckPlacement{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2545,7 @@ func (x *RecheckPlacement) String() string {
 func (*RecheckPlacement) ProtoMessage() {}
 
 func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2558,7 @@ func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecheckPlacement.ProtoReflect.Descriptor instead.
 func (*RecheckPlacement) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecheckPlacement) GetRole() string {
@@ -2492,7 +2613,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2625,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2638,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StopJob) GetRole() string {
@@ -2542,7 +2663,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2675,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2688,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 type GetJob struct {
@@ -2578,7 +2699,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2711,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2724,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2615,7 +2736,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2748,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2761,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -2670,7 +2791,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2803,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2816,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -2772,7 +2893,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2905,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2918,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -2845,6 +2966,7 @@ type NodeCommand struct {
 	//	*NodeCommand_OrphanFound
 	//	*NodeCommand_StopOrphan
 	//	*NodeCommand_SetScheduling
+	//	*NodeCommand_SetIdle
 	Cmd           isNodeCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2852,7 +2974,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2986,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2999,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -3050,6 +3172,15 @@ func (x *NodeCommand) GetSetScheduling() *SetScheduling {
 	return nil
 }
 
+func (x *NodeCommand) GetSetIdle() *SetIdle {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_SetIdle); ok {
+			return x.SetIdle
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Cmd interface {
 	isNodeCommand_Cmd()
 }
@@ -3114,6 +3245,10 @@ type NodeCommand_SetScheduling struct {
 	SetScheduling *SetScheduling `protobuf:"bytes,24,opt,name=set_scheduling,json=setScheduling,proto3,oneof"`
 }
 
+type NodeCommand_SetIdle struct {
+	SetIdle *SetIdle `protobuf:"bytes,25,opt,name=set_idle,json=setIdle,proto3,oneof"`
+}
+
 func (*NodeCommand_RegisterSlot) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_MemberRegister) isNodeCommand_Cmd() {}
@@ -3144,6 +3279,54 @@ func (*NodeCommand_StopOrphan) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_SetScheduling) isNodeCommand_Cmd() {}
 
+func (*NodeCommand_SetIdle) isNodeCommand_Cmd() {}
+
+// The placement engine records when an engine-created node began running
+// no instance (since set), or that it runs one again (since unset).
+type SetIdle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetIdle) Reset() {
+	*x = SetIdle{}
+	mi := &file_internal_internal_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetIdle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetIdle) ProtoMessage() {}
+
+func (x *SetIdle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetIdle.ProtoReflect.Descriptor instead.
+func (*SetIdle) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetIdle) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // An operator cordons, drains or uncordons the node (Manager.CordonNode,
 // DrainNode, UncordonNode). A node already in state is left as it is.
 type SetScheduling struct {
@@ -3158,7 +3341,7 @@ type SetScheduling struct {
 
 func (x *SetScheduling) Reset() {
 	*x = SetScheduling{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3353,7 @@ func (x *SetScheduling) String() string {
 func (*SetScheduling) ProtoMessage() {}
 
 func (x *SetScheduling) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3366,7 @@ func (x *SetScheduling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
 func (*SetScheduling) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetScheduling) GetState() managerpb.NodeScheduling {
@@ -3223,7 +3406,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3418,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3431,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -3290,7 +3473,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3485,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3498,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -3339,14 +3522,16 @@ type CreateCloudNode struct {
 	//
 	//	*CreateCloudNode_Aws
 	//	*CreateCloudNode_Oci
-	Request       isCreateCloudNode_Request `protobuf_oneof:"request"`
+	Request isCreateCloudNode_Request `protobuf_oneof:"request"`
+	// Set by the placement engine (NodeRecord.provisioned).
+	Provisioned   *Provisioned `protobuf:"bytes,3,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3543,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3556,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -3395,6 +3580,13 @@ func (x *CreateCloudNode) GetOci() *managerpb.CreateOciNodeRequest {
 		if x, ok := x.Request.(*CreateCloudNode_Oci); ok {
 			return x.Oci
 		}
+	}
+	return nil
+}
+
+func (x *CreateCloudNode) GetProvisioned() *Provisioned {
+	if x != nil {
+		return x.Provisioned
 	}
 	return nil
 }
@@ -3426,7 +3618,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3630,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3643,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -3492,7 +3684,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3696,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3709,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3584,7 +3776,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3788,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3801,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 type TerminateNode struct {
@@ -3620,7 +3812,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3824,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,20 +3837,22 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 type CreateMockNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	Tags          map[string]string      `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Tags  map[string]string      `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set by the placement engine (NodeRecord.provisioned).
+	Provisioned   *Provisioned `protobuf:"bytes,3,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3864,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3877,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -3700,6 +3894,13 @@ func (x *CreateMockNode) GetTags() map[string]string {
 	return nil
 }
 
+func (x *CreateMockNode) GetProvisioned() *Provisioned {
+	if x != nil {
+		return x.Provisioned
+	}
+	return nil
+}
+
 type Provision struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *workerpb.WorkerJob    `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -3709,7 +3910,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3922,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3935,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3757,7 +3958,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3970,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3983,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -3814,7 +4015,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +4027,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +4040,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -3851,7 +4052,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +4064,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4077,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 type UpdatePhysicalNode struct {
@@ -3888,7 +4089,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3900,7 +4101,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3913,7 +4114,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3935,7 +4136,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3947,7 +4148,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3960,7 +4161,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -3984,7 +4185,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3996,7 +4197,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4009,7 +4210,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -4054,7 +4255,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4267,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4280,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -4109,7 +4310,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4322,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4335,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -4277,7 +4478,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4490,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4503,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -4321,7 +4522,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4534,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4547,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{49}
+	return file_internal_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -4364,7 +4565,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4577,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4590,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{50}
+	return file_internal_internal_proto_rawDescGZIP(), []int{52}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -4404,7 +4605,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4617,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4630,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{51}
+	return file_internal_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -4461,7 +4662,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4473,7 +4674,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4486,7 +4687,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{52}
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
 }
 
 // The record of one pool.
@@ -4502,7 +4703,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4715,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4728,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{53}
+	return file_internal_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4557,7 +4758,7 @@ type AclTokenRecord struct {
 
 func (x *AclTokenRecord) Reset() {
 	*x = AclTokenRecord{}
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4569,7 +4770,7 @@ func (x *AclTokenRecord) String() string {
 func (*AclTokenRecord) ProtoMessage() {}
 
 func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4582,7 +4783,7 @@ func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRecord.ProtoReflect.Descriptor instead.
 func (*AclTokenRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+	return file_internal_internal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AclTokenRecord) GetToken() *managerpb.AclToken {
@@ -4613,7 +4814,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4625,7 +4826,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4638,7 +4839,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{55}
+	return file_internal_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AclRecord) GetTokens() []*AclTokenRecord {
@@ -4682,7 +4883,7 @@ type AuditIntent struct {
 
 func (x *AuditIntent) Reset() {
 	*x = AuditIntent{}
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +4895,7 @@ func (x *AuditIntent) String() string {
 func (*AuditIntent) ProtoMessage() {}
 
 func (x *AuditIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +4908,7 @@ func (x *AuditIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
 func (*AuditIntent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{56}
+	return file_internal_internal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuditIntent) GetSource() string {
@@ -4787,7 +4988,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"4\n" +
 	"\tTombstone\x12'\n" +
-	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xdd\t\n" +
+	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xda\n" +
+	"\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -4822,8 +5024,19 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"scheduling\x18+ \x01(\v2&.norsk.api.manager.NodeSchedulingStateR\n" +
 	"scheduling\x12,\n" +
-	"\x12worker_cert_sha256\x18, \x01(\fR\x10workerCertSha256B\x0e\n" +
-	"\f_stop_reason\"\xa2\x05\n" +
+	"\x12worker_cert_sha256\x18, \x01(\fR\x10workerCertSha256\x12@\n" +
+	"\vprovisioned\x18- \x01(\v2\x1e.norsk.internal.v1.ProvisionedR\vprovisioned\x129\n" +
+	"\n" +
+	"idle_since\x18. \x01(\v2\x1a.google.protobuf.TimestampR\tidleSinceB\x0e\n" +
+	"\f_stop_reason\"\xd4\x01\n" +
+	"\vProvisioned\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\x12\x1a\n" +
+	"\boffering\x18\x03 \x01(\tR\boffering\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity\x12!\n" +
+	"\fgpu_capacity\x18\x05 \x01(\rR\vgpuCapacity\x12\x19\n" +
+	"\bfor_jobs\x18\x06 \x03(\tR\aforJobs\x12'\n" +
+	"\x0fsecurity_groups\x18\a \x03(\tR\x0esecurityGroups\"\xa2\x05\n" +
 	"\tCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
 	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03oci\x128\n" +
@@ -4976,7 +5189,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\t\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xf4\t\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -5002,8 +5215,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\forphan_found\x18\x16 \x01(\v2\x1e.norsk.internal.v1.OrphanFoundH\x00R\vorphanFound\x12@\n" +
 	"\vstop_orphan\x18\x17 \x01(\v2\x1d.norsk.internal.v1.StopOrphanH\x00R\n" +
 	"stopOrphan\x12I\n" +
-	"\x0eset_scheduling\x18\x18 \x01(\v2 .norsk.internal.v1.SetSchedulingH\x00R\rsetSchedulingB\x05\n" +
-	"\x03cmd\"\x83\x01\n" +
+	"\x0eset_scheduling\x18\x18 \x01(\v2 .norsk.internal.v1.SetSchedulingH\x00R\rsetScheduling\x127\n" +
+	"\bset_idle\x18\x19 \x01(\v2\x1a.norsk.internal.v1.SetIdleH\x00R\asetIdleB\x05\n" +
+	"\x03cmd\";\n" +
+	"\aSetIdle\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x83\x01\n" +
 	"\rSetScheduling\x127\n" +
 	"\x05state\x18\x01 \x01(\x0e2!.norsk.api.manager.NodeSchedulingR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
@@ -5020,10 +5236,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"StopOrphan\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role\"\x96\x01\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\"\xd8\x01\n" +
 	"\x0fCreateCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
-	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03ociB\t\n" +
+	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03oci\x12@\n" +
+	"\vprovisioned\x18\x03 \x01(\v2\x1e.norsk.internal.v1.ProvisionedR\vprovisionedB\t\n" +
 	"\arequest\"\xb0\x01\n" +
 	"\fRegisterSlot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
@@ -5044,10 +5261,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12,\n" +
 	"\x12worker_cert_sha256\x18\b \x01(\fR\x10workerCertSha256\"\x10\n" +
 	"\x0eDeregisterSlot\"\x0f\n" +
-	"\rTerminateNode\"\x9c\x01\n" +
+	"\rTerminateNode\"\xde\x01\n" +
 	"\x0eCreateMockNode\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12?\n" +
-	"\x04tags\x18\x02 \x03(\v2+.norsk.internal.v1.CreateMockNode.TagsEntryR\x04tags\x1a7\n" +
+	"\x04tags\x18\x02 \x03(\v2+.norsk.internal.v1.CreateMockNode.TagsEntryR\x04tags\x12@\n" +
+	"\vprovisioned\x18\x03 \x01(\v2\x1e.norsk.internal.v1.ProvisionedR\vprovisioned\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
@@ -5132,7 +5350,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -5144,219 +5362,227 @@ var file_internal_internal_proto_goTypes = []any{
 	(*StopOwed)(nil),                                // 7: norsk.internal.v1.StopOwed
 	(*Tombstone)(nil),                               // 8: norsk.internal.v1.Tombstone
 	(*NodeRecord)(nil),                              // 9: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                               // 10: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                    // 11: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                          // 12: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                            // 13: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                          // 14: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                           // 15: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                             // 16: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                             // 17: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                   // 18: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                              // 19: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 20: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 21: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 22: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 23: norsk.internal.v1.StartJob
-	(*RecordPlacementFailure)(nil),                  // 24: norsk.internal.v1.RecordPlacementFailure
-	(*RecheckPlacement)(nil),                        // 25: norsk.internal.v1.RecheckPlacement
-	(*StopJob)(nil),                                 // 26: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                             // 27: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 28: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 29: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 30: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 31: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 32: norsk.internal.v1.NodeCommand
-	(*SetScheduling)(nil),                           // 33: norsk.internal.v1.SetScheduling
-	(*OrphanFound)(nil),                             // 34: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 35: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 36: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 37: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 38: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 39: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 40: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 41: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 42: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 43: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 44: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 45: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 46: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 47: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 48: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 49: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 50: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 51: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 52: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 53: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 54: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 55: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
-	(*AclTokenRecord)(nil),                          // 57: norsk.internal.v1.AclTokenRecord
-	(*AclRecord)(nil),                               // 58: norsk.internal.v1.AclRecord
-	(*AuditIntent)(nil),                             // 59: norsk.internal.v1.AuditIntent
-	nil,                                             // 60: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 61: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 62: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 63: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 64: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 65: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 66: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 67: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 68: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 69: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 70: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 72: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 73: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 74: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 75: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 76: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 77: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 78: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 79: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 80: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 81: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 82: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 83: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 84: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 85: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 86: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 87: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 88: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 89: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 90: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 91: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 92: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 93: norsk.api.manager.Pool
-	(*managerpb.AclToken)(nil),                      // 94: norsk.api.manager.AclToken
-	(*commonpb.ResolvedPortMappings)(nil),           // 95: norsk.api.common.ResolvedPortMappings
+	(*Provisioned)(nil),                             // 10: norsk.internal.v1.Provisioned
+	(*CloudNode)(nil),                               // 11: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                    // 12: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                          // 13: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                            // 14: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                          // 15: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                           // 16: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                             // 17: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                             // 18: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                   // 19: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                              // 20: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                               // 21: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 22: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 23: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 24: norsk.internal.v1.StartJob
+	(*RecordPlacementFailure)(nil),                  // 25: norsk.internal.v1.RecordPlacementFailure
+	(*RecheckPlacement)(nil),                        // 26: norsk.internal.v1.RecheckPlacement
+	(*StopJob)(nil),                                 // 27: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                             // 28: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 29: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 30: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 31: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 32: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 33: norsk.internal.v1.NodeCommand
+	(*SetIdle)(nil),                                 // 34: norsk.internal.v1.SetIdle
+	(*SetScheduling)(nil),                           // 35: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 36: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 37: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 38: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 39: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 40: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 41: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 42: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 43: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 44: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 45: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 46: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 47: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 48: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 49: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 50: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 51: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 52: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 53: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 54: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 55: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 56: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 57: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 58: norsk.internal.v1.PoolRecord
+	(*AclTokenRecord)(nil),                          // 59: norsk.internal.v1.AclTokenRecord
+	(*AclRecord)(nil),                               // 60: norsk.internal.v1.AclRecord
+	(*AuditIntent)(nil),                             // 61: norsk.internal.v1.AuditIntent
+	nil,                                             // 62: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 63: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 64: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 65: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 66: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 67: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 68: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 69: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 70: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 71: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 72: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 73: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 74: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 75: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 76: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 77: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 78: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 79: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 80: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 81: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 82: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 83: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 84: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 85: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 86: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 87: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 88: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 89: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 90: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 91: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 92: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 93: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 94: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 95: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 96: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 97: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	60,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	65,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	66,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	62,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	67,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	68,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	69,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	68,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	65,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	69,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	65,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	70,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	70,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	67,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	71,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	67,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	72,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	71,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	73,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	65,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	72,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	73,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	66,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	74,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	65,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	75,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	65,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	76,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	77,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	78,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	79,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	80,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	65,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	65,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	65,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	74,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	81,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	82,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	83,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	65,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	59,  // 41: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	15,  // 42: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	83,  // 43: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	65,  // 44: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	84,  // 45: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	85,  // 46: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 47: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	9,   // 48: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	86,  // 49: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	87,  // 50: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	13,  // 51: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	88,  // 52: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	65,  // 53: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 54: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	20,  // 55: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	21,  // 56: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	22,  // 57: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	23,  // 58: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	26,  // 59: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	27,  // 60: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	28,  // 61: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	29,  // 62: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	30,  // 63: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	31,  // 64: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	24,  // 65: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	25,  // 66: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	89,  // 67: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	89,  // 68: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 69: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	69,  // 70: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	68,  // 71: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 72: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	61,  // 73: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	66,  // 74: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 75: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	90,  // 76: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	65,  // 77: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 78: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	37,  // 79: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	38,  // 80: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	39,  // 81: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	40,  // 82: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	41,  // 83: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	42,  // 84: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	43,  // 85: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	44,  // 86: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	45,  // 87: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	46,  // 88: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	47,  // 89: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	36,  // 90: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	34,  // 91: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	35,  // 92: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	33,  // 93: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	91,  // 94: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	62,  // 95: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	79,  // 96: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	80,  // 97: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	63,  // 98: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	75,  // 99: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	76,  // 100: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	64,  // 101: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	92,  // 102: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	49,  // 103: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	65,  // 104: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 105: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	51,  // 106: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	52,  // 107: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	53,  // 108: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	54,  // 109: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	55,  // 110: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	45,  // 111: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	82,  // 112: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	82,  // 113: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	93,  // 114: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	94,  // 115: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	57,  // 116: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	95,  // 117: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	95,  // 118: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	95,  // 119: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	120, // [120:120] is the sub-list for method output_type
-	120, // [120:120] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	67,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	74,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	75,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	68,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	69,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	76,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	67,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	77,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	67,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	78,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	11,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	79,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	80,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	10,  // 28: norsk.internal.v1.NodeRecord.provisioned:type_name -> norsk.internal.v1.Provisioned
+	67,  // 29: norsk.internal.v1.NodeRecord.idle_since:type_name -> google.protobuf.Timestamp
+	81,  // 30: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	82,  // 31: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 32: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	67,  // 33: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	67,  // 34: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	67,  // 35: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 36: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	83,  // 37: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	84,  // 38: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	15,  // 39: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	15,  // 40: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	85,  // 41: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	67,  // 42: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	61,  // 43: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	16,  // 44: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	85,  // 45: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	67,  // 46: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	86,  // 47: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	87,  // 48: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 49: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	9,   // 50: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	88,  // 51: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	89,  // 52: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	14,  // 53: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	90,  // 54: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	67,  // 55: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 56: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	21,  // 57: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	22,  // 58: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	23,  // 59: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	24,  // 60: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	27,  // 61: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	28,  // 62: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	29,  // 63: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	30,  // 64: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	31,  // 65: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	32,  // 66: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	25,  // 67: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	26,  // 68: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	91,  // 69: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	91,  // 70: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 71: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	71,  // 72: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	70,  // 73: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 74: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	63,  // 75: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	68,  // 76: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	69,  // 77: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	92,  // 78: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	67,  // 79: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 80: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	39,  // 81: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	40,  // 82: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	41,  // 83: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	42,  // 84: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	43,  // 85: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	44,  // 86: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	45,  // 87: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	46,  // 88: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	47,  // 89: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	48,  // 90: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	49,  // 91: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	38,  // 92: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	36,  // 93: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	37,  // 94: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	35,  // 95: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	34,  // 96: norsk.internal.v1.NodeCommand.set_idle:type_name -> norsk.internal.v1.SetIdle
+	67,  // 97: norsk.internal.v1.SetIdle.since:type_name -> google.protobuf.Timestamp
+	93,  // 98: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	64,  // 99: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	81,  // 100: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	82,  // 101: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	10,  // 102: norsk.internal.v1.CreateCloudNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	65,  // 103: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	77,  // 104: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	78,  // 105: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	66,  // 106: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	10,  // 107: norsk.internal.v1.CreateMockNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	94,  // 108: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	51,  // 109: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	67,  // 110: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 111: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	53,  // 112: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	54,  // 113: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	55,  // 114: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	56,  // 115: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	57,  // 116: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	47,  // 117: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	84,  // 118: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	84,  // 119: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 120: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	96,  // 121: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	59,  // 122: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	97,  // 123: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	97,  // 124: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	97,  // 125: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	126, // [126:126] is the sub-list for method output_type
+	126, // [126:126] is the sub-list for method input_type
+	126, // [126:126] is the sub-list for extension type_name
+	126, // [126:126] is the sub-list for extension extendee
+	0,   // [0:126] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5365,11 +5591,11 @@ func file_internal_internal_proto_init() {
 		return
 	}
 	file_internal_internal_proto_msgTypes[6].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[7].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[8].OneofWrappers = []any{
 		(*CloudNode_Aws)(nil),
 		(*CloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[15].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[16].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
@@ -5379,7 +5605,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Bundle)(nil),
 		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[16].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[17].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -5393,7 +5619,7 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_RecordPlacementFailure)(nil),
 		(*JobCommand_RecheckPlacement)(nil),
 	}
-	file_internal_internal_proto_msgTypes[29].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[30].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -5409,15 +5635,16 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_OrphanFound)(nil),
 		(*NodeCommand_StopOrphan)(nil),
 		(*NodeCommand_SetScheduling)(nil),
+		(*NodeCommand_SetIdle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[35].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[45].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[49].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -5431,7 +5658,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   62,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -832,7 +832,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92, 0}
+	return file_manager_proto_rawDescGZIP(), []int{94, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -2919,8 +2919,11 @@ type CreateAwsNodeRequest struct {
 	// of security groups added to the instance's, resolved to ids in the
 	// request's region.
 	ExtraSecurityGroups []string `protobuf:"bytes,13,rep,name=extra_security_groups,json=extraSecurityGroups,proto3" json:"extra_security_groups,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Added (ours). The availability zone of the instance (EC2
+	// Placement.AvailabilityZone). Empty: the region chooses.
+	AvailabilityZone string `protobuf:"bytes,14,opt,name=availability_zone,json=availabilityZone,proto3" json:"availability_zone,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CreateAwsNodeRequest) Reset() {
@@ -3007,6 +3010,13 @@ func (x *CreateAwsNodeRequest) GetExtraSecurityGroups() []string {
 		return x.ExtraSecurityGroups
 	}
 	return nil
+}
+
+func (x *CreateAwsNodeRequest) GetAvailabilityZone() string {
+	if x != nil {
+		return x.AvailabilityZone
+	}
+	return ""
 }
 
 type CreateOciNodeRequest struct {
@@ -4311,6 +4321,8 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_JobPlaced
 	//	*EventStreamEvent_PlacementFailed
 	//	*EventStreamEvent_PlacementDegraded
+	//	*EventStreamEvent_NodeProvisioning
+	//	*EventStreamEvent_NodeReleased
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4574,6 +4586,24 @@ func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
 	return nil
 }
 
+func (x *EventStreamEvent) GetNodeProvisioning() *NodeProvisioning {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_NodeProvisioning); ok {
+			return x.NodeProvisioning
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetNodeReleased() *NodeReleased {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_NodeReleased); ok {
+			return x.NodeReleased
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4707,6 +4737,19 @@ type EventStreamEvent_PlacementDegraded struct {
 	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
 }
 
+type EventStreamEvent_NodeProvisioning struct {
+	// Added (ours; docs/design/placement.md, "Provisioning and release").
+	// The placement engine created a node for waiting jobs: raised in the
+	// commit that records the node. A log event.
+	NodeProvisioning *NodeProvisioning `protobuf:"bytes,29,opt,name=node_provisioning,json=nodeProvisioning,proto3,oneof"`
+}
+
+type EventStreamEvent_NodeReleased struct {
+	// Added (ours). The placement engine terminated a node it created that
+	// ran no job for its tier's linger. A log event.
+	NodeReleased *NodeReleased `protobuf:"bytes,30,opt,name=node_released,json=nodeReleased,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4752,6 +4795,10 @@ func (*EventStreamEvent_JobPlaced) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_NodeProvisioning) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_NodeReleased) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7806,6 +7853,164 @@ func (x *PlacementFailed) GetAttempt() *PlacementAttempt {
 	return nil
 }
 
+// Added (ours). node_provisioning: a node the engine created.
+type NodeProvisioning struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Pool   string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier   string                 `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	// "<instance type>@<zone>".
+	Offering string `protobuf:"bytes,4,opt,name=offering,proto3" json:"offering,omitempty"`
+	// The waiting jobs it was sized for ("job/role").
+	ForJobs       []string `protobuf:"bytes,5,rep,name=for_jobs,json=forJobs,proto3" json:"for_jobs,omitempty"`
+	Message       string   `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeProvisioning) Reset() {
+	*x = NodeProvisioning{}
+	mi := &file_manager_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeProvisioning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeProvisioning) ProtoMessage() {}
+
+func (x *NodeProvisioning) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeProvisioning.ProtoReflect.Descriptor instead.
+func (*NodeProvisioning) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *NodeProvisioning) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *NodeProvisioning) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *NodeProvisioning) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *NodeProvisioning) GetOffering() string {
+	if x != nil {
+		return x.Offering
+	}
+	return ""
+}
+
+func (x *NodeProvisioning) GetForJobs() []string {
+	if x != nil {
+		return x.ForJobs
+	}
+	return nil
+}
+
+func (x *NodeProvisioning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Added (ours). node_released: a node the engine created was terminated
+// after running no job for its tier's linger.
+type NodeReleased struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Pool   string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier   string                 `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	// How long it ran no job (seconds).
+	IdleSeconds   uint32 `protobuf:"varint,4,opt,name=idle_seconds,json=idleSeconds,proto3" json:"idle_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeReleased) Reset() {
+	*x = NodeReleased{}
+	mi := &file_manager_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeReleased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeReleased) ProtoMessage() {}
+
+func (x *NodeReleased) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeReleased.ProtoReflect.Descriptor instead.
+func (*NodeReleased) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *NodeReleased) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *NodeReleased) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *NodeReleased) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *NodeReleased) GetIdleSeconds() uint32 {
+	if x != nil {
+		return x.IdleSeconds
+	}
+	return 0
+}
+
 // Added (ours). placement_degraded: a placement sharing a failure domain
 // with the other replica against the resilience policy (best effort, issue
 // 11 §3), or a change found when the engine re-checked it.
@@ -7828,7 +8033,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7840,7 +8045,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7853,7 +8058,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -7920,7 +8125,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7932,7 +8137,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7945,7 +8150,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -7978,7 +8183,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7990,7 +8195,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8003,7 +8208,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8021,7 +8226,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8033,7 +8238,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8046,7 +8251,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8135,7 +8340,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8147,7 +8352,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8160,7 +8365,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8238,7 +8443,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8250,7 +8455,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8263,7 +8468,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8294,7 +8499,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8306,7 +8511,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8319,7 +8524,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8346,7 +8551,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8358,7 +8563,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8371,7 +8576,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *PoolName) GetName() string {
@@ -8400,14 +8605,18 @@ type Pool struct {
 	// (FailedPrecondition otherwise); ignored by CreatePool.
 	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// Free text for operators (at most 1024 bytes); not interpreted.
-	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	// Output (GetPool, ListPools; ignored on input): per tier with a
+	// provisioner, the nodes the engine created and the offerings it keeps
+	// out after a capacity error.
+	TierStatus    []*PoolTierStatus `protobuf:"bytes,10,rep,name=tier_status,json=tierStatus,proto3" json:"tier_status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8419,7 +8628,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8432,7 +8641,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *Pool) GetName() string {
@@ -8470,6 +8679,147 @@ func (x *Pool) GetDescription() string {
 	return ""
 }
 
+func (x *Pool) GetTierStatus() []*PoolTierStatus {
+	if x != nil {
+		return x.TierStatus
+	}
+	return nil
+}
+
+// Added (ours). Output: what a tier's provisioner has done.
+type PoolTierStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tier  string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	// Nodes the engine created for the tier that run (started).
+	NodesRunning uint32 `protobuf:"varint,2,opt,name=nodes_running,json=nodesRunning,proto3" json:"nodes_running,omitempty"`
+	// Nodes the engine created for the tier that are being created.
+	NodesCreating uint32             `protobuf:"varint,3,opt,name=nodes_creating,json=nodesCreating,proto3" json:"nodes_creating,omitempty"`
+	BackedOff     []*OfferingBackoff `protobuf:"bytes,4,rep,name=backed_off,json=backedOff,proto3" json:"backed_off,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolTierStatus) Reset() {
+	*x = PoolTierStatus{}
+	mi := &file_manager_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolTierStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolTierStatus) ProtoMessage() {}
+
+func (x *PoolTierStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolTierStatus.ProtoReflect.Descriptor instead.
+func (*PoolTierStatus) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *PoolTierStatus) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *PoolTierStatus) GetNodesRunning() uint32 {
+	if x != nil {
+		return x.NodesRunning
+	}
+	return 0
+}
+
+func (x *PoolTierStatus) GetNodesCreating() uint32 {
+	if x != nil {
+		return x.NodesCreating
+	}
+	return 0
+}
+
+func (x *PoolTierStatus) GetBackedOff() []*OfferingBackoff {
+	if x != nil {
+		return x.BackedOff
+	}
+	return nil
+}
+
+// Added (ours). An offering (instance type and zone) kept out after a
+// capacity error, until when and why.
+type OfferingBackoff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "<instance type>@<zone>" ("@" alone: the provider's choice of zone).
+	Offering      string                 `protobuf:"bytes,1,opt,name=offering,proto3" json:"offering,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferingBackoff) Reset() {
+	*x = OfferingBackoff{}
+	mi := &file_manager_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferingBackoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferingBackoff) ProtoMessage() {}
+
+func (x *OfferingBackoff) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferingBackoff.ProtoReflect.Descriptor instead.
+func (*OfferingBackoff) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *OfferingBackoff) GetOffering() string {
+	if x != nil {
+		return x.Offering
+	}
+	return ""
+}
+
+func (x *OfferingBackoff) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *OfferingBackoff) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Added (ours). One tier of a pool: the nodes carrying every tag of
 // node_selector.
 type PoolTier struct {
@@ -8482,18 +8832,33 @@ type PoolTier struct {
 	// control characters); at most 32 entries. Empty: every schedulable
 	// node is in the tier (a catch-all, usually the last tier).
 	NodeSelector map[string]string `protobuf:"bytes,2,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// For the tier's provisioner (issue 13): at most this many nodes
-	// created for the tier. 0: no limit. Stored and shown; the placement
-	// engine does not yet limit placement on existing nodes by it
-	// (docs/design/placement.md).
-	MaxNodes      uint32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	// For the tier's provisioner (issue 13): at most this many nodes the
+	// engine created for the tier exist at once (creating or running). 0: no
+	// limit. It does not limit placement on nodes that exist anyway
+	// (cluster slots, nodes created by hand).
+	MaxNodes uint32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	// The tier's provisioner (issue 13; docs/design/placement.md,
+	// "Provisioning and release"): when jobs of the pool wait and no node
+	// fits them, the engine creates nodes of the tier through this provider.
+	// Unset: the tier uses the nodes that exist only.
+	//
+	// Types that are valid to be assigned to Provisioner:
+	//
+	//	*PoolTier_Aws
+	//	*PoolTier_Oci
+	//	*PoolTier_Mock
+	Provisioner isPoolTier_Provisioner `protobuf_oneof:"provisioner"`
+	// How long (seconds) a node the engine created for the tier may run no
+	// job before the engine terminates it. 0: 300 (5 minutes). At most
+	// 604800 (a week).
+	LingerSeconds uint32 `protobuf:"varint,7,opt,name=linger_seconds,json=lingerSeconds,proto3" json:"linger_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8505,7 +8870,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8518,7 +8883,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8542,6 +8907,365 @@ func (x *PoolTier) GetMaxNodes() uint32 {
 	return 0
 }
 
+func (x *PoolTier) GetProvisioner() isPoolTier_Provisioner {
+	if x != nil {
+		return x.Provisioner
+	}
+	return nil
+}
+
+func (x *PoolTier) GetAws() *AwsTierProvisioner {
+	if x != nil {
+		if x, ok := x.Provisioner.(*PoolTier_Aws); ok {
+			return x.Aws
+		}
+	}
+	return nil
+}
+
+func (x *PoolTier) GetOci() *OciTierProvisioner {
+	if x != nil {
+		if x, ok := x.Provisioner.(*PoolTier_Oci); ok {
+			return x.Oci
+		}
+	}
+	return nil
+}
+
+func (x *PoolTier) GetMock() *MockTierProvisioner {
+	if x != nil {
+		if x, ok := x.Provisioner.(*PoolTier_Mock); ok {
+			return x.Mock
+		}
+	}
+	return nil
+}
+
+func (x *PoolTier) GetLingerSeconds() uint32 {
+	if x != nil {
+		return x.LingerSeconds
+	}
+	return 0
+}
+
+type isPoolTier_Provisioner interface {
+	isPoolTier_Provisioner()
+}
+
+type PoolTier_Aws struct {
+	Aws *AwsTierProvisioner `protobuf:"bytes,4,opt,name=aws,proto3,oneof"`
+}
+
+type PoolTier_Oci struct {
+	Oci *OciTierProvisioner `protobuf:"bytes,5,opt,name=oci,proto3,oneof"`
+}
+
+type PoolTier_Mock struct {
+	Mock *MockTierProvisioner `protobuf:"bytes,6,opt,name=mock,proto3,oneof"`
+}
+
+func (*PoolTier_Aws) isPoolTier_Provisioner() {}
+
+func (*PoolTier_Oci) isPoolTier_Provisioner() {}
+
+func (*PoolTier_Mock) isPoolTier_Provisioner() {}
+
+// Added (ours). What the engine creates on AWS for a tier: one node per
+// instance, CreateAwsNode in region with the tier's node_selector (and
+// tags) as the node's tags. Offerings are tried in order: every zone of
+// the first instance type, then of the next.
+type AwsTierProvisioner struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// Availability zones, in order of preference (at most 16). Empty: the
+	// region chooses.
+	AvailabilityZones []string           `protobuf:"bytes,2,rep,name=availability_zones,json=availabilityZones,proto3" json:"availability_zones,omitempty"`
+	Template          *AwsLaunchTemplate `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// 1-16 instance types, in order of preference (cheapest first).
+	InstanceTypes []*TierInstanceType `protobuf:"bytes,4,rep,name=instance_types,json=instanceTypes,proto3" json:"instance_types,omitempty"`
+	// Security group names added to every instance of the tier (resolved to
+	// ids in the region), besides those of the jobs it is created for.
+	ExtraSecurityGroups []string `protobuf:"bytes,5,rep,name=extra_security_groups,json=extraSecurityGroups,proto3" json:"extra_security_groups,omitempty"`
+	// Tags of the created nodes, besides the tier's node_selector.
+	Tags          map[string]string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwsTierProvisioner) Reset() {
+	*x = AwsTierProvisioner{}
+	mi := &file_manager_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwsTierProvisioner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwsTierProvisioner) ProtoMessage() {}
+
+func (x *AwsTierProvisioner) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwsTierProvisioner.ProtoReflect.Descriptor instead.
+func (*AwsTierProvisioner) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *AwsTierProvisioner) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *AwsTierProvisioner) GetAvailabilityZones() []string {
+	if x != nil {
+		return x.AvailabilityZones
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetTemplate() *AwsLaunchTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetInstanceTypes() []*TierInstanceType {
+	if x != nil {
+		return x.InstanceTypes
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetExtraSecurityGroups() []string {
+	if x != nil {
+		return x.ExtraSecurityGroups
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// Added (ours). One instance type (or OCI shape) and what a node of it
+// offers for placement, in the units of Requirements.capacity.
+type TierInstanceType struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	InstanceType string                 `protobuf:"bytes,1,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	// Capacity units a node of this type offers (1-1000000).
+	Capacity uint32 `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// GPU capacity units it offers (0: none).
+	GpuCapacity   uint32 `protobuf:"varint,3,opt,name=gpu_capacity,json=gpuCapacity,proto3" json:"gpu_capacity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierInstanceType) Reset() {
+	*x = TierInstanceType{}
+	mi := &file_manager_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierInstanceType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierInstanceType) ProtoMessage() {}
+
+func (x *TierInstanceType) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierInstanceType.ProtoReflect.Descriptor instead.
+func (*TierInstanceType) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *TierInstanceType) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *TierInstanceType) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *TierInstanceType) GetGpuCapacity() uint32 {
+	if x != nil {
+		return x.GpuCapacity
+	}
+	return 0
+}
+
+// Added (ours). What the engine creates on OCI for a tier: CreateOciNode
+// with the shape in each availability domain in order. The image and the
+// flex shape's OCPUs and memory are the OCI provider's settings of the
+// manager (norsk-manager --oci-*), as for CreateOciNode.
+type OciTierProvisioner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-16 availability domains, in order of preference.
+	AvailabilityDomains []string `protobuf:"bytes,1,rep,name=availability_domains,json=availabilityDomains,proto3" json:"availability_domains,omitempty"`
+	// The shape and what a node of it offers (instance_type is the shape).
+	Shape         *TierInstanceType `protobuf:"bytes,2,opt,name=shape,proto3" json:"shape,omitempty"`
+	Architecture  string            `protobuf:"bytes,3,opt,name=architecture,proto3" json:"architecture,omitempty"`
+	Subnet        string            `protobuf:"bytes,4,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	Tags          map[string]string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OciTierProvisioner) Reset() {
+	*x = OciTierProvisioner{}
+	mi := &file_manager_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OciTierProvisioner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OciTierProvisioner) ProtoMessage() {}
+
+func (x *OciTierProvisioner) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OciTierProvisioner.ProtoReflect.Descriptor instead.
+func (*OciTierProvisioner) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *OciTierProvisioner) GetAvailabilityDomains() []string {
+	if x != nil {
+		return x.AvailabilityDomains
+	}
+	return nil
+}
+
+func (x *OciTierProvisioner) GetShape() *TierInstanceType {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
+func (x *OciTierProvisioner) GetArchitecture() string {
+	if x != nil {
+		return x.Architecture
+	}
+	return ""
+}
+
+func (x *OciTierProvisioner) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *OciTierProvisioner) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// Added (ours). The mock provider (NORSK_MOCK_WORKER_URLS): CreateMockNode
+// with the next URL of the pool; for tests and demos.
+type MockTierProvisioner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tags of the created nodes, besides the tier's node_selector.
+	Tags map[string]string `protobuf:"bytes,1,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// What a node of the pool offers (instance_type is "mock").
+	Offering      *TierInstanceType `protobuf:"bytes,2,opt,name=offering,proto3" json:"offering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MockTierProvisioner) Reset() {
+	*x = MockTierProvisioner{}
+	mi := &file_manager_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MockTierProvisioner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MockTierProvisioner) ProtoMessage() {}
+
+func (x *MockTierProvisioner) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MockTierProvisioner.ProtoReflect.Descriptor instead.
+func (*MockTierProvisioner) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *MockTierProvisioner) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *MockTierProvisioner) GetOffering() *TierInstanceType {
+	if x != nil {
+		return x.Offering
+	}
+	return nil
+}
+
 // Added (ours). A restart ceiling: the max_failures-th failed instance of
 // one job within window_seconds ends it (the engine writes the job's
 // terminal_state and never places it again until an operator clears it).
@@ -8557,7 +9281,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8569,7 +9293,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8582,7 +9306,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8608,7 +9332,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8620,7 +9344,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8633,7 +9357,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{111}
 }
 
 // Added (ours).
@@ -8650,7 +9374,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8662,7 +9386,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8675,7 +9399,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -8703,7 +9427,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8715,7 +9439,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8728,7 +9452,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -8748,7 +9472,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8760,7 +9484,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8773,7 +9497,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -8800,7 +9524,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8812,7 +9536,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8825,7 +9549,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -8868,7 +9592,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8880,7 +9604,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8893,7 +9617,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8922,7 +9646,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8934,7 +9658,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8947,7 +9671,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8990,7 +9714,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9002,7 +9726,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9015,7 +9739,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -9076,7 +9800,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9088,7 +9812,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9101,7 +9825,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 // Added (ours). AclTokenCreate.
@@ -9118,7 +9842,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9130,7 +9854,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9143,7 +9867,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -9176,7 +9900,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9188,7 +9912,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9201,7 +9925,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 // Added (ours). AclTokenList.
@@ -9218,7 +9942,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9230,7 +9954,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9243,7 +9967,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -9270,7 +9994,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9282,7 +10006,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9295,7 +10019,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -9314,7 +10038,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9326,7 +10050,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9339,7 +10063,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{124}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -9354,7 +10078,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9366,7 +10090,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9379,7 +10103,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -9429,7 +10153,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9441,7 +10165,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9454,7 +10178,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -9528,7 +10252,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9540,7 +10264,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9553,7 +10277,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -9591,7 +10315,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9603,7 +10327,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9616,7 +10340,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -9650,7 +10374,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9662,7 +10386,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9881,7 +10605,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x03arn\x18\x01 \x01(\tH\x00R\x03arn\x12\x14\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04nameB\n" +
 	"\n" +
-	"\biam_role\"\x9a\x04\n" +
+	"\biam_role\"\xc7\x04\n" +
 	"\x14CreateAwsNodeRequest\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12E\n" +
 	"\x04tags\x18\x02 \x03(\v21.norsk.api.manager.CreateAwsNodeRequest.TagsEntryR\x04tags\x12\x16\n" +
@@ -9890,7 +10614,8 @@ const file_manager_proto_rawDesc = "" +
 	"\btemplate\x18\x05 \x01(\v2$.norsk.api.manager.AwsLaunchTemplateR\btemplate\x12L\n" +
 	"\x14worker_image_version\x18\v \x01(\x0e2\x1a.norsk.api.manager.VersionR\x12workerImageVersion\x12N\n" +
 	"\x15worker_daemon_version\x18\f \x01(\x0e2\x1a.norsk.api.manager.VersionR\x13workerDaemonVersion\x122\n" +
-	"\x15extra_security_groups\x18\r \x03(\tR\x13extraSecurityGroups\x1a7\n" +
+	"\x15extra_security_groups\x18\r \x03(\tR\x13extraSecurityGroups\x12+\n" +
+	"\x11availability_zone\x18\x0e \x01(\tR\x10availabilityZone\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe9\x03\n" +
@@ -9996,7 +10721,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8e\x0e\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xaa\x0f\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -10027,7 +10752,9 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
-	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12\x1b\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12R\n" +
+	"\x11node_provisioning\x18\x1d \x01(\v2#.norsk.api.manager.NodeProvisioningH\x00R\x10nodeProvisioning\x12F\n" +
+	"\rnode_released\x18\x1e \x01(\v2\x1f.norsk.api.manager.NodeReleasedH\x00R\fnodeReleased\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -10273,7 +11000,19 @@ const file_manager_proto_rawDesc = "" +
 	"\x0fPlacementFailed\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12=\n" +
-	"\aattempt\x18\x03 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\"\x98\x03\n" +
+	"\aattempt\x18\x03 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\"\xbe\x01\n" +
+	"\x10NodeProvisioning\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\tR\x04tier\x12\x1a\n" +
+	"\boffering\x18\x04 \x01(\tR\boffering\x12\x19\n" +
+	"\bfor_jobs\x18\x05 \x03(\tR\aforJobs\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x8c\x01\n" +
+	"\fNodeReleased\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\tR\x04tier\x12!\n" +
+	"\fidle_seconds\x18\x04 \x01(\rR\vidleSeconds\"\x98\x03\n" +
 	"\x11PlacementDegraded\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x121\n" +
@@ -10317,20 +11056,67 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"\x1e\n" +
 	"\bPoolName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9f\x02\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x05tiers\x18\x02 \x03(\v2\x1b.norsk.api.manager.PoolTierR\x05tiers\x12J\n" +
 	"\x0frestart_ceiling\x18\x03 \x01(\v2!.norsk.api.manager.RestartCeilingR\x0erestartCeiling\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xd6\x01\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\x12B\n" +
+	"\vtier_status\x18\n" +
+	" \x03(\v2!.norsk.api.manager.PoolTierStatusR\n" +
+	"tierStatusJ\x04\b\v\x10\x0f\"\xb3\x01\n" +
+	"\x0ePoolTierStatus\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12#\n" +
+	"\rnodes_running\x18\x02 \x01(\rR\fnodesRunning\x12%\n" +
+	"\x0enodes_creating\x18\x03 \x01(\rR\rnodesCreating\x12A\n" +
+	"\n" +
+	"backed_off\x18\x04 \x03(\v2\".norsk.api.manager.OfferingBackoffR\tbackedOff\"w\n" +
+	"\x0fOfferingBackoff\x12\x1a\n" +
+	"\boffering\x18\x01 \x01(\tR\boffering\x120\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xc0\x03\n" +
 	"\bPoolTier\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
 	"\rnode_selector\x18\x02 \x03(\v2-.norsk.api.manager.PoolTier.NodeSelectorEntryR\fnodeSelector\x12\x1b\n" +
-	"\tmax_nodes\x18\x03 \x01(\rR\bmaxNodes\x1a?\n" +
+	"\tmax_nodes\x18\x03 \x01(\rR\bmaxNodes\x129\n" +
+	"\x03aws\x18\x04 \x01(\v2%.norsk.api.manager.AwsTierProvisionerH\x00R\x03aws\x129\n" +
+	"\x03oci\x18\x05 \x01(\v2%.norsk.api.manager.OciTierProvisionerH\x00R\x03oci\x12<\n" +
+	"\x04mock\x18\x06 \x01(\v2&.norsk.api.manager.MockTierProvisionerH\x00R\x04mock\x12%\n" +
+	"\x0elinger_seconds\x18\a \x01(\rR\rlingerSeconds\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x04\x10\x10\"Z\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
+	"\vprovisionerJ\x04\b\b\x10\x10\"\x9b\x03\n" +
+	"\x12AwsTierProvisioner\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12-\n" +
+	"\x12availability_zones\x18\x02 \x03(\tR\x11availabilityZones\x12@\n" +
+	"\btemplate\x18\x03 \x01(\v2$.norsk.api.manager.AwsLaunchTemplateR\btemplate\x12J\n" +
+	"\x0einstance_types\x18\x04 \x03(\v2#.norsk.api.manager.TierInstanceTypeR\rinstanceTypes\x122\n" +
+	"\x15extra_security_groups\x18\x05 \x03(\tR\x13extraSecurityGroups\x12C\n" +
+	"\x04tags\x18\x06 \x03(\v2/.norsk.api.manager.AwsTierProvisioner.TagsEntryR\x04tags\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"v\n" +
+	"\x10TierInstanceType\x12#\n" +
+	"\rinstance_type\x18\x01 \x01(\tR\finstanceType\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\rR\bcapacity\x12!\n" +
+	"\fgpu_capacity\x18\x03 \x01(\rR\vgpuCapacity\"\xbc\x02\n" +
+	"\x12OciTierProvisioner\x121\n" +
+	"\x14availability_domains\x18\x01 \x03(\tR\x13availabilityDomains\x129\n" +
+	"\x05shape\x18\x02 \x01(\v2#.norsk.api.manager.TierInstanceTypeR\x05shape\x12\"\n" +
+	"\farchitecture\x18\x03 \x01(\tR\farchitecture\x12\x16\n" +
+	"\x06subnet\x18\x04 \x01(\tR\x06subnet\x12C\n" +
+	"\x04tags\x18\x05 \x03(\v2/.norsk.api.manager.OciTierProvisioner.TagsEntryR\x04tags\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
+	"\x13MockTierProvisioner\x12D\n" +
+	"\x04tags\x18\x01 \x03(\v20.norsk.api.manager.MockTierProvisioner.TagsEntryR\x04tags\x12?\n" +
+	"\boffering\x18\x02 \x01(\v2#.norsk.api.manager.TierInstanceTypeR\boffering\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Z\n" +
 	"\x0eRestartCeiling\x12!\n" +
 	"\fmax_failures\x18\x01 \x01(\rR\vmaxFailures\x12%\n" +
 	"\x0ewindow_seconds\x18\x02 \x01(\rR\rwindowSeconds\"\x12\n" +
@@ -10509,7 +11295,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 144)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -10617,108 +11403,119 @@ var file_manager_proto_goTypes = []any{
 	(*PlacementAttempt)(nil),              // 103: norsk.api.manager.PlacementAttempt
 	(*JobPlaced)(nil),                     // 104: norsk.api.manager.JobPlaced
 	(*PlacementFailed)(nil),               // 105: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 106: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 107: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 108: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 109: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 110: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 111: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 112: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 113: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 114: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 115: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 116: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 117: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 118: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 119: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 120: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 124: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 125: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 126: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 127: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 128: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 129: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 130: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 131: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 132: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 133: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 134: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 135: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 136: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 137: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 138: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 139: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 140: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 141: norsk.api.manager.DateFilter.Within
-	nil,                                   // 142: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 143: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 144: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 145: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 146: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 147: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 148: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 149: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 150: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 151: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 152: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 153: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 154: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 155: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 156: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 157: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 158: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 159: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 160: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 161: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 162: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 163: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 164: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 165: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 166: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 167: google.protobuf.Empty
+	(*NodeProvisioning)(nil),              // 106: norsk.api.manager.NodeProvisioning
+	(*NodeReleased)(nil),                  // 107: norsk.api.manager.NodeReleased
+	(*PlacementDegraded)(nil),             // 108: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 109: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 110: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 111: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 112: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 113: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 114: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 115: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 116: norsk.api.manager.Pool
+	(*PoolTierStatus)(nil),                // 117: norsk.api.manager.PoolTierStatus
+	(*OfferingBackoff)(nil),               // 118: norsk.api.manager.OfferingBackoff
+	(*PoolTier)(nil),                      // 119: norsk.api.manager.PoolTier
+	(*AwsTierProvisioner)(nil),            // 120: norsk.api.manager.AwsTierProvisioner
+	(*TierInstanceType)(nil),              // 121: norsk.api.manager.TierInstanceType
+	(*OciTierProvisioner)(nil),            // 122: norsk.api.manager.OciTierProvisioner
+	(*MockTierProvisioner)(nil),           // 123: norsk.api.manager.MockTierProvisioner
+	(*RestartCeiling)(nil),                // 124: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 125: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 126: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 127: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 128: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 129: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 130: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 131: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 132: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 133: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 134: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 135: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 136: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 137: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 138: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 139: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 140: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 141: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 142: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 143: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 144: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 145: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 146: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 147: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 148: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 149: norsk.api.manager.DateFilter.Within
+	nil,                                   // 150: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 151: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 152: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 153: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 154: norsk.api.manager.PoolTier.NodeSelectorEntry
+	nil,                                   // 155: norsk.api.manager.AwsTierProvisioner.TagsEntry
+	nil,                                   // 156: norsk.api.manager.OciTierProvisioner.TagsEntry
+	nil,                                   // 157: norsk.api.manager.MockTierProvisioner.TagsEntry
+	(*commonpb.Version)(nil),              // 158: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 159: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 160: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 161: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 162: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 163: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 164: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 165: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 166: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 167: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 168: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 169: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 170: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 171: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 172: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 173: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 174: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 175: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 176: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 177: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 178: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	147, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	148, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	135, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	149, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	150, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	158, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	159, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	143, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	160, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	161, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	151, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	162, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	152, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	136, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	163, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	144, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	153, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	164, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	154, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	155, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	156, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	165, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	166, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	167, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	149, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	149, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	149, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	137, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	149, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	160, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	168, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	160, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	168, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	145, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	160, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	168, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	149, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	160, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	168, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	160, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -10728,46 +11525,46 @@ var file_manager_proto_depIdxs = []int32{
 	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	138, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	159, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	146, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	170, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	171, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	148, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	159, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	157, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	157, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	160, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	168, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	168, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	171, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	160, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	157, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	171, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	168, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	160, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	139, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	171, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	147, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	160, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	140, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	171, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	148, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	148, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	149, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	149, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	149, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	149, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	141, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	159, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	171, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	159, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	171, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	160, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	160, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	160, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	160, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	160, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	149, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -10778,11 +11575,11 @@ var file_manager_proto_depIdxs = []int32{
 	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	160, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	171, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	159, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	149, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	170, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	160, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	160, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -10796,217 +11593,234 @@ var file_manager_proto_depIdxs = []int32{
 	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	161, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	172, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	62,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	119, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	120, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	127, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	128, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
 	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
 	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	149, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	162, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	147, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	157, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	149, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	163, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	164, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	159, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	149, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	142, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	160, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	159, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	149, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	143, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	160, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	165, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	160, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	149, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	149, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	144, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	164, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	160, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	160, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	149, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	91,  // 173: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	90,  // 174: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 175: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	19,  // 176: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	15,  // 177: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 178: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 179: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 180: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	87,  // 181: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 182: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	148, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	97,  // 190: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	98,  // 191: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	149, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	148, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	160, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	148, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	148, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	160, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	160, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	149, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	146, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	149, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	160, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	160, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	149, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	124, // 221: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	132, // 222: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	166, // 223: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	149, // 224: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	149, // 225: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	166, // 226: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	167, // 227: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 228: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 229: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	148, // 230: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 231: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 232: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 233: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 234: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	160, // 235: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 236: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 237: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	148, // 238: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 239: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	167, // 240: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 241: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 242: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	148, // 243: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 244: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 245: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	160, // 246: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 247: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 248: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 249: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 250: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 251: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 252: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 253: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 254: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 255: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 256: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 257: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 258: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 259: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 260: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 261: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 262: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 263: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	160, // 264: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 265: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	148, // 266: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	125, // 267: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	126, // 268: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	127, // 269: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	129, // 270: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	130, // 271: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	131, // 272: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	133, // 273: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	66,  // 274: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 275: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 276: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	167, // 277: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 278: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	167, // 279: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	167, // 280: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	167, // 281: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	167, // 282: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	167, // 283: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	167, // 284: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	167, // 285: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 286: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 287: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 288: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	167, // 289: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 290: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 291: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 292: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	167, // 293: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 294: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	167, // 295: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 296: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 297: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	167, // 298: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	167, // 299: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	167, // 300: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	167, // 301: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 302: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 303: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 304: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	167, // 305: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	167, // 306: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	167, // 307: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 308: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 309: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	167, // 310: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	167, // 311: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	167, // 312: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 313: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	124, // 314: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	124, // 315: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	128, // 316: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	167, // 317: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	124, // 318: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	132, // 319: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	134, // 320: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	274, // [274:321] is the sub-list for method output_type
-	227, // [227:274] is the sub-list for method input_type
-	227, // [227:227] is the sub-list for extension type_name
-	227, // [227:227] is the sub-list for extension extendee
-	0,   // [0:227] is the sub-list for field type_name
+	108, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	106, // 125: norsk.api.manager.EventStreamEvent.node_provisioning:type_name -> norsk.api.manager.NodeProvisioning
+	107, // 126: norsk.api.manager.EventStreamEvent.node_released:type_name -> norsk.api.manager.NodeReleased
+	160, // 127: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	54,  // 128: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	14,  // 129: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	173, // 130: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	158, // 131: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	168, // 132: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	169, // 133: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 134: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 135: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	31,  // 136: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	160, // 137: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	11,  // 138: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	174, // 139: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	69,  // 140: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	175, // 141: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	2,   // 142: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	129, // 143: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	170, // 144: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	160, // 145: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	160, // 146: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	150, // 147: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	171, // 148: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	170, // 149: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	171, // 150: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	160, // 151: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	68,  // 152: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	29,  // 153: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	31,  // 154: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	71,  // 155: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	151, // 156: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	171, // 157: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	176, // 158: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	171, // 159: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	77,  // 160: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	160, // 161: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	160, // 162: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	152, // 163: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 164: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	78,  // 165: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	77,  // 166: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	175, // 167: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	171, // 168: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	171, // 169: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	153, // 170: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	160, // 171: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	84,  // 172: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	87,  // 173: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 174: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	91,  // 175: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	90,  // 176: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 177: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	19,  // 178: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	15,  // 179: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 180: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 181: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 182: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	87,  // 183: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 184: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	87,  // 185: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	88,  // 186: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	87,  // 187: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	159, // 188: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	13,  // 189: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	103, // 190: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	88,  // 191: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	97,  // 192: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	98,  // 193: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	102, // 194: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	103, // 195: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	13,  // 196: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	160, // 197: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	109, // 198: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	159, // 199: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	171, // 200: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	159, // 201: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	103, // 202: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	171, // 203: norsk.api.manager.NodeProvisioning.node_id:type_name -> norsk.api.common.NodeId
+	171, // 204: norsk.api.manager.NodeReleased.node_id:type_name -> norsk.api.common.NodeId
+	159, // 205: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	171, // 206: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	13,  // 207: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	171, // 208: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	112, // 209: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	113, // 210: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	114, // 211: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	160, // 212: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	119, // 213: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	124, // 214: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	117, // 215: norsk.api.manager.Pool.tier_status:type_name -> norsk.api.manager.PoolTierStatus
+	118, // 216: norsk.api.manager.PoolTierStatus.backed_off:type_name -> norsk.api.manager.OfferingBackoff
+	160, // 217: norsk.api.manager.OfferingBackoff.until:type_name -> google.protobuf.Timestamp
+	154, // 218: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	120, // 219: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
+	122, // 220: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
+	123, // 221: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
+	44,  // 222: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	121, // 223: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
+	155, // 224: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
+	121, // 225: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
+	156, // 226: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
+	157, // 227: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
+	121, // 228: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
+	116, // 229: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	116, // 230: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	115, // 231: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	8,   // 232: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	160, // 233: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	171, // 234: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	171, // 235: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	160, // 236: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	160, // 237: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	132, // 238: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	140, // 239: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	177, // 240: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	160, // 241: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	160, // 242: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	177, // 243: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	178, // 244: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	15,  // 245: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	15,  // 246: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	159, // 247: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	65,  // 248: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	46,  // 249: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	47,  // 250: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	48,  // 251: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	171, // 252: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	49,  // 253: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	50,  // 254: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	159, // 255: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	55,  // 256: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	178, // 257: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	72,  // 258: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	70,  // 259: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	159, // 260: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	75,  // 261: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	79,  // 262: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	171, // 263: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	81,  // 264: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	83,  // 265: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	85,  // 266: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	88,  // 267: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	88,  // 268: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	87,  // 269: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	93,  // 270: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	94,  // 271: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	87,  // 272: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 273: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	110, // 274: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	116, // 275: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	116, // 276: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	115, // 277: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	115, // 278: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	125, // 279: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	130, // 280: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	171, // 281: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	131, // 282: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	159, // 283: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	133, // 284: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	134, // 285: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	135, // 286: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	137, // 287: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	138, // 288: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	139, // 289: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	141, // 290: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	66,  // 291: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	20,  // 292: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	20,  // 293: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	178, // 294: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	37,  // 295: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	178, // 296: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	178, // 297: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	178, // 298: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	178, // 299: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	178, // 300: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	178, // 301: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	178, // 302: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	64,  // 303: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	67,  // 304: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	73,  // 305: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	178, // 306: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	74,  // 307: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	76,  // 308: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	80,  // 309: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	178, // 310: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	82,  // 311: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	178, // 312: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	86,  // 313: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	92,  // 314: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	178, // 315: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	178, // 316: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	178, // 317: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	178, // 318: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	98,  // 319: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	100, // 320: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	111, // 321: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	178, // 322: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	178, // 323: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	178, // 324: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	116, // 325: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	126, // 326: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	178, // 327: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	178, // 328: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	178, // 329: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	101, // 330: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	132, // 331: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	132, // 332: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	136, // 333: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	178, // 334: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	132, // 335: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	140, // 336: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	142, // 337: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	291, // [291:338] is the sub-list for method output_type
+	244, // [244:291] is the sub-list for method input_type
+	244, // [244:244] is the sub-list for extension type_name
+	244, // [244:244] is the sub-list for extension extendee
+	0,   // [0:244] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11085,6 +11899,8 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_JobPlaced)(nil),
 		(*EventStreamEvent_PlacementFailed)(nil),
 		(*EventStreamEvent_PlacementDegraded)(nil),
+		(*EventStreamEvent_NodeProvisioning)(nil),
+		(*EventStreamEvent_NodeReleased)(nil),
 	}
 	file_manager_proto_msgTypes[52].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
@@ -11092,10 +11908,15 @@ func file_manager_proto_init() {
 	}
 	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
 	file_manager_proto_msgTypes[88].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[95].OneofWrappers = []any{
+	file_manager_proto_msgTypes[97].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
+	}
+	file_manager_proto_msgTypes[105].OneofWrappers = []any{
+		(*PoolTier_Aws)(nil),
+		(*PoolTier_Oci)(nil),
+		(*PoolTier_Mock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -11103,7 +11924,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   133,
+			NumMessages:   144,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

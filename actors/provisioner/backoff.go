@@ -61,4 +61,3 @@ func Backoffs(nodes []Node, now time.Time) []Backoff {
 	})
 	return out
 }
-

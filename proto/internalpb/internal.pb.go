@@ -3805,9 +3805,14 @@ func (*DeregisterSlot) Descriptor() ([]byte, []int) {
 }
 
 type TerminateNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set by the placement engine releasing a node it created: the node's
+	// idle-since instant the decision was made on. The grain refuses
+	// (FAILED_PRECONDITION) when the record's differs or an instance is
+	// recorded on the node, and raises node_released.
+	ReleaseIdleSince *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=release_idle_since,json=releaseIdleSince,proto3" json:"release_idle_since,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TerminateNode) Reset() {
@@ -3838,6 +3843,13 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
 	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TerminateNode) GetReleaseIdleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReleaseIdleSince
+	}
+	return nil
 }
 
 type CreateMockNode struct {
@@ -5260,8 +5272,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\x12=\n" +
 	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12,\n" +
 	"\x12worker_cert_sha256\x18\b \x01(\fR\x10workerCertSha256\"\x10\n" +
-	"\x0eDeregisterSlot\"\x0f\n" +
-	"\rTerminateNode\"\xde\x01\n" +
+	"\x0eDeregisterSlot\"Y\n" +
+	"\rTerminateNode\x12H\n" +
+	"\x12release_idle_since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x10releaseIdleSince\"\xde\x01\n" +
 	"\x0eCreateMockNode\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12?\n" +
 	"\x04tags\x18\x02 \x03(\v2+.norsk.internal.v1.CreateMockNode.TagsEntryR\x04tags\x12@\n" +
@@ -5558,31 +5571,32 @@ var file_internal_internal_proto_depIdxs = []int32{
 	65,  // 103: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
 	77,  // 104: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
 	78,  // 105: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	66,  // 106: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	10,  // 107: norsk.internal.v1.CreateMockNode.provisioned:type_name -> norsk.internal.v1.Provisioned
-	94,  // 108: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	51,  // 109: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	67,  // 110: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	61,  // 111: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	53,  // 112: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	54,  // 113: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	55,  // 114: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	56,  // 115: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	57,  // 116: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	47,  // 117: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	84,  // 118: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	84,  // 119: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 120: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	96,  // 121: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	59,  // 122: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	97,  // 123: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	97,  // 124: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	97,  // 125: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	126, // [126:126] is the sub-list for method output_type
-	126, // [126:126] is the sub-list for method input_type
-	126, // [126:126] is the sub-list for extension type_name
-	126, // [126:126] is the sub-list for extension extendee
-	0,   // [0:126] is the sub-list for field type_name
+	67,  // 106: norsk.internal.v1.TerminateNode.release_idle_since:type_name -> google.protobuf.Timestamp
+	66,  // 107: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	10,  // 108: norsk.internal.v1.CreateMockNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	94,  // 109: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	51,  // 110: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	67,  // 111: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	61,  // 112: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	53,  // 113: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	54,  // 114: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	55,  // 115: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	56,  // 116: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	57,  // 117: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	47,  // 118: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	84,  // 119: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	84,  // 120: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	95,  // 121: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	96,  // 122: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	59,  // 123: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	97,  // 124: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	97,  // 125: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	97,  // 126: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	127, // [127:127] is the sub-list for method output_type
+	127, // [127:127] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }

@@ -76,6 +76,8 @@ type Engine struct {
 	// notes holds the failure and re-check writes in flight and their
 	// budget (failures.go). Guarded by mu.
 	notes noteWrites
+	// prov holds the provisioning work in flight (provision.go).
+	prov provState
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before

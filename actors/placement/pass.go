@@ -79,6 +79,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 	}
 	e.cfg.Metrics.setUnplaced(unplaced)
 	e.stopPass(ctx, w, view)
+	e.provisionPass(ctx, w)
 	e.recordFailures(ctx, w)
 	e.recheckPass(ctx, w, view)
 	return nil
@@ -130,6 +131,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	switch {
 	case errors.As(err, &nf):
 		e.fail(c.key, ResultNoNode, nf.Error(), &nf.Metrics, "pool", c.pool)
+		w.waitFor(c, ask)
 		return false
 	case err != nil:
 		e.fail(c.key, ResultNoNode, err.Error(), nil, "pool", c.pool)
@@ -195,7 +197,7 @@ func (e *Engine) askOf(w *world, c *candidate, pool *managerpb.Pool) scheduler.A
 	j := c.rec.GetJob().GetJob()
 	a := scheduler.Ask{Job: c.job, Role: c.role, Pool: c.pool,
 		Requirements: scheduler.RequirementsFromProto(j.GetAutoPlacement().GetRequirements()),
-		Constraints:  scheduler.ConstraintsFromJob(j)}
+		Constraints:  scheduler.ConstraintsFromJob(j), SecurityGroups: j.GetExtraSecurityGroups()}
 	for _, t := range pool.GetTiers() {
 		a.Tiers = append(a.Tiers, scheduler.Tier{Name: t.GetName(), Selector: t.GetNodeSelector()})
 	}

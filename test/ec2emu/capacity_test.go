@@ -47,4 +47,3 @@ func TestSetNoCapacity(t *testing.T) {
 		t.Fatalf("%d instances, want 2", len(emu.Instances()))
 	}
 }
-

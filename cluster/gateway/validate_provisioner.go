@@ -34,7 +34,10 @@ func checkTierProvisioner(field string, t *managerpb.PoolTier) error {
 		}
 		return nil
 	case *managerpb.PoolTier_Aws:
-		return checkAwsTier(field+".aws", p.Aws)
+		if err := checkAwsTier(field+".aws", p.Aws); err != nil {
+			return err
+		}
+		return checkInstanceTags(field+".aws.tags", p.Aws.GetTags(), t.GetNodeSelector())
 	case *managerpb.PoolTier_Oci:
 		return checkOciTier(field+".oci", p.Oci)
 	case *managerpb.PoolTier_Mock:
@@ -73,11 +76,25 @@ func checkAwsTier(field string, a *managerpb.AwsTierProvisioner) error {
 	if err := checkNames(field+".extra_security_groups", a.GetExtraSecurityGroups(), maxTierOfferings, true); err != nil {
 		return err
 	}
-	if err := checkTags(field+".tags", a.GetTags()); err != nil {
-		return err
+	return checkTags(field+".tags", a.GetTags())
+}
+
+// provisionedTags is the number of tags the engine adds to a node it
+// creates (provisioner.PoolTag and TierTag).
+const provisionedTags = 2
+
+// checkInstanceTags checks that the tags of an instance the engine creates
+// (the provisioner's, the tier's selector and provisionedTags) fit an EC2
+// instance beside its node id tag.
+func checkInstanceTags(field string, tags, selector map[string]string) error {
+	n := len(tags) + provisionedTags
+	for k := range selector {
+		if _, dup := tags[k]; !dup {
+			n++
+		}
 	}
-	if len(a.GetTags()) > maxCloudTags-maxSelectorTags {
-		return invalid(field+".tags", "%d tags; with the tier's selector an instance takes at most %d", len(a.GetTags()), maxCloudTags)
+	if n > maxCloudTags {
+		return invalid(field, "with the tier's node_selector and the engine's 2 tags an instance would carry %d tags; EC2 takes %d besides the node id tag", n, maxCloudTags)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -52,6 +53,19 @@ func TestValidatePool_Provisioner(t *testing.T) {
 		{"aws duplicate type", aws(func(a *managerpb.AwsTierProvisioner) { a.InstanceTypes = append(a.InstanceTypes, it("c6i.2xlarge", 8)) }), "pool.tiers[0].aws.instance_types[1].instance_type"},
 		{"aws duplicate zone", aws(func(a *managerpb.AwsTierProvisioner) { a.AvailabilityZones = []string{"eu-west-2a", "eu-west-2a"} }), "pool.tiers[0].aws.availability_zones[1]"},
 		{"aws bad zone", aws(func(a *managerpb.AwsTierProvisioner) { a.AvailabilityZones = []string{"eu/west"} }), "pool.tiers[0].aws.availability_zones[0]"},
+		{"aws too many tags with the selector", func() *managerpb.PoolTier {
+			tr := aws(func(a *managerpb.AwsTierProvisioner) {
+				a.Tags = map[string]string{}
+				for i := range 30 {
+					a.Tags[fmt.Sprintf("t%02d", i)] = "v"
+				}
+			})
+			tr.NodeSelector = map[string]string{}
+			for i := range 20 {
+				tr.NodeSelector[fmt.Sprintf("s%02d", i)] = "v"
+			}
+			return tr
+		}(), "pool.tiers[0].aws.tags"},
 		{"aws empty security group", aws(func(a *managerpb.AwsTierProvisioner) { a.ExtraSecurityGroups = []string{""} }), "pool.tiers[0].aws.extra_security_groups[0]"},
 		{"oci no domains", oci(func(o *managerpb.OciTierProvisioner) { o.AvailabilityDomains = nil }), "pool.tiers[0].oci.availability_domains"},
 		{"oci no shape", oci(func(o *managerpb.OciTierProvisioner) { o.Shape = nil }), "pool.tiers[0].oci.shape"},

@@ -85,13 +85,16 @@ func instancesIn(emu *ec2emu.Emulator, zone string) []ec2emu.Instance {
 }
 
 // TestE2E_Provision_AWSZoneFallback: eu-west-2a has no capacity. A job
-// with no room → the engine's node in eu-west-2a fails with
+// with an extra security group and no room → the engine's node in
+// eu-west-2a fails with
 // InsufficientInstanceCapacity → the next node goes to eu-west-2b, and pool
 // get shows eu-west-2a backed off → a real worker boots from the
-// instance's user data → the job runs on it → the job completes → the node
+// instance's user data → the job runs on it, whose instance was created
+// with the job's security group → the job completes → the node
 // is released after its linger and its instance terminated.
 func TestE2E_Provision_AWSZoneFallback(t *testing.T) {
-	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}}})
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}},
+		SecurityGroups: []ec2emu.SecurityGroup{{ID: "sg-0aaaaaaaaaaaaaaa1", Name: "srt-ingest"}}})
 	emu.SetNoCapacity("eu-west-2a", true)
 	m := startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t), awsEnv(t, emu)...)
 	mc := connect(t, m.addr)
@@ -101,6 +104,7 @@ func TestE2E_Provision_AWSZoneFallback(t *testing.T) {
 	job := webJob("cloudjob", filepath.Join(t.TempDir(), "web.pid"), webPort)
 	job.Tags["pool"] = "cloud"
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
+	job.ExtraSecurityGroups = []string{"srt-ingest"}
 	_, err := mc.CreateJob(ctx, job)
 	require.NoError(t, err)
 
@@ -120,6 +124,7 @@ func TestE2E_Provision_AWSZoneFallback(t *testing.T) {
 	require.True(t, st.GetBackedOff()[0].GetUntil().AsTime().After(time.Now()))
 
 	inst := instancesIn(emu, "eu-west-2b")[0]
+	require.Equal(t, []string{"sg-0aaaaaaaaaaaaaaa1"}, inst.SecurityGroupIDs, "the job's security group on its instance")
 	w := bootInstance(t, inst, 2)
 	testproc.Eventually(t, 30*time.Second, "the job serves on the new node", func() bool {
 		if !w.Running() {

@@ -64,6 +64,8 @@ func TestE2E_Provision_Mock(t *testing.T) {
 	w2 := startMockWorker(t, "mock-w2", 4)
 	m := startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t), "--mock-worker-urls", w1+","+w2)
 	mc := connect(t, m.addr)
+	ev := &testproc.EventLog{}
+	ev.Follow(t, mc, 10*time.Second)
 	require.NoError(t, mc.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{
 		Name: "mock", MaxNodes: 2, LingerSeconds: 3,
 		Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{
@@ -96,6 +98,12 @@ func TestE2E_Provision_Mock(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.GetTierStatus(), 1)
 	require.Equal(t, uint32(1), p.GetTierStatus()[0].GetNodesRunning())
+	testproc.Eventually(t, 10*time.Second, "node_provisioning for both jobs", func() bool {
+		return ev.Has(func(e *managerpb.EventStreamEvent) bool {
+			p := e.GetNodeProvisioning()
+			return p.GetNodeId().GetNodeId() == node && p.GetPool() == "elastic" && p.GetTier() == "mock" && len(p.GetForJobs()) == 2
+		})
+	})
 	out, code := ctl(t, m.addr, "pool", "get", "elastic")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "1 running, 0 creating")
@@ -106,6 +114,12 @@ func TestE2E_Provision_Mock(t *testing.T) {
 	testproc.Eventually(t, 30*time.Second, "the idle node released after its linger", func() bool {
 		info, ok := nodeState(t, mc, node)
 		return ok && info.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	})
+	testproc.Eventually(t, 10*time.Second, "node_released", func() bool {
+		return ev.Has(func(e *managerpb.EventStreamEvent) bool {
+			r := e.GetNodeReleased()
+			return r.GetNodeId().GetNodeId() == node && r.GetIdleSeconds() >= 3
+		})
 	})
 	_, second = nodeState(t, mc, "elastic-mock-2")
 	require.False(t, second)

@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -106,5 +109,25 @@ func TestValidatePool_TierStatusIgnored(t *testing.T) {
 	}
 	if len(out.GetTierStatus()) != 0 {
 		t.Fatalf("tier_status stored: %v", out.GetTierStatus())
+	}
+}
+
+// TestValidatePool_ElasticExample: the README's example of a tier with a
+// provisioner is a valid pool.
+func TestValidatePool_ElasticExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "pools", "elastic.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p managerpb.Pool
+	if err := protojson.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	out, err := validatePool(&p)
+	if err != nil {
+		t.Fatalf("examples/pools/elastic.json: %v", err)
+	}
+	if got := out.GetTiers()[1].GetAws().GetInstanceTypes()[0].GetCapacity(); got != 8 {
+		t.Fatalf("first instance type capacity = %d, want 8", got)
 	}
 }

@@ -72,11 +72,14 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 		e.prov.retryAt, e.prov.unserved = map[string]time.Time{}, map[string]string{}
 	}
 	var nodes []provisioner.Node
+	var others []string
 	for id, rec := range w.nodeRecs {
 		if n, ok := provisioner.NodeOf(rec); ok {
 			nodes = append(nodes, n)
-			delete(e.prov.creating, id) // recorded: the record says the rest
+		} else {
+			others = append(others, id)
 		}
+		delete(e.prov.creating, id) // recorded: the record says the rest
 	}
 	for _, n := range e.prov.creating {
 		nodes = append(nodes, n)
@@ -91,7 +94,8 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	if err != nil {
 		e.log.Warn("read provider health for provisioning", "error", err)
 	}
-	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health})
+	slices.Sort(others)
+	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health, OtherIDs: others})
 	e.logUnserved(d.Unserved)
 	for _, c := range d.Creates {
 		e.create(ctx, w.now, c)

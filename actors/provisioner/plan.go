@@ -42,6 +42,9 @@ type Input struct {
 	Nodes []Node
 	// Health: nil takes every location as healthy.
 	Health HealthFunc
+	// OtherIDs are the ids of the other node records (created by hand,
+	// cluster slots): a planned id is never one of them.
+	OtherIDs []string
 }
 
 // Create is one node to create.
@@ -150,6 +153,13 @@ func (pp *poolPlan) run(waiting []Waiting) {
 			pp.bins = append(pp.bins, b)
 			for _, k := range n.ForJobs {
 				owner[k] = b
+			}
+		}
+	}
+	for _, id := range pp.in.OtherIDs {
+		for _, t := range pp.pool.GetTiers() {
+			if k := nodeNumber(id, name, t.GetName()); k >= pp.next[t.GetName()] {
+				pp.next[t.GetName()] = k + 1
 			}
 		}
 	}

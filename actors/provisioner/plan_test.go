@@ -94,6 +94,9 @@ func TestPlan(t *testing.T) {
 			in: Input{Pools: pools(live), Waiting: waiting("live", 8, "a/p"), Nodes: []Node{
 				{ID: "live-cheap-7", Pool: "live", Tier: "cheap", State: Stopped}}},
 			want: []string{"live-cheap-8(mock@):a/p"}},
+		{name: "an id taken by a node created by hand is skipped",
+			in:   Input{Pools: pools(live), Waiting: waiting("live", 8, "a/p"), OtherIDs: []string{"live-cheap-1", "live-cheap-2"}},
+			want: []string{"live-cheap-3(mock@):a/p"}},
 		{name: "too big for every offering",
 			in:       Input{Pools: pools(live), Waiting: waiting("live", 17, "huge/p")},
 			unserved: []string{"huge/p"}},

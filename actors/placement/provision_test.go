@@ -31,6 +31,8 @@ type fakeNodes struct {
 	pops    int
 	// released holds the nodes released, in order.
 	released []string
+	// cloud holds the cloud creates, in order.
+	cloud []*internalpb.CreateCloudNode
 }
 
 func (n *fakeNodes) request(_ context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error) {
@@ -57,6 +59,20 @@ func (n *fakeNodes) request(_ context.Context, kind, id string, cmd proto.Messag
 		rec = &internalpb.NodeRecord{NodeId: id, Provider: managerpb.NodeProvider_NODE_PROVIDER_MOCK, State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING,
 			MockUrl: x.CreateMock.GetUrl(), Provisioned: x.CreateMock.GetProvisioned(),
 			Metadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}, Tags: x.CreateMock.GetTags(), CreatedAt: timestamppb.New(n.f.now)}}
+	case *internalpb.NodeCommand_CreateCloud:
+		if rec != nil {
+			return actors.Fail(errorpb.Code_ALREADY_EXISTS, "node %q already exists", id), nil
+		}
+		if n.creates == nil {
+			n.creates = map[string]int{}
+		}
+		n.creates[id]++
+		n.cloud = append(n.cloud, x.CreateCloud)
+		rec = &internalpb.NodeRecord{NodeId: id, Provider: managerpb.NodeProvider_NODE_PROVIDER_AWS, State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTING,
+			Provisioned: x.CreateCloud.GetProvisioned(), Metadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: id}, CreatedAt: timestamppb.New(n.f.now)}}
+		if x.CreateCloud.GetOci() != nil {
+			rec.Provider = managerpb.NodeProvider_NODE_PROVIDER_OCI
+		}
 	case *internalpb.NodeCommand_SetIdle:
 		rec.IdleSince = x.SetIdle.GetSince()
 	case *internalpb.NodeCommand_Terminate:
@@ -175,4 +191,51 @@ func TestEngine_Provision_HandMadeNodeNeverReleased(t *testing.T) {
 	f.pass()
 	require.Empty(t, n.released)
 	require.Nil(t, n.node("slot-1").GetIdleSince())
+}
+
+// TestEngine_Provision_CloudRequests: the create of an AWS tier's node
+// names the offering's instance type and zone, the template, the tier's
+// and the jobs' security groups and the node's tags; an OCI tier's names
+// the availability domain, shape, subnet and architecture.
+func TestEngine_Provision_CloudRequests(t *testing.T) {
+	f := newFixture(t)
+	n := &fakeNodes{f: f}
+	f.router.other = n.request
+	tmpl := &managerpb.AwsLaunchTemplate{Template: &managerpb.AwsLaunchTemplate_Name{Name: "norsk-worker"}}
+	f.putPool("cloud", 5, 600, &managerpb.PoolTier{Name: "aws", NodeSelector: map[string]string{"cloud": "aws"},
+		Provisioner: &managerpb.PoolTier_Aws{Aws: &managerpb.AwsTierProvisioner{Region: "eu-west-2", AvailabilityZones: []string{"eu-west-2b"},
+			Template: tmpl, InstanceTypes: []*managerpb.TierInstanceType{{InstanceType: "c6i.large", Capacity: 4}},
+			ExtraSecurityGroups: []string{"base"}, Tags: map[string]string{"team": "live"}}}})
+	f.putPool("oracle", 5, 600, &managerpb.PoolTier{Name: "oci",
+		Provisioner: &managerpb.PoolTier_Oci{Oci: &managerpb.OciTierProvisioner{AvailabilityDomains: []string{"AD-2"},
+			Shape: &managerpb.TierInstanceType{InstanceType: "VM.Standard.E4.Flex", Capacity: 4}, Subnet: "ocid1.subnet.x", Architecture: "aarch64"}}})
+	j := autoJob("sg", 1, map[string]string{persistence.PoolTag: "cloud"})
+	j.Job.Job.ExtraSecurityGroups = []string{"srt"}
+	f.putJob(j)
+	f.putJob(autoJob("o", 1, map[string]string{persistence.PoolTag: "oracle"}))
+	f.pass()
+	require.Len(t, n.cloud, 2)
+	var aws *managerpb.CreateAwsNodeRequest
+	var oci *managerpb.CreateOciNodeRequest
+	for _, c := range n.cloud {
+		if c.GetAws() != nil {
+			aws = c.GetAws()
+		} else {
+			oci = c.GetOci()
+		}
+	}
+	require.NotNil(t, aws)
+	require.Equal(t, "cloud-aws-1", aws.GetNodeId().GetNodeId())
+	require.Equal(t, "c6i.large", aws.GetInstanceType())
+	require.Equal(t, "eu-west-2b", aws.GetAvailabilityZone())
+	require.Equal(t, "eu-west-2", aws.GetRegion())
+	require.True(t, proto.Equal(tmpl, aws.GetTemplate()))
+	require.Equal(t, []string{"base", "srt"}, aws.GetExtraSecurityGroups())
+	require.Equal(t, map[string]string{"team": "live", "cloud": "aws", "norsk-provisioned-pool": "cloud", "norsk-provisioned-tier": "aws"}, aws.GetTags())
+	require.NotNil(t, oci)
+	require.Equal(t, "oracle-oci-1", oci.GetNodeId().GetNodeId())
+	require.Equal(t, "AD-2", oci.GetAvailabilityDomain())
+	require.Equal(t, "VM.Standard.E4.Flex", oci.GetShape())
+	require.Equal(t, "ocid1.subnet.x", oci.GetSubnet())
+	require.Equal(t, "aarch64", oci.GetArchitecture())
 }

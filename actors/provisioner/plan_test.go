@@ -119,6 +119,29 @@ func TestPlan(t *testing.T) {
 			in: Input{Now: t0, Pools: pools(cloud), Waiting: waiting("cloud", 2, "a/p"), Nodes: []Node{
 				failedIn(Node{ID: "cloud-aws-1", Pool: "cloud", Tier: "aws", Offering: "c6i.large@eu-west-2a", CreatedAt: t0.Add(-BackoffBase)})}},
 			want: []string{"cloud-aws-2(c6i.large@eu-west-2a):a/p"}},
+		{name: "oci: out of host capacity in AD-1 moves to AD-2",
+			in: Input{Now: t0, Pools: pools(&managerpb.Pool{Name: "oracle", Tiers: []*managerpb.PoolTier{{Name: "oci", Provisioner: &managerpb.PoolTier_Oci{
+				Oci: &managerpb.OciTierProvisioner{AvailabilityDomains: []string{"AD-1", "AD-2"}, Shape: itype("VM.Standard.E4.Flex", 4)}}}}}),
+				Waiting: waiting("oracle", 2, "a/p"), Nodes: []Node{{ID: "oracle-oci-1", Pool: "oracle", Tier: "oci", Offering: "VM.Standard.E4.Flex@AD-1",
+					State: Stopped, CapacityError: true, CreatedAt: t0.Add(-time.Minute), LastError: "providers: no capacity: Out of host capacity."}},
+				Health: func(p managerpb.NodeProvider, loc string) managerpb.Health {
+					if p == managerpb.NodeProvider_NODE_PROVIDER_OCI && loc == "AD-1" {
+						return managerpb.Health_UNSTABLE
+					}
+					return managerpb.Health_HEALTHY
+				}},
+			want: []string{"oracle-oci-2(VM.Standard.E4.Flex@AD-2):a/p"}},
+		{name: "oci: an UNSTABLE domain comes after a healthy one",
+			in: Input{Pools: pools(&managerpb.Pool{Name: "oracle", Tiers: []*managerpb.PoolTier{{Name: "oci", Provisioner: &managerpb.PoolTier_Oci{
+				Oci: &managerpb.OciTierProvisioner{AvailabilityDomains: []string{"AD-1", "AD-2"}, Shape: itype("VM.Standard.E4.Flex", 4)}}}}}),
+				Waiting: waiting("oracle", 2, "a/p"),
+				Health: func(_ managerpb.NodeProvider, loc string) managerpb.Health {
+					if loc == "AD-1" {
+						return managerpb.Health_UNSTABLE
+					}
+					return managerpb.Health_HEALTHY
+				}},
+			want: []string{"oracle-oci-1(VM.Standard.E4.Flex@AD-2):a/p"}},
 		{name: "aws: provider FAILED in the region",
 			in: Input{Pools: pools(cloud), Waiting: waiting("cloud", 2, "a/p"),
 				Health: func(managerpb.NodeProvider, string) managerpb.Health { return managerpb.Health_FAILED }},

@@ -130,7 +130,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	var nf *scheduler.Failure
 	switch {
 	case errors.As(err, &nf):
-		e.fail(c.key, ResultNoNode, nf.Error(), &nf.Metrics, "pool", c.pool)
+		e.fail(c.key, ResultNoNode, nf.Error()+e.provNote(c.key), &nf.Metrics, "pool", c.pool)
 		w.waitFor(c, ask)
 		return false
 	case err != nil:

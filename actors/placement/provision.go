@@ -45,6 +45,9 @@ type provState struct {
 	retryAt map[string]time.Time
 	// unserved is the last reason logged per waiting role.
 	unserved map[string]string
+	// notes holds, per waiting role ("job/role"), what the last plan did
+	// for it, added to its placement failure by the next pass (provNote).
+	notes map[string]string
 }
 
 // provisionRetry is how long a refused create (or idle/release write)
@@ -88,6 +91,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	slices.SortFunc(nodes, func(a, b provisioner.Node) int { return strings.Compare(a.ID, b.ID) })
 	e.releasePass(ctx, w, nodes)
 	if len(w.waiting) == 0 {
+		e.keepNotes(provisioner.Decision{})
 		return
 	}
 	health, err := readHealth(e.cfg.Store)
@@ -97,9 +101,39 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	slices.Sort(others)
 	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health, OtherIDs: others})
 	e.logUnserved(d.Unserved)
+	e.keepNotes(d)
 	for _, c := range d.Creates {
 		e.create(ctx, w.now, c)
 	}
+}
+
+// keepNotes keeps what plan d did for each waiting role, for its next
+// placement failure: the node being created for it, or why none can be.
+func (e *Engine) keepNotes(d provisioner.Decision) {
+	notes := map[string]string{}
+	for k, id := range d.Coming {
+		notes[k] = "; node " + id + " is being created for it"
+	}
+	for _, c := range d.Creates {
+		for _, k := range c.ForJobs {
+			notes[k] = "; node " + c.NodeID + " is being created for it"
+		}
+	}
+	for k, why := range d.Unserved {
+		notes[k] = "; " + why
+	}
+	e.prov.mu.Lock()
+	e.prov.notes = notes
+	e.prov.mu.Unlock()
+}
+
+// provNote is what the last plan did for k ("" if nothing), appended to
+// the text of k's placement failure so that GetPlacement and
+// placement_failed say a node is coming, or why none can.
+func (e *Engine) provNote(k key) string {
+	e.prov.mu.Lock()
+	defer e.prov.mu.Unlock()
+	return e.prov.notes[k.String()]
 }
 
 // create sends the create of c unless it is in flight or paced.

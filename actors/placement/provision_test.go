@@ -134,6 +134,9 @@ func TestEngine_Provision_CreatePlaceRelease(t *testing.T) {
 	require.Equal(t, []string{"a/primary", "b/primary", "c/primary"}, rec.GetProvisioned().GetForJobs())
 	require.Equal(t, "mock@", rec.GetProvisioned().GetOffering())
 	require.Equal(t, "elastic", rec.GetMetadata().GetTags()["norsk-provisioned-pool"])
+	u, ok := f.eng.LastFailure("a", "primary")
+	require.True(t, ok)
+	require.Contains(t, u.Reason, "node elastic-mock-1 is being created for it")
 
 	n.start("elastic-mock-1", 8)
 	f.pass()
@@ -179,6 +182,9 @@ func TestEngine_Provision_MaxNodes(t *testing.T) {
 	f.pass()
 	f.pass()
 	require.Equal(t, map[string]int{"elastic-mock-1": 1, "elastic-mock-2": 1}, n.creates)
+	u, ok := f.eng.LastFailure("c", "primary")
+	require.True(t, ok)
+	require.Contains(t, u.Reason, "tier mock: at max_nodes (2)")
 }
 
 // TestEngine_Provision_HandMadeNodeNeverReleased: an idle node the engine

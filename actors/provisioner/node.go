@@ -16,7 +16,8 @@ const (
 	// Creating: recorded (or its create sent), its worker not up yet: room
 	// already coming for the roles it was sized for.
 	Creating State = iota + 1
-	// Running: its worker is up; the scheduler places on it.
+	// Running: its worker is up and has reported its resources; the
+	// scheduler places on it.
 	Running
 	// Stopped: it failed or was terminated; it counts for nothing but
 	// the backoff of its offering and the next node number.
@@ -69,6 +70,12 @@ func NodeOf(rec *internalpb.NodeRecord) (Node, bool) {
 	switch rec.GetState() {
 	case managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED:
 		n.State = Running
+		if rec.GetResources() == nil {
+			// Up, but its worker has not said what it offers: the
+			// scheduler sees no room on it yet, so it is still room
+			// coming (else a pass in between would create another).
+			n.State = Creating
+		}
 	case managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED:
 		n.State = Stopped
 		n.CapacityError = rec.GetStopReason() == managerpb.NodeStopping_CREATE_FAILED && strings.Contains(n.LastError, capacityErrorText)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -236,5 +238,39 @@ func TestNodeID_Long(t *testing.T) {
 	}
 	if n := nodeNumber(id, strings.Repeat("p", 200), strings.Repeat("t", 64)); n != 12 {
 		t.Fatalf("nodeNumber = %d, want 12", n)
+	}
+}
+
+// TestNodeOf: the engine's mark makes a node the planner's; a started
+// node whose worker has not reported its resources is still creating; a
+// capacity failure is read from the cloud's last error.
+func TestNodeOf(t *testing.T) {
+	mark := &internalpb.Provisioned{Pool: "p", Tier: "t", Offering: "x@z", Capacity: 4}
+	started := managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED
+	stopped := managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	failed := managerpb.NodeStopping_CREATE_FAILED
+	cases := []struct {
+		name  string
+		rec   *internalpb.NodeRecord
+		ok    bool
+		state State
+		ice   bool
+	}{
+		{"created by hand", &internalpb.NodeRecord{NodeId: "n", State: started}, false, 0, false},
+		{"starting", &internalpb.NodeRecord{NodeId: "n", Provisioned: mark}, true, Creating, false},
+		{"started without resources", &internalpb.NodeRecord{NodeId: "n", Provisioned: mark, State: started}, true, Creating, false},
+		{"started", &internalpb.NodeRecord{NodeId: "n", Provisioned: mark, State: started, Resources: &commonpb.NodeResources{Capacity: 4}}, true, Running, false},
+		{"capacity failure", &internalpb.NodeRecord{NodeId: "n", Provisioned: mark, State: stopped, StopReason: &failed,
+			Cloud: &internalpb.CloudNode{LastError: "providers: no capacity: InsufficientInstanceCapacity"}}, true, Stopped, true},
+		{"other failure", &internalpb.NodeRecord{NodeId: "n", Provisioned: mark, State: stopped, StopReason: &failed,
+			Cloud: &internalpb.CloudNode{LastError: "providers: request rejected: bad template"}}, true, Stopped, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n, ok := NodeOf(tc.rec)
+			if ok != tc.ok || n.State != tc.state || n.CapacityError != tc.ice {
+				t.Fatalf("NodeOf = %+v, %v; want ok %v state %d capacity error %v", n, ok, tc.ok, tc.state, tc.ice)
+			}
+		})
 	}
 }

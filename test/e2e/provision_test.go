@@ -53,7 +53,7 @@ func startMockWorker(t *testing.T, name string, capacity int) string {
 }
 
 // TestE2E_Provision_Mock: a pool whose only tier has the mock provisioner
-// and no node at all. Two auto-placed jobs with no room → the engine
+// and no node at all. Two auto-placed jobs waiting → the engine
 // creates one node (the first worker of the mock pool) for both → both
 // run on it → pool get counts it → the jobs are completed → after the tier's
 // linger the node is terminated by the engine, and no second node was
@@ -66,12 +66,6 @@ func TestE2E_Provision_Mock(t *testing.T) {
 	mc := connect(t, m.addr)
 	ev := &testproc.EventLog{}
 	ev.Follow(t, mc, 10*time.Second)
-	require.NoError(t, mc.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{
-		Name: "mock", MaxNodes: 2, LingerSeconds: 3,
-		Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{
-			Tags: map[string]string{"site": "lab"}, Offering: &managerpb.TierInstanceType{Capacity: 4}}},
-	}}}))
-
 	ports := map[string]int{}
 	for _, id := range []string{"pa", "pb"} {
 		ports[id] = testproc.FreePort(t)
@@ -81,6 +75,15 @@ func TestE2E_Provision_Mock(t *testing.T) {
 		_, err := mc.CreateJob(ctx, job)
 		require.NoError(t, err)
 	}
+	// The pool comes after the jobs, so that one pass finds both waiting
+	// (created one by one, the first could get its node before the second
+	// exists, and the second would then fit in it as room coming).
+	require.NoError(t, mc.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{
+		Name: "mock", MaxNodes: 2, LingerSeconds: 3,
+		Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{
+			Tags: map[string]string{"site": "lab"}, Offering: &managerpb.TierInstanceType{Capacity: 4}}},
+	}}}))
+
 	const node = "elastic-mock-1"
 	for id, port := range ports {
 		testproc.Eventually(t, 30*time.Second, "job "+id+" serves", func() bool { return httpOK(port) })

@@ -131,3 +131,20 @@ func TestValidatePool_ElasticExample(t *testing.T) {
 		t.Fatalf("first instance type capacity = %d, want 8", got)
 	}
 }
+
+// TestValidateAwsNode_Zone: CreateAwsNode's availability zone is a zone
+// name or empty.
+func TestValidateAwsNode_Zone(t *testing.T) {
+	req := func(zone string) *managerpb.CreateAwsNodeRequest {
+		return &managerpb.CreateAwsNodeRequest{Region: "eu-west-2", AvailabilityZone: zone,
+			Template: &managerpb.AwsLaunchTemplate{Template: &managerpb.AwsLaunchTemplate_Name{Name: "w"}}}
+	}
+	for _, ok := range []string{"", "eu-west-2a"} {
+		if err := validateAwsNode(req(ok)); err != nil {
+			t.Errorf("zone %q: %v", ok, err)
+		}
+	}
+	if err := validateAwsNode(req("eu west")); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "availability_zone:") {
+		t.Errorf("zone with a space: %v, want InvalidArgument naming availability_zone", err)
+	}
+}

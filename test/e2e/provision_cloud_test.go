@@ -46,19 +46,19 @@ func awsPool(linger uint32) *managerpb.Pool {
 	}}}
 }
 
-// bootInstance plays the boot of an emulated instance: it runs the worker
-// line of its user data (DefaultUserData) on the instance's private
-// address, with capacity units.
-func bootInstance(t *testing.T, in ec2emu.Instance, capacity int) *testproc.Proc {
+// bootInstance plays the boot of an emulated instance (id, its private
+// address, its user data): it runs the worker line of the user data
+// (DefaultUserData) on that address, with capacity units.
+func bootInstance(t *testing.T, id, privateIP, userData string, capacity int) *testproc.Proc {
 	t.Helper()
-	_, rest, ok := strings.Cut(in.UserData, "exec norsk-ctl ")
-	require.True(t, ok, "no exec norsk-ctl in:\n%s", in.UserData)
+	_, rest, ok := strings.Cut(userData, "exec norsk-ctl ")
+	require.True(t, ok, "no exec norsk-ctl in:\n%s", userData)
 	line, _, _ := strings.Cut(strings.ReplaceAll(rest, "\\\n", " "), "\n")
-	stateDir := filepath.Join(t.TempDir(), "inst-"+in.ID)
+	stateDir := filepath.Join(t.TempDir(), "inst-"+id)
 	t.Cleanup(func() { testproc.KillProcessesMentioning(stateDir) })
 	subst := map[string]string{
-		"--listen":    net.JoinHostPort(in.PrivateIP, strconv.Itoa(testproc.FreePort(t))),
-		"--advertise": in.PrivateIP,
+		"--listen":    net.JoinHostPort(privateIP, strconv.Itoa(testproc.FreePort(t))),
+		"--advertise": privateIP,
 		"--state-dir": stateDir,
 	}
 	args := []string{"norsk-ctl"}
@@ -70,7 +70,7 @@ func bootInstance(t *testing.T, in ec2emu.Instance, capacity int) *testproc.Proc
 		args = append(args, f)
 	}
 	args = append(args, "--capacity", strconv.Itoa(capacity), "--log-level", "debug", "--stop-grace", "3s")
-	return start(t, "instance-"+in.ID, args...)
+	return start(t, "instance-"+id, args...)
 }
 
 // instancesIn returns emu's instances in zone that are not terminated.
@@ -125,7 +125,7 @@ func TestE2E_Provision_AWSZoneFallback(t *testing.T) {
 
 	inst := instancesIn(emu, "eu-west-2b")[0]
 	require.Equal(t, []string{"sg-0aaaaaaaaaaaaaaa1"}, inst.SecurityGroupIDs, "the job's security group on its instance")
-	w := bootInstance(t, inst, 2)
+	w := bootInstance(t, inst.ID, inst.PrivateIP, inst.UserData, 2)
 	testproc.Eventually(t, 30*time.Second, "the job serves on the new node", func() bool {
 		if !w.Running() {
 			t.Fatalf("instance worker exited:\n%s", w.Output())

@@ -150,7 +150,8 @@ func (a *AWS) call(ctx context.Context, region, what string, f func(context.Cont
 }
 
 // Launch implements Provider: RunInstances from the request's launch
-// template (id or name, version), instance type, the node's tags and the
+// template (id or name, version), instance type, availability zone (if
+// set), the node's tags and the
 // node id tag, the resolved extra security groups, and the user data;
 // the node id is the ClientToken.
 func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
@@ -168,6 +169,9 @@ func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 	}
 	if it := req.GetInstanceType(); it != "" {
 		in.InstanceType = types.InstanceType(it)
+	}
+	if z := req.GetAvailabilityZone(); z != "" {
+		in.Placement = &types.Placement{AvailabilityZone: aws.String(z)}
 	}
 	if t := req.GetTemplate(); t != nil {
 		lt := &types.LaunchTemplateSpecification{}

@@ -135,3 +135,25 @@ func TestAWS_Errors(t *testing.T) {
 		}
 	})
 }
+
+// TestAWS_LaunchInZone: the request's availability zone goes to
+// Placement; a zone out of capacity fails with ErrCapacity and the next
+// zone launches.
+func TestAWS_LaunchInZone(t *testing.T) {
+	emu, p := newAWSFixture(t, ec2emu.Options{})
+	emu.SetNoCapacity("eu-west-2a", true)
+	ctx := context.Background()
+	spec := awsSpec("z1")
+	spec.AWS.AvailabilityZone = "eu-west-2a"
+	if _, err := p.Launch(ctx, spec); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("launch in a zone out of capacity: %v, want ErrCapacity", err)
+	}
+	spec = awsSpec("z2")
+	spec.AWS.AvailabilityZone = "eu-west-2b"
+	if _, err := p.Launch(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if run, _ := emu.LastRunRequest(); run.AvailabilityZone != "eu-west-2b" {
+		t.Fatalf("Placement.AvailabilityZone = %q, want eu-west-2b", run.AvailabilityZone)
+	}
+}

@@ -94,7 +94,8 @@ func (g *grain) createCloud(ctx actor.Context, reqID string, c *internalpb.Creat
 		Metadata: &commonpb.NodeMetadata{NodeId: g.nodeID(), Tags: tags, CreatedAt: timestamppb.New(now), ProviderMetadata: meta},
 		Cloud:    cloud,
 	}
-	if r := g.commit(reqID, next, evStarting(next)); r != nil {
+	next.Provisioned = c.GetProvisioned()
+	if r := g.commit(reqID, next, createEvents(next)...); r != nil {
 		return r
 	}
 	g.log.Info("cloud node created; launching its instance", "provider", name, "location", cloud.GetLocation())

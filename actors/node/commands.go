@@ -157,7 +157,8 @@ func (g *grain) deregister(ctx actor.Context, reqID string) *internalpb.Reply {
 
 // terminate stops a node on purpose: jobs stopped, session closed, no
 // re-dial until its worker registers again.
-func (g *grain) terminate(ctx actor.Context, reqID string) *internalpb.Reply {
+// extra, when set, is an event committed with the stop (node_released).
+func (g *grain) terminate(ctx actor.Context, reqID string, extra *managerpb.EventStreamEvent) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
 	}
@@ -174,7 +175,11 @@ func (g *grain) terminate(ctx actor.Context, reqID string) *internalpb.Reply {
 	next := g.next()
 	next.State = managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
 	next.StopReason = &reason
-	if r := g.commit(reqID, next, g.evStopping(reason), g.evStopped()); r != nil {
+	events := []*managerpb.EventStreamEvent{g.evStopping(reason), g.evStopped()}
+	if extra != nil {
+		events = append(events, extra)
+	}
+	if r := g.commit(reqID, next, events...); r != nil {
 		return r
 	}
 	g.stopAllOnWorker()
@@ -227,7 +232,8 @@ func (g *grain) createMock(ctx actor.Context, reqID string, c *internalpb.Create
 		RunningMetadata: &commonpb.RunningNodeMetadata{PrivateIpAddress: host,
 			ProviderMetadata: &commonpb.RunningNodeProviderMetadata{Instance: &commonpb.RunningNodeProviderMetadata_Test{Test: &commonpb.RunningAwsMetadata{InstanceId: c.GetUrl()}}}},
 	}
-	if r := g.commit(reqID, next, evStarting(next)); r != nil {
+	next.Provisioned = c.GetProvisioned()
+	if r := g.commit(reqID, next, createEvents(next)...); r != nil {
 		return r
 	}
 	g.log.Info("mock node created", "url", c.GetUrl())

@@ -341,7 +341,11 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 	case *internalpb.NodeCommand_Deregister:
 		r = g.deregister(ctx, m.GetRequestId())
 	case *internalpb.NodeCommand_Terminate:
-		r = g.terminate(ctx, m.GetRequestId())
+		if c.Terminate.GetReleaseIdleSince() != nil {
+			r = g.release(ctx, m.GetRequestId(), c.Terminate)
+		} else {
+			r = g.terminate(ctx, m.GetRequestId(), nil)
+		}
 	case *internalpb.NodeCommand_CreateMock:
 		r = g.createMock(ctx, m.GetRequestId(), c.CreateMock)
 	case *internalpb.NodeCommand_CreateCloud:
@@ -367,6 +371,8 @@ func (g *grain) handle(ctx actor.Context, m *internalpb.NodeCommand) {
 		r = g.updatePhysical(m.GetRequestId(), c.UpdatePhysical)
 	case *internalpb.NodeCommand_SetScheduling:
 		r = g.setScheduling(m.GetRequestId(), c.SetScheduling)
+	case *internalpb.NodeCommand_SetIdle:
+		r = g.setIdle(m.GetRequestId(), c.SetIdle)
 	default:
 		r = actors.Fail(errorpb.Code_INVALID_ARGUMENT, "node %s: empty command", g.id)
 	}

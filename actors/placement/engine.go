@@ -82,6 +82,8 @@ type Engine struct {
 	notes noteWrites
 	// preempt holds the preemptions in flight (preempt.go).
 	preempt preemptState
+	// prov holds the provisioning work in flight (provision.go).
+	prov provState
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before

@@ -177,10 +177,16 @@ type fakeRouter struct {
 	failureWrites, rechecks map[string]int
 	// preempts counts the PreemptJob commands carried out, by "job/role".
 	preempts map[string]int
+	// other, when set, answers the commands to other kinds of grain
+	// (provision_test.go: node and mock pool grains).
+	other func(ctx context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error)
 }
 
 func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error) {
 	if kind != actors.KindJob {
+		if r.other != nil {
+			return r.other(ctx, kind, id, cmd)
+		}
 		return nil, errors.New("fake router: only job grains")
 	}
 	c := cmd.(*internalpb.JobCommand)

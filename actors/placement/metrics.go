@@ -35,6 +35,8 @@ type Metrics struct {
 	placements *prometheus.CounterVec
 	unplaced   prometheus.Gauge
 	decision   prometheus.Histogram
+	// provisioned counts the provisioning outcomes (provision.go).
+	provisioned *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine's metrics on reg:
@@ -63,8 +65,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			// issue's bound is 50 ms.
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
+		provisioned: newProvisionedCounter(),
 	}
-	for _, c := range []prometheus.Collector{m.placements, m.unplaced, m.decision} {
+	for _, c := range []prometheus.Collector{m.placements, m.unplaced, m.decision, m.provisioned} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("placement: register metrics: %w", err)
 		}

@@ -80,6 +80,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 	}
 	e.cfg.Metrics.setUnplaced(unplaced)
 	e.stopPass(ctx, w, view)
+	e.provisionPass(ctx, w)
 	e.recordFailures(ctx, w)
 	e.recheckPass(ctx, w, view)
 	return nil
@@ -130,7 +131,8 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	var nf *scheduler.Failure
 	switch {
 	case errors.As(err, &nf):
-		e.fail(c.key, ResultNoNode, nf.Error(), &nf.Metrics, "pool", c.pool)
+		e.fail(c.key, ResultNoNode, nf.Error()+e.provNote(c.key), &nf.Metrics, "pool", c.pool)
+		w.waitFor(c, ask)
 		e.noFit(ctx, w, view, c, pool, ask, nf) // priorities: preemption, bronze drop
 		return false
 	case err != nil:
@@ -197,7 +199,7 @@ func (e *Engine) askOf(w *world, c *candidate, pool *managerpb.Pool) scheduler.A
 	j := c.rec.GetJob().GetJob()
 	a := scheduler.Ask{Job: c.job, Role: c.role, Pool: c.pool,
 		Requirements: scheduler.RequirementsFromProto(j.GetAutoPlacement().GetRequirements()),
-		Constraints:  scheduler.ConstraintsFromJob(j)}
+		Constraints:  scheduler.ConstraintsFromJob(j), SecurityGroups: j.GetExtraSecurityGroups()}
 	for _, t := range pool.GetTiers() {
 		a.Tiers = append(a.Tiers, scheduler.Tier{Name: t.GetName(), Selector: t.GetNodeSelector()})
 	}

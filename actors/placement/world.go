@@ -8,6 +8,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/provisioner"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -55,6 +56,8 @@ type world struct {
 	busy  map[key]bool
 	// running holds the instances the engine may stop (drain.go).
 	running []running
+	// waiting holds the roles no node fitted in this pass (provision.go).
+	waiting []provisioner.Waiting
 }
 
 // readWorld reads the store at now.
@@ -119,6 +122,7 @@ func schedNode(n *internalpb.NodeRecord) scheduler.Node {
 		Shape:              facts.Shape,
 		AvailabilityDomain: facts.AvailabilityDomain,
 		Subnet:             facts.Subnet,
+		SecurityGroups:     n.GetCloud().GetAws().GetExtraSecurityGroups(),
 	}
 }
 

@@ -103,6 +103,14 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		return "placement_degraded", head + ": " + p.GetMessage()
 	case *managerpb.EventStreamEvent_DefinitionDrift:
 		return "definition_drift", e.DefinitionDrift.GetMessage()
+	case *managerpb.EventStreamEvent_NodeProvisioning:
+		p := e.NodeProvisioning
+		return "node_provisioning", fmt.Sprintf("node=%s pool=%s tier=%s offering=%s for=%s", Value(p.GetNodeId().GetNodeId()), Value(p.GetPool()),
+			Value(p.GetTier()), Value(p.GetOffering()), Value(strings.Join(p.GetForJobs(), ",")))
+	case *managerpb.EventStreamEvent_NodeReleased:
+		p := e.NodeReleased
+		return "node_released", fmt.Sprintf("node=%s pool=%s tier=%s idle=%ds", Value(p.GetNodeId().GetNodeId()), Value(p.GetPool()),
+			Value(p.GetTier()), p.GetIdleSeconds())
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

@@ -96,6 +96,12 @@ func TestEventLine(t *testing.T) {
 		{"placement_degraded resolved", &managerpb.EventStreamEvent{LogIndex: 14, Event: &managerpb.EventStreamEvent_PlacementDegraded{PlacementDegraded: &managerpb.PlacementDegraded{
 			JobId: &commonpb.JobId{JobId: "bd.1.web"}, Role: "backup", NodeId: &commonpb.NodeId{NodeId: "a2"}, State: managerpb.PlacementDegraded_RESOLVED}}},
 			"#14    placement_degraded      job=bd.1.web role=backup node=a2 state=resolved"},
+		{"node_provisioning", &managerpb.EventStreamEvent{LogIndex: 15, Event: &managerpb.EventStreamEvent_NodeProvisioning{NodeProvisioning: &managerpb.NodeProvisioning{
+			NodeId: &commonpb.NodeId{NodeId: "live-cloud-1"}, Pool: "live", Tier: "cloud", Offering: "c6i.large@eu-west-2a", ForJobs: []string{"a/primary", "b/primary"}}}},
+			"#15    node_provisioning       node=live-cloud-1 pool=live tier=cloud offering=c6i.large@eu-west-2a for=a/primary,b/primary"},
+		{"node_released", &managerpb.EventStreamEvent{LogIndex: 16, Event: &managerpb.EventStreamEvent_NodeReleased{NodeReleased: &managerpb.NodeReleased{
+			NodeId: &commonpb.NodeId{NodeId: "live-cloud-1"}, Pool: "live", Tier: "cloud", IdleSeconds: 300}}},
+			"#16    node_released           node=live-cloud-1 pool=live tier=cloud idle=300s"},
 		{"node_starting", &managerpb.EventStreamEvent{LogIndex: 6, Event: &managerpb.EventStreamEvent_NodeStarting{NodeStarting: &managerpb.NodeStarting{NodeMetadata: nodeMD}}},
 			"#6     node_starting           node=n1 tags=pool=a"},
 		{"node_started", &managerpb.EventStreamEvent{LogIndex: 7, Event: &managerpb.EventStreamEvent_NodeStarted{NodeStarted: &managerpb.NodeStarted{NodeMetadata: nodeMD, RunningNodeMetadata: running}}},

@@ -413,6 +413,8 @@ func validateAwsNode(in *managerpb.CreateAwsNodeRequest) error {
 		return invalid("template", "a launch template id or name is required (it holds the image, network and role)")
 	case len(in.GetInstanceType()) > maxNameLen || in.GetInstanceType() != "" && !isCloudName(in.GetInstanceType()):
 		return invalid("instance_type", "%q is not an instance type", in.GetInstanceType())
+	case len(in.GetAvailabilityZone()) > maxNameLen || in.GetAvailabilityZone() != "" && !isCloudName(in.GetAvailabilityZone()):
+		return invalid("availability_zone", "%q is not an availability zone name (like eu-west-2a)", in.GetAvailabilityZone())
 	}
 	for i, g := range in.GetExtraSecurityGroups() {
 		if err := checkText(fmt.Sprintf("extra_security_groups[%d]", i), g, maxNameLen); err != nil {

@@ -119,7 +119,7 @@ func (s *Server) GetPool(ctx context.Context, in *managerpb.PoolName) (*managerp
 			return err
 		}
 		out = poolWithVersion(rec, seq)
-		return nil
+		return s.withTierStatus(r, out)
 	})
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "pool %q not found", name)
@@ -141,10 +141,13 @@ func (s *Server) ListPools(ctx context.Context, _ *managerpb.ListPoolsRequest) (
 			return err
 		}
 		resp.LogIndex = uint64(head)
-		return r.PlacementPools(func(rec *internalpb.PoolRecord, seq persistence.Seq) error {
+		if err := r.PlacementPools(func(rec *internalpb.PoolRecord, seq persistence.Seq) error {
 			resp.Pools = append(resp.Pools, poolWithVersion(rec, seq))
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		return s.withTierStatus(r, resp.Pools...)
 	})
 	if err != nil {
 		return nil, toStatus(err)

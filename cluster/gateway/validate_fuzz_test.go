@@ -150,6 +150,12 @@ func FuzzValidatePool(f *testing.F) {
 	addSeeds(f, &managerpb.Pool{Name: "live", Description: "d", Tiers: []*managerpb.PoolTier{
 		{Name: "gold", NodeSelector: map[string]string{"tier": "gold"}}, {Name: "silver"}},
 		RestartCeiling: &managerpb.RestartCeiling{MaxFailures: 5, WindowSeconds: 600}})
+	addSeeds(f, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{
+		{Name: "mock", LingerSeconds: 60, Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{
+			Offering: &managerpb.TierInstanceType{Capacity: 8}}}},
+		{Name: "aws", MaxNodes: 3, Provisioner: &managerpb.PoolTier_Aws{Aws: &managerpb.AwsTierProvisioner{Region: "eu-west-2",
+			AvailabilityZones: []string{"eu-west-2a"}, Template: &managerpb.AwsLaunchTemplate{Template: &managerpb.AwsLaunchTemplate_Name{Name: "w"}},
+			InstanceTypes: []*managerpb.TierInstanceType{{InstanceType: "c6i.large", Capacity: 2}}}}}}})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var p managerpb.Pool
 		if proto.Unmarshal(data, &p) != nil {
@@ -166,6 +172,11 @@ func FuzzValidatePool(f *testing.F) {
 		}
 		if out.GetRestartCeiling() == nil || out.GetVersion() != 0 {
 			t.Fatalf("a valid pool is stored without its ceiling or with a version: %v", out)
+		}
+		for i, tier := range out.GetTiers() {
+			if tier.GetProvisioner() != nil && tier.GetLingerSeconds() == 0 {
+				t.Fatalf("tier %d has a provisioner and is stored without its linger", i)
+			}
 		}
 		sameVerdict(t, &p, err, func(p *managerpb.Pool) error { _, err := validatePool(p); return err })
 	})

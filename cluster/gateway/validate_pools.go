@@ -25,8 +25,8 @@ const (
 )
 
 // validatePool checks a pool of CreatePool/UpdatePool and returns the
-// pool to store: a copy with the default restart ceiling filled in and
-// version cleared (a version is the record's sequence, never stored).
+// pool to store: a copy with the default restart ceiling and linger filled
+// in and version and tier_status cleared (a version is the record's sequence, never stored).
 // Errors are InvalidArgument naming the field ("pool.tiers[1].name"); the
 // input is not modified.
 func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
@@ -51,6 +51,8 @@ func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
 	}
 	out := proto.Clone(p).(*managerpb.Pool)
 	out.Version = 0
+	out.TierStatus = nil
+	withLingerDefaults(out.Tiers)
 	if out.RestartCeiling == nil {
 		out.RestartCeiling = &managerpb.RestartCeiling{MaxFailures: defaultRestartFailures, WindowSeconds: defaultRestartWindowSeconds}
 	}
@@ -77,6 +79,9 @@ func checkPoolTiers(tiers []*managerpb.PoolTier) error {
 		}
 		seen[t.GetName()] = i
 		if err := checkSelector(field+".node_selector", t.GetNodeSelector()); err != nil {
+			return err
+		}
+		if err := checkTierProvisioner(field, t); err != nil {
 			return err
 		}
 	}

@@ -26,8 +26,11 @@ the tier's nodeSelector, and the engine fills the first tier with room before
 the next. A bundle names its pool (Bundle.pool, resiliencePolicy.pool for the
 backups); a plain job with autoPlacement names it with the tag pool=NAME.
 A pool file is the protojson form of a norsk.api.manager.Pool (see
-examples/pools/). Pools are stored and validated now; placing into them is
-the placement engine's work (next step).`,
+examples/pools/). A tier may carry a provisioner (aws, oci or mock): when
+jobs of the pool wait and no node has room, the engine creates nodes of that
+tier (at most maxNodes), and terminates them after lingerSeconds (default
+300) without a job; pool get shows what it created and the offerings it
+keeps out after capacity errors.`,
 	})
 	cmd.AddCommand(
 		newPoolCreateCommand(),
@@ -163,9 +166,13 @@ func writePoolDetails(w io.Writer, p *managerpb.Pool) error {
 		if sel == "-" {
 			sel = "(every node)"
 		}
-		rows = append(rows, []string{strconv.Itoa(i + 1), t.GetName(), sel, format.MaxNodes(t.GetMaxNodes())})
+		rows = append(rows, []string{strconv.Itoa(i + 1), t.GetName(), sel, format.MaxNodes(t.GetMaxNodes()),
+			tierProvisioner(t), tierLinger(t), tierNodes(p, t)})
 	}
-	return ctlTable(w, []string{"#", "TIER", "NODE SELECTOR", "MAX NODES"}, rows)
+	if err := ctlTable(w, []string{"#", "TIER", "NODE SELECTOR", "MAX NODES", "PROVISIONER", "LINGER", "ENGINE NODES"}, rows); err != nil {
+		return err
+	}
+	return writeBackoffs(w, p)
 }
 
 // newPoolListCommand builds "pool list".

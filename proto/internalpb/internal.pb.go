@@ -139,7 +139,7 @@ func (x CloudNode_Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CloudNode_Phase.Descriptor instead.
 func (CloudNode_Phase) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type InstanceReport_Kind int32
@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -885,8 +885,16 @@ type NodeRecord struct {
 	// worker_cert_sha256): the dial-back accepts that certificate only.
 	// Empty: verified against the CA (or plaintext).
 	WorkerCertSha256 []byte `protobuf:"bytes,44,opt,name=worker_cert_sha256,json=workerCertSha256,proto3" json:"worker_cert_sha256,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set when the placement engine created the node (issue 13): which pool
+	// tier and offering, for whom. Unset: created by hand or a cluster slot,
+	// never terminated by the engine.
+	Provisioned *Provisioned `protobuf:"bytes,45,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
+	// When the node was last seen by the engine running no instance (engine-
+	// created nodes only; cleared when it runs one). The linger counts from
+	// here, so a leader change does not restart it.
+	IdleSince     *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -1101,6 +1109,119 @@ func (x *NodeRecord) GetWorkerCertSha256() []byte {
 	return nil
 }
 
+func (x *NodeRecord) GetProvisioned() *Provisioned {
+	if x != nil {
+		return x.Provisioned
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetIdleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IdleSince
+	}
+	return nil
+}
+
+// Which pool tier the placement engine created a node for.
+type Provisioned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pool  string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier  string                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	// "<instance type>@<zone>".
+	Offering string `protobuf:"bytes,3,opt,name=offering,proto3" json:"offering,omitempty"`
+	// Capacity units the offering offers (for the planner while the node's
+	// worker has not reported its resources yet).
+	Capacity    uint32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	GpuCapacity uint32 `protobuf:"varint,5,opt,name=gpu_capacity,json=gpuCapacity,proto3" json:"gpu_capacity,omitempty"`
+	// The waiting roles it was sized for ("job/role").
+	ForJobs []string `protobuf:"bytes,6,rep,name=for_jobs,json=forJobs,proto3" json:"for_jobs,omitempty"`
+	// The security group names the instance was created with (the tier's
+	// and its jobs' extra_security_groups).
+	SecurityGroups []string `protobuf:"bytes,7,rep,name=security_groups,json=securityGroups,proto3" json:"security_groups,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Provisioned) Reset() {
+	*x = Provisioned{}
+	mi := &file_internal_internal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Provisioned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Provisioned) ProtoMessage() {}
+
+func (x *Provisioned) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Provisioned.ProtoReflect.Descriptor instead.
+func (*Provisioned) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Provisioned) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *Provisioned) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *Provisioned) GetOffering() string {
+	if x != nil {
+		return x.Offering
+	}
+	return ""
+}
+
+func (x *Provisioned) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Provisioned) GetGpuCapacity() uint32 {
+	if x != nil {
+		return x.GpuCapacity
+	}
+	return 0
+}
+
+func (x *Provisioned) GetForJobs() []string {
+	if x != nil {
+		return x.ForJobs
+	}
+	return nil
+}
+
+func (x *Provisioned) GetSecurityGroups() []string {
+	if x != nil {
+		return x.SecurityGroups
+	}
+	return nil
+}
+
 // The cloud side of an AWS or OCI node (docs/design/providers.md).
 type CloudNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1127,7 +1248,7 @@ type CloudNode struct {
 
 func (x *CloudNode) Reset() {
 	*x = CloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1260,7 @@ func (x *CloudNode) String() string {
 func (*CloudNode) ProtoMessage() {}
 
 func (x *CloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[8]
+	mi := &file_internal_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1273,7 @@ func (x *CloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudNode.ProtoReflect.Descriptor instead.
 func (*CloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{8}
+	return file_internal_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloudNode) GetRequest() isCloudNode_Request {
@@ -1266,7 +1387,7 @@ type ProviderHealthRecord struct {
 
 func (x *ProviderHealthRecord) Reset() {
 	*x = ProviderHealthRecord{}
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1399,7 @@ func (x *ProviderHealthRecord) String() string {
 func (*ProviderHealthRecord) ProtoMessage() {}
 
 func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[9]
+	mi := &file_internal_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1412,7 @@ func (x *ProviderHealthRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderHealthRecord.ProtoReflect.Descriptor instead.
 func (*ProviderHealthRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{9}
+	return file_internal_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProviderHealthRecord) GetHealth() *managerpb.ProviderHealth {
@@ -1319,7 +1440,7 @@ type MockPoolRecord struct {
 
 func (x *MockPoolRecord) Reset() {
 	*x = MockPoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1452,7 @@ func (x *MockPoolRecord) String() string {
 func (*MockPoolRecord) ProtoMessage() {}
 
 func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[10]
+	mi := &file_internal_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1465,7 @@ func (x *MockPoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockPoolRecord.ProtoReflect.Descriptor instead.
 func (*MockPoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{10}
+	return file_internal_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MockPoolRecord) GetNext() uint32 {
@@ -1393,7 +1514,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1526,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[11]
+	mi := &file_internal_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1539,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{11}
+	return file_internal_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BundleRecord) GetBundle() *managerpb.Bundle {
@@ -1490,7 +1611,7 @@ type BundleJobState struct {
 
 func (x *BundleJobState) Reset() {
 	*x = BundleJobState{}
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1623,7 @@ func (x *BundleJobState) String() string {
 func (*BundleJobState) ProtoMessage() {}
 
 func (x *BundleJobState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[12]
+	mi := &file_internal_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1636,7 @@ func (x *BundleJobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleJobState.ProtoReflect.Descriptor instead.
 func (*BundleJobState) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{12}
+	return file_internal_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BundleJobState) GetJobId() string {
@@ -1594,7 +1715,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1727,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[13]
+	mi := &file_internal_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1740,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{13}
+	return file_internal_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendCommand) GetEntityKey() string {
@@ -1688,7 +1809,7 @@ type AppendBatch struct {
 
 func (x *AppendBatch) Reset() {
 	*x = AppendBatch{}
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1821,7 @@ func (x *AppendBatch) String() string {
 func (*AppendBatch) ProtoMessage() {}
 
 func (x *AppendBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[14]
+	mi := &file_internal_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1834,7 @@ func (x *AppendBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendBatch.ProtoReflect.Descriptor instead.
 func (*AppendBatch) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{14}
+	return file_internal_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AppendBatch) GetCommands() []*AppendCommand {
@@ -1735,7 +1856,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1868,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[15]
+	mi := &file_internal_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1881,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{15}
+	return file_internal_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StoredEvent) GetEvent() *managerpb.EventStreamEvent {
@@ -1801,7 +1922,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1934,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[16]
+	mi := &file_internal_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1947,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{16}
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reply) GetCode() errorpb.Code {
@@ -2018,7 +2139,7 @@ type JobCommand struct {
 
 func (x *JobCommand) Reset() {
 	*x = JobCommand{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2151,7 @@ func (x *JobCommand) String() string {
 func (*JobCommand) ProtoMessage() {}
 
 func (x *JobCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2164,7 @@ func (x *JobCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobCommand.ProtoReflect.Descriptor instead.
 func (*JobCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobCommand) GetRequestId() string {
@@ -2289,7 +2410,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2422,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2435,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -2333,7 +2454,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2466,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2479,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -2376,7 +2497,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2509,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2522,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 type StartJob struct {
@@ -2421,7 +2542,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2554,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2567,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StartJob) GetRole() string {
@@ -2490,7 +2611,7 @@ type RecordPlacementFailure struct {
 
 func (x *RecordPlacementFailure) Reset() {
 	*x = RecordPlacementFailure{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2623,7 @@ func (x *RecordPlacementFailure) String() string {
 func (*RecordPlacementFailure) ProtoMessage() {}
 
 func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2636,7 @@ func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPlacementFailure.ProtoReflect.Descriptor instead.
 func (*RecordPlacementFailure) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordPlacementFailure) GetRole() string {
@@ -2550,7 +2671,7 @@ type RecheckPlacement struct {
 
 func (x *RecheckPlacement) Reset() {
 	*x = RecheckPlacement{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2683,7 @@ func (x *RecheckPlacement) String() string {
 func (*RecheckPlacement) ProtoMessage() {}
 
 func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2696,7 @@ func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecheckPlacement.ProtoReflect.Descriptor instead.
 func (*RecheckPlacement) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecheckPlacement) GetRole() string {
@@ -2630,7 +2751,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2763,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2776,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopJob) GetRole() string {
@@ -2693,7 +2814,7 @@ type PreemptJob struct {
 
 func (x *PreemptJob) Reset() {
 	*x = PreemptJob{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2826,7 @@ func (x *PreemptJob) String() string {
 func (*PreemptJob) ProtoMessage() {}
 
 func (x *PreemptJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2839,7 @@ func (x *PreemptJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptJob.ProtoReflect.Descriptor instead.
 func (*PreemptJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PreemptJob) GetRole() string {
@@ -2764,7 +2885,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2897,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2910,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 type GetJob struct {
@@ -2800,7 +2921,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2933,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2946,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2837,7 +2958,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +2970,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +2983,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -2892,7 +3013,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3025,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3038,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -2994,7 +3115,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3127,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3140,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -3067,6 +3188,7 @@ type NodeCommand struct {
 	//	*NodeCommand_OrphanFound
 	//	*NodeCommand_StopOrphan
 	//	*NodeCommand_SetScheduling
+	//	*NodeCommand_SetIdle
 	Cmd           isNodeCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3074,7 +3196,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3208,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3221,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -3272,6 +3394,15 @@ func (x *NodeCommand) GetSetScheduling() *SetScheduling {
 	return nil
 }
 
+func (x *NodeCommand) GetSetIdle() *SetIdle {
+	if x != nil {
+		if x, ok := x.Cmd.(*NodeCommand_SetIdle); ok {
+			return x.SetIdle
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Cmd interface {
 	isNodeCommand_Cmd()
 }
@@ -3336,6 +3467,10 @@ type NodeCommand_SetScheduling struct {
 	SetScheduling *SetScheduling `protobuf:"bytes,24,opt,name=set_scheduling,json=setScheduling,proto3,oneof"`
 }
 
+type NodeCommand_SetIdle struct {
+	SetIdle *SetIdle `protobuf:"bytes,25,opt,name=set_idle,json=setIdle,proto3,oneof"`
+}
+
 func (*NodeCommand_RegisterSlot) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_MemberRegister) isNodeCommand_Cmd() {}
@@ -3366,6 +3501,54 @@ func (*NodeCommand_StopOrphan) isNodeCommand_Cmd() {}
 
 func (*NodeCommand_SetScheduling) isNodeCommand_Cmd() {}
 
+func (*NodeCommand_SetIdle) isNodeCommand_Cmd() {}
+
+// The placement engine records when an engine-created node began running
+// no instance (since set), or that it runs one again (since unset).
+type SetIdle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetIdle) Reset() {
+	*x = SetIdle{}
+	mi := &file_internal_internal_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetIdle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetIdle) ProtoMessage() {}
+
+func (x *SetIdle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetIdle.ProtoReflect.Descriptor instead.
+func (*SetIdle) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetIdle) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // An operator cordons, drains or uncordons the node (Manager.CordonNode,
 // DrainNode, UncordonNode). A node already in state is left as it is.
 type SetScheduling struct {
@@ -3380,7 +3563,7 @@ type SetScheduling struct {
 
 func (x *SetScheduling) Reset() {
 	*x = SetScheduling{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +3575,7 @@ func (x *SetScheduling) String() string {
 func (*SetScheduling) ProtoMessage() {}
 
 func (x *SetScheduling) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +3588,7 @@ func (x *SetScheduling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
 func (*SetScheduling) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetScheduling) GetState() managerpb.NodeScheduling {
@@ -3445,7 +3628,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3640,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3653,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -3512,7 +3695,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3707,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3720,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -3561,14 +3744,16 @@ type CreateCloudNode struct {
 	//
 	//	*CreateCloudNode_Aws
 	//	*CreateCloudNode_Oci
-	Request       isCreateCloudNode_Request `protobuf_oneof:"request"`
+	Request isCreateCloudNode_Request `protobuf_oneof:"request"`
+	// Set by the placement engine (NodeRecord.provisioned).
+	Provisioned   *Provisioned `protobuf:"bytes,3,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3765,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3778,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -3617,6 +3802,13 @@ func (x *CreateCloudNode) GetOci() *managerpb.CreateOciNodeRequest {
 		if x, ok := x.Request.(*CreateCloudNode_Oci); ok {
 			return x.Oci
 		}
+	}
+	return nil
+}
+
+func (x *CreateCloudNode) GetProvisioned() *Provisioned {
+	if x != nil {
+		return x.Provisioned
 	}
 	return nil
 }
@@ -3648,7 +3840,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3852,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3865,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -3714,7 +3906,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3726,7 +3918,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3739,7 +3931,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3806,7 +3998,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4010,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,18 +4023,23 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 type TerminateNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set by the placement engine releasing a node it created: the node's
+	// idle-since instant the decision was made on. The grain refuses
+	// (FAILED_PRECONDITION) when the record's differs or an instance is
+	// recorded on the node, and raises node_released.
+	ReleaseIdleSince *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=release_idle_since,json=releaseIdleSince,proto3" json:"release_idle_since,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +4051,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,20 +4064,29 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *TerminateNode) GetReleaseIdleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReleaseIdleSince
+	}
+	return nil
 }
 
 type CreateMockNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	Tags          map[string]string      `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Tags  map[string]string      `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set by the placement engine (NodeRecord.provisioned).
+	Provisioned   *Provisioned `protobuf:"bytes,3,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4098,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4111,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -3922,6 +4128,13 @@ func (x *CreateMockNode) GetTags() map[string]string {
 	return nil
 }
 
+func (x *CreateMockNode) GetProvisioned() *Provisioned {
+	if x != nil {
+		return x.Provisioned
+	}
+	return nil
+}
+
 type Provision struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *workerpb.WorkerJob    `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -3931,7 +4144,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4156,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4169,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3979,7 +4192,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3991,7 +4204,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4004,7 +4217,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -4036,7 +4249,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4261,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4274,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -4073,7 +4286,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4298,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4311,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 type UpdatePhysicalNode struct {
@@ -4110,7 +4323,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4335,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4348,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -4157,7 +4370,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4169,7 +4382,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4182,7 +4395,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -4206,7 +4419,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4431,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4444,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -4276,7 +4489,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4501,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4514,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{50}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -4331,7 +4544,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4556,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4569,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{49}
+	return file_internal_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -4499,7 +4712,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4511,7 +4724,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4524,7 +4737,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{50}
+	return file_internal_internal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -4543,7 +4756,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4555,7 +4768,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4568,7 +4781,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{51}
+	return file_internal_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -4586,7 +4799,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4598,7 +4811,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4611,7 +4824,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{52}
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -4626,7 +4839,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4851,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4864,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{53}
+	return file_internal_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -4683,7 +4896,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4908,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4921,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+	return file_internal_internal_proto_rawDescGZIP(), []int{56}
 }
 
 // The record of one pool.
@@ -4724,7 +4937,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4949,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4962,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{55}
+	return file_internal_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4779,7 +4992,7 @@ type AclTokenRecord struct {
 
 func (x *AclTokenRecord) Reset() {
 	*x = AclTokenRecord{}
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4791,7 +5004,7 @@ func (x *AclTokenRecord) String() string {
 func (*AclTokenRecord) ProtoMessage() {}
 
 func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4804,7 +5017,7 @@ func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRecord.ProtoReflect.Descriptor instead.
 func (*AclTokenRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{56}
+	return file_internal_internal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AclTokenRecord) GetToken() *managerpb.AclToken {
@@ -4835,7 +5048,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_internal_internal_proto_msgTypes[57]
+	mi := &file_internal_internal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4847,7 +5060,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[57]
+	mi := &file_internal_internal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4860,7 +5073,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{57}
+	return file_internal_internal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AclRecord) GetTokens() []*AclTokenRecord {
@@ -4904,7 +5117,7 @@ type AuditIntent struct {
 
 func (x *AuditIntent) Reset() {
 	*x = AuditIntent{}
-	mi := &file_internal_internal_proto_msgTypes[58]
+	mi := &file_internal_internal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5129,7 @@ func (x *AuditIntent) String() string {
 func (*AuditIntent) ProtoMessage() {}
 
 func (x *AuditIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[58]
+	mi := &file_internal_internal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5142,7 @@ func (x *AuditIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
 func (*AuditIntent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{58}
+	return file_internal_internal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuditIntent) GetSource() string {
@@ -5020,7 +5233,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"4\n" +
 	"\tTombstone\x12'\n" +
-	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xdd\t\n" +
+	"\x0frecent_requests\x18\x01 \x03(\tR\x0erecentRequests\"\xda\n" +
+	"\n" +
 	"\n" +
 	"NodeRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
@@ -5055,8 +5269,19 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"scheduling\x18+ \x01(\v2&.norsk.api.manager.NodeSchedulingStateR\n" +
 	"scheduling\x12,\n" +
-	"\x12worker_cert_sha256\x18, \x01(\fR\x10workerCertSha256B\x0e\n" +
-	"\f_stop_reason\"\xa2\x05\n" +
+	"\x12worker_cert_sha256\x18, \x01(\fR\x10workerCertSha256\x12@\n" +
+	"\vprovisioned\x18- \x01(\v2\x1e.norsk.internal.v1.ProvisionedR\vprovisioned\x129\n" +
+	"\n" +
+	"idle_since\x18. \x01(\v2\x1a.google.protobuf.TimestampR\tidleSinceB\x0e\n" +
+	"\f_stop_reason\"\xd4\x01\n" +
+	"\vProvisioned\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\x12\x1a\n" +
+	"\boffering\x18\x03 \x01(\tR\boffering\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity\x12!\n" +
+	"\fgpu_capacity\x18\x05 \x01(\rR\vgpuCapacity\x12\x19\n" +
+	"\bfor_jobs\x18\x06 \x03(\tR\aforJobs\x12'\n" +
+	"\x0fsecurity_groups\x18\a \x03(\tR\x0esecurityGroups\"\xa2\x05\n" +
 	"\tCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
 	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03oci\x128\n" +
@@ -5218,7 +5443,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aMISSING\x10\x03\"l\n" +
 	"\bNodeGone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12G\n" +
-	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\t\n" +
+	"\x06reason\x18\x02 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xf4\t\n" +
 	"\vNodeCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -5244,8 +5469,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\forphan_found\x18\x16 \x01(\v2\x1e.norsk.internal.v1.OrphanFoundH\x00R\vorphanFound\x12@\n" +
 	"\vstop_orphan\x18\x17 \x01(\v2\x1d.norsk.internal.v1.StopOrphanH\x00R\n" +
 	"stopOrphan\x12I\n" +
-	"\x0eset_scheduling\x18\x18 \x01(\v2 .norsk.internal.v1.SetSchedulingH\x00R\rsetSchedulingB\x05\n" +
-	"\x03cmd\"\x83\x01\n" +
+	"\x0eset_scheduling\x18\x18 \x01(\v2 .norsk.internal.v1.SetSchedulingH\x00R\rsetScheduling\x127\n" +
+	"\bset_idle\x18\x19 \x01(\v2\x1a.norsk.internal.v1.SetIdleH\x00R\asetIdleB\x05\n" +
+	"\x03cmd\";\n" +
+	"\aSetIdle\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x83\x01\n" +
 	"\rSetScheduling\x127\n" +
 	"\x05state\x18\x01 \x01(\x0e2!.norsk.api.manager.NodeSchedulingR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
@@ -5262,10 +5490,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"StopOrphan\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role\"\x96\x01\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\"\xd8\x01\n" +
 	"\x0fCreateCloudNode\x12;\n" +
 	"\x03aws\x18\x01 \x01(\v2'.norsk.api.manager.CreateAwsNodeRequestH\x00R\x03aws\x12;\n" +
-	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03ociB\t\n" +
+	"\x03oci\x18\x02 \x01(\v2'.norsk.api.manager.CreateOciNodeRequestH\x00R\x03oci\x12@\n" +
+	"\vprovisioned\x18\x03 \x01(\v2\x1e.norsk.internal.v1.ProvisionedR\vprovisionedB\t\n" +
 	"\arequest\"\xb0\x01\n" +
 	"\fRegisterSlot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
@@ -5285,11 +5514,13 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x0eworker_version\x18\x06 \x01(\tR\rworkerVersion\x12=\n" +
 	"\tresources\x18\a \x01(\v2\x1f.norsk.api.common.NodeResourcesR\tresources\x12,\n" +
 	"\x12worker_cert_sha256\x18\b \x01(\fR\x10workerCertSha256\"\x10\n" +
-	"\x0eDeregisterSlot\"\x0f\n" +
-	"\rTerminateNode\"\x9c\x01\n" +
+	"\x0eDeregisterSlot\"Y\n" +
+	"\rTerminateNode\x12H\n" +
+	"\x12release_idle_since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x10releaseIdleSince\"\xde\x01\n" +
 	"\x0eCreateMockNode\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12?\n" +
-	"\x04tags\x18\x02 \x03(\v2+.norsk.internal.v1.CreateMockNode.TagsEntryR\x04tags\x1a7\n" +
+	"\x04tags\x18\x02 \x03(\v2+.norsk.internal.v1.CreateMockNode.TagsEntryR\x04tags\x12@\n" +
+	"\vprovisioned\x18\x03 \x01(\v2\x1e.norsk.internal.v1.ProvisionedR\vprovisioned\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
@@ -5374,7 +5605,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -5387,223 +5618,232 @@ var file_internal_internal_proto_goTypes = []any{
 	(*StopOwed)(nil),                                // 8: norsk.internal.v1.StopOwed
 	(*Tombstone)(nil),                               // 9: norsk.internal.v1.Tombstone
 	(*NodeRecord)(nil),                              // 10: norsk.internal.v1.NodeRecord
-	(*CloudNode)(nil),                               // 11: norsk.internal.v1.CloudNode
-	(*ProviderHealthRecord)(nil),                    // 12: norsk.internal.v1.ProviderHealthRecord
-	(*MockPoolRecord)(nil),                          // 13: norsk.internal.v1.MockPoolRecord
-	(*BundleRecord)(nil),                            // 14: norsk.internal.v1.BundleRecord
-	(*BundleJobState)(nil),                          // 15: norsk.internal.v1.BundleJobState
-	(*AppendCommand)(nil),                           // 16: norsk.internal.v1.AppendCommand
-	(*AppendBatch)(nil),                             // 17: norsk.internal.v1.AppendBatch
-	(*StoredEvent)(nil),                             // 18: norsk.internal.v1.StoredEvent
-	(*Reply)(nil),                                   // 19: norsk.internal.v1.Reply
-	(*JobCommand)(nil),                              // 20: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 21: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 22: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 23: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 24: norsk.internal.v1.StartJob
-	(*RecordPlacementFailure)(nil),                  // 25: norsk.internal.v1.RecordPlacementFailure
-	(*RecheckPlacement)(nil),                        // 26: norsk.internal.v1.RecheckPlacement
-	(*StopJob)(nil),                                 // 27: norsk.internal.v1.StopJob
-	(*PreemptJob)(nil),                              // 28: norsk.internal.v1.PreemptJob
-	(*CompleteJob)(nil),                             // 29: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 30: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 31: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 32: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 33: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 34: norsk.internal.v1.NodeCommand
-	(*SetScheduling)(nil),                           // 35: norsk.internal.v1.SetScheduling
-	(*OrphanFound)(nil),                             // 36: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 37: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 38: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 39: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 40: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 41: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 42: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 43: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 44: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 45: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 46: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 47: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 48: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 49: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 50: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 51: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 52: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 53: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 54: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 55: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 56: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 57: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 58: norsk.internal.v1.PoolRecord
-	(*AclTokenRecord)(nil),                          // 59: norsk.internal.v1.AclTokenRecord
-	(*AclRecord)(nil),                               // 60: norsk.internal.v1.AclRecord
-	(*AuditIntent)(nil),                             // 61: norsk.internal.v1.AuditIntent
-	nil,                                             // 62: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 63: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 64: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 65: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 66: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 67: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 68: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 69: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 70: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 71: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 72: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 73: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 74: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 75: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 76: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 77: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 78: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 79: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 80: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 81: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 82: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 83: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 84: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 85: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 86: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 87: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 88: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 89: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 90: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 91: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 92: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 93: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 94: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 95: norsk.api.manager.Pool
-	(*managerpb.AclToken)(nil),                      // 96: norsk.api.manager.AclToken
-	(*commonpb.ResolvedPortMappings)(nil),           // 97: norsk.api.common.ResolvedPortMappings
+	(*Provisioned)(nil),                             // 11: norsk.internal.v1.Provisioned
+	(*CloudNode)(nil),                               // 12: norsk.internal.v1.CloudNode
+	(*ProviderHealthRecord)(nil),                    // 13: norsk.internal.v1.ProviderHealthRecord
+	(*MockPoolRecord)(nil),                          // 14: norsk.internal.v1.MockPoolRecord
+	(*BundleRecord)(nil),                            // 15: norsk.internal.v1.BundleRecord
+	(*BundleJobState)(nil),                          // 16: norsk.internal.v1.BundleJobState
+	(*AppendCommand)(nil),                           // 17: norsk.internal.v1.AppendCommand
+	(*AppendBatch)(nil),                             // 18: norsk.internal.v1.AppendBatch
+	(*StoredEvent)(nil),                             // 19: norsk.internal.v1.StoredEvent
+	(*Reply)(nil),                                   // 20: norsk.internal.v1.Reply
+	(*JobCommand)(nil),                              // 21: norsk.internal.v1.JobCommand
+	(*CreateJob)(nil),                               // 22: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 23: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 24: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 25: norsk.internal.v1.StartJob
+	(*RecordPlacementFailure)(nil),                  // 26: norsk.internal.v1.RecordPlacementFailure
+	(*RecheckPlacement)(nil),                        // 27: norsk.internal.v1.RecheckPlacement
+	(*StopJob)(nil),                                 // 28: norsk.internal.v1.StopJob
+	(*PreemptJob)(nil),                              // 29: norsk.internal.v1.PreemptJob
+	(*CompleteJob)(nil),                             // 30: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 31: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 32: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 33: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 34: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 35: norsk.internal.v1.NodeCommand
+	(*SetIdle)(nil),                                 // 36: norsk.internal.v1.SetIdle
+	(*SetScheduling)(nil),                           // 37: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 38: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 39: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 40: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 41: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 42: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 43: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 44: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 45: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 46: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 47: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 48: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 49: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 50: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 51: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 52: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 53: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 54: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 55: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 56: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 57: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 58: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 59: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 60: norsk.internal.v1.PoolRecord
+	(*AclTokenRecord)(nil),                          // 61: norsk.internal.v1.AclTokenRecord
+	(*AclRecord)(nil),                               // 62: norsk.internal.v1.AclRecord
+	(*AuditIntent)(nil),                             // 63: norsk.internal.v1.AuditIntent
+	nil,                                             // 64: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 65: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 66: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 67: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 68: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 69: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 70: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 71: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 72: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 73: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 74: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 75: norsk.api.manager.InstanceFailure
+	(managerpb.NodeProvider)(0),                     // 76: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 77: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 78: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 79: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 80: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 81: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 82: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 83: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 84: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 85: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 86: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 87: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 88: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 89: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 90: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 91: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 92: norsk.api.manager.CreateBundleResponse
+	(*managerpb.Job)(nil),                           // 93: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 94: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 95: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 96: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 97: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 98: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 99: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	62,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	67,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	68,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	69,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	64,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	69,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	70,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	71,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	70,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	67,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	71,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	67,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	72,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	72,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	69,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	73,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	69,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	74,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	73,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	75,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	8,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
 	7,   // 15: norsk.internal.v1.JobRecord.preemptions:type_name -> norsk.internal.v1.PreemptionRecord
-	67,  // 16: norsk.internal.v1.PreemptionRecord.at:type_name -> google.protobuf.Timestamp
-	67,  // 17: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	74,  // 18: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	75,  // 19: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	68,  // 20: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	69,  // 21: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	76,  // 22: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	67,  // 23: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	77,  // 24: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	67,  // 25: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	78,  // 26: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	11,  // 27: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	79,  // 28: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	80,  // 29: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	81,  // 30: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	82,  // 31: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 32: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	67,  // 33: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	67,  // 34: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	67,  // 35: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	76,  // 36: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	83,  // 37: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	84,  // 38: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	15,  // 39: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	15,  // 40: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	85,  // 41: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	67,  // 42: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	61,  // 43: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	16,  // 44: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	85,  // 45: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	67,  // 46: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	86,  // 47: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	87,  // 48: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 49: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	10,  // 50: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	88,  // 51: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	89,  // 52: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	14,  // 53: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	90,  // 54: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	67,  // 55: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	61,  // 56: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	21,  // 57: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	22,  // 58: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	23,  // 59: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	24,  // 60: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	27,  // 61: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	29,  // 62: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	30,  // 63: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	31,  // 64: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	32,  // 65: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	33,  // 66: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	25,  // 67: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	26,  // 68: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	28,  // 69: norsk.internal.v1.JobCommand.preempt:type_name -> norsk.internal.v1.PreemptJob
-	91,  // 70: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	91,  // 71: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 72: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	71,  // 73: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	70,  // 74: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 75: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	63,  // 76: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	68,  // 77: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	69,  // 78: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	92,  // 79: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	67,  // 80: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	61,  // 81: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	39,  // 82: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	40,  // 83: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	41,  // 84: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	42,  // 85: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	43,  // 86: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	44,  // 87: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	45,  // 88: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	46,  // 89: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	47,  // 90: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	48,  // 91: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	49,  // 92: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	38,  // 93: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	36,  // 94: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	37,  // 95: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	35,  // 96: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	93,  // 97: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	64,  // 98: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	81,  // 99: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	82,  // 100: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	65,  // 101: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	77,  // 102: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	78,  // 103: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	66,  // 104: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	94,  // 105: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	51,  // 106: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	67,  // 107: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	61,  // 108: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	53,  // 109: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	54,  // 110: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	55,  // 111: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	56,  // 112: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	57,  // 113: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	47,  // 114: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	84,  // 115: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	84,  // 116: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	95,  // 117: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	96,  // 118: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	59,  // 119: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	97,  // 120: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	97,  // 121: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	97,  // 122: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	123, // [123:123] is the sub-list for method output_type
-	123, // [123:123] is the sub-list for method input_type
-	123, // [123:123] is the sub-list for extension type_name
-	123, // [123:123] is the sub-list for extension extendee
-	0,   // [0:123] is the sub-list for field type_name
+	69,  // 16: norsk.internal.v1.PreemptionRecord.at:type_name -> google.protobuf.Timestamp
+	69,  // 17: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	76,  // 18: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	77,  // 19: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	70,  // 20: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	71,  // 21: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	78,  // 22: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	69,  // 23: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	79,  // 24: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	69,  // 25: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	80,  // 26: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	12,  // 27: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	81,  // 28: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	82,  // 29: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	11,  // 30: norsk.internal.v1.NodeRecord.provisioned:type_name -> norsk.internal.v1.Provisioned
+	69,  // 31: norsk.internal.v1.NodeRecord.idle_since:type_name -> google.protobuf.Timestamp
+	83,  // 32: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	84,  // 33: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 34: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	69,  // 35: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	69,  // 36: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	69,  // 37: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	78,  // 38: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	85,  // 39: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	86,  // 40: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	16,  // 41: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	16,  // 42: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	87,  // 43: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	69,  // 44: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	63,  // 45: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	17,  // 46: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	87,  // 47: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	69,  // 48: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	88,  // 49: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	89,  // 50: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 51: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	10,  // 52: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	90,  // 53: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	91,  // 54: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	15,  // 55: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	92,  // 56: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	69,  // 57: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 58: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	22,  // 59: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	23,  // 60: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	24,  // 61: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	25,  // 62: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	28,  // 63: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	30,  // 64: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	31,  // 65: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	32,  // 66: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	33,  // 67: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	34,  // 68: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	26,  // 69: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	27,  // 70: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	29,  // 71: norsk.internal.v1.JobCommand.preempt:type_name -> norsk.internal.v1.PreemptJob
+	93,  // 72: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	93,  // 73: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 74: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	73,  // 75: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	72,  // 76: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 77: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	65,  // 78: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	70,  // 79: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	71,  // 80: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	94,  // 81: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	69,  // 82: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 83: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	41,  // 84: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	42,  // 85: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	43,  // 86: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	44,  // 87: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	45,  // 88: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	46,  // 89: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	47,  // 90: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	48,  // 91: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	49,  // 92: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	50,  // 93: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	51,  // 94: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	40,  // 95: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	38,  // 96: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	39,  // 97: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	37,  // 98: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	36,  // 99: norsk.internal.v1.NodeCommand.set_idle:type_name -> norsk.internal.v1.SetIdle
+	69,  // 100: norsk.internal.v1.SetIdle.since:type_name -> google.protobuf.Timestamp
+	95,  // 101: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	66,  // 102: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	83,  // 103: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	84,  // 104: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	11,  // 105: norsk.internal.v1.CreateCloudNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	67,  // 106: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	79,  // 107: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	80,  // 108: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	69,  // 109: norsk.internal.v1.TerminateNode.release_idle_since:type_name -> google.protobuf.Timestamp
+	68,  // 110: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	11,  // 111: norsk.internal.v1.CreateMockNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	96,  // 112: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	53,  // 113: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	69,  // 114: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 115: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	55,  // 116: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	56,  // 117: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	57,  // 118: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	58,  // 119: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	59,  // 120: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	49,  // 121: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	86,  // 122: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	86,  // 123: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	97,  // 124: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	98,  // 125: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	61,  // 126: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	99,  // 127: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	99,  // 128: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	99,  // 129: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	130, // [130:130] is the sub-list for method output_type
+	130, // [130:130] is the sub-list for method input_type
+	130, // [130:130] is the sub-list for extension type_name
+	130, // [130:130] is the sub-list for extension extendee
+	0,   // [0:130] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5612,11 +5852,11 @@ func file_internal_internal_proto_init() {
 		return
 	}
 	file_internal_internal_proto_msgTypes[7].OneofWrappers = []any{}
-	file_internal_internal_proto_msgTypes[8].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[9].OneofWrappers = []any{
 		(*CloudNode_Aws)(nil),
 		(*CloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[16].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[17].OneofWrappers = []any{
 		(*Reply_JobHash)(nil),
 		(*Reply_Job)(nil),
 		(*Reply_Node)(nil),
@@ -5626,7 +5866,7 @@ func file_internal_internal_proto_init() {
 		(*Reply_Bundle)(nil),
 		(*Reply_CreateBundle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[17].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[18].OneofWrappers = []any{
 		(*JobCommand_Create)(nil),
 		(*JobCommand_Update)(nil),
 		(*JobCommand_Delete)(nil),
@@ -5641,7 +5881,7 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_RecheckPlacement)(nil),
 		(*JobCommand_Preempt)(nil),
 	}
-	file_internal_internal_proto_msgTypes[31].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[32].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -5657,15 +5897,16 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_OrphanFound)(nil),
 		(*NodeCommand_StopOrphan)(nil),
 		(*NodeCommand_SetScheduling)(nil),
+		(*NodeCommand_SetIdle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[35].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[37].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[49].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[49].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[51].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -5679,7 +5920,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   64,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

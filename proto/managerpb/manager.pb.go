@@ -894,7 +894,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94, 0}
+	return file_manager_proto_rawDescGZIP(), []int{96, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -3105,8 +3105,11 @@ type CreateAwsNodeRequest struct {
 	// of security groups added to the instance's, resolved to ids in the
 	// request's region.
 	ExtraSecurityGroups []string `protobuf:"bytes,13,rep,name=extra_security_groups,json=extraSecurityGroups,proto3" json:"extra_security_groups,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Added (ours). The availability zone of the instance (EC2
+	// Placement.AvailabilityZone). Empty: the region chooses.
+	AvailabilityZone string `protobuf:"bytes,14,opt,name=availability_zone,json=availabilityZone,proto3" json:"availability_zone,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CreateAwsNodeRequest) Reset() {
@@ -3193,6 +3196,13 @@ func (x *CreateAwsNodeRequest) GetExtraSecurityGroups() []string {
 		return x.ExtraSecurityGroups
 	}
 	return nil
+}
+
+func (x *CreateAwsNodeRequest) GetAvailabilityZone() string {
+	if x != nil {
+		return x.AvailabilityZone
+	}
+	return ""
 }
 
 type CreateOciNodeRequest struct {
@@ -4499,6 +4509,8 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_PlacementDegraded
 	//	*EventStreamEvent_JobPreempted
 	//	*EventStreamEvent_DefinitionDrift
+	//	*EventStreamEvent_NodeProvisioning
+	//	*EventStreamEvent_NodeReleased
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4780,6 +4792,24 @@ func (x *EventStreamEvent) GetDefinitionDrift() *DefinitionDrift {
 	return nil
 }
 
+func (x *EventStreamEvent) GetNodeProvisioning() *NodeProvisioning {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_NodeProvisioning); ok {
+			return x.NodeProvisioning
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetNodeReleased() *NodeReleased {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_NodeReleased); ok {
+			return x.NodeReleased
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4930,6 +4960,19 @@ type EventStreamEvent_DefinitionDrift struct {
 	DefinitionDrift *DefinitionDrift `protobuf:"bytes,31,opt,name=definition_drift,json=definitionDrift,proto3,oneof"`
 }
 
+type EventStreamEvent_NodeProvisioning struct {
+	// Added (ours; docs/design/placement.md, "Provisioning and release").
+	// The placement engine created a node for waiting jobs: raised in the
+	// commit that records the node. A log event.
+	NodeProvisioning *NodeProvisioning `protobuf:"bytes,29,opt,name=node_provisioning,json=nodeProvisioning,proto3,oneof"`
+}
+
+type EventStreamEvent_NodeReleased struct {
+	// Added (ours). The placement engine terminated a node it created that
+	// ran no job for its tier's linger. A log event.
+	NodeReleased *NodeReleased `protobuf:"bytes,30,opt,name=node_released,json=nodeReleased,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4979,6 +5022,10 @@ func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_JobPreempted) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_DefinitionDrift) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_NodeProvisioning) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_NodeReleased) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -8144,6 +8191,164 @@ func (x *PlacementFailed) GetAttempt() *PlacementAttempt {
 	return nil
 }
 
+// Added (ours). node_provisioning: a node the engine created.
+type NodeProvisioning struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Pool   string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier   string                 `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	// "<instance type>@<zone>".
+	Offering string `protobuf:"bytes,4,opt,name=offering,proto3" json:"offering,omitempty"`
+	// The waiting jobs it was sized for ("job/role").
+	ForJobs       []string `protobuf:"bytes,5,rep,name=for_jobs,json=forJobs,proto3" json:"for_jobs,omitempty"`
+	Message       string   `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeProvisioning) Reset() {
+	*x = NodeProvisioning{}
+	mi := &file_manager_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeProvisioning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeProvisioning) ProtoMessage() {}
+
+func (x *NodeProvisioning) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeProvisioning.ProtoReflect.Descriptor instead.
+func (*NodeProvisioning) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *NodeProvisioning) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *NodeProvisioning) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *NodeProvisioning) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *NodeProvisioning) GetOffering() string {
+	if x != nil {
+		return x.Offering
+	}
+	return ""
+}
+
+func (x *NodeProvisioning) GetForJobs() []string {
+	if x != nil {
+		return x.ForJobs
+	}
+	return nil
+}
+
+func (x *NodeProvisioning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Added (ours). node_released: a node the engine created was terminated
+// after running no job for its tier's linger.
+type NodeReleased struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId *commonpb.NodeId       `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Pool   string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Tier   string                 `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	// How long it ran no job (seconds).
+	IdleSeconds   uint32 `protobuf:"varint,4,opt,name=idle_seconds,json=idleSeconds,proto3" json:"idle_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeReleased) Reset() {
+	*x = NodeReleased{}
+	mi := &file_manager_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeReleased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeReleased) ProtoMessage() {}
+
+func (x *NodeReleased) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeReleased.ProtoReflect.Descriptor instead.
+func (*NodeReleased) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *NodeReleased) GetNodeId() *commonpb.NodeId {
+	if x != nil {
+		return x.NodeId
+	}
+	return nil
+}
+
+func (x *NodeReleased) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *NodeReleased) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *NodeReleased) GetIdleSeconds() uint32 {
+	if x != nil {
+		return x.IdleSeconds
+	}
+	return 0
+}
+
 // Added (ours). placement_degraded: a placement sharing a failure domain
 // with the other replica against the resilience policy (best effort, issue
 // 11 §3), or a change found when the engine re-checked it.
@@ -8166,7 +8371,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8178,7 +8383,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8191,7 +8396,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -8258,7 +8463,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8270,7 +8475,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8283,7 +8488,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -8316,7 +8521,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8328,7 +8533,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8341,7 +8546,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8359,7 +8564,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8371,7 +8576,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8384,7 +8589,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8473,7 +8678,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8485,7 +8690,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8498,7 +8703,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8576,7 +8781,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8588,7 +8793,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8601,7 +8806,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8632,7 +8837,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8644,7 +8849,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8657,7 +8862,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8684,7 +8889,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8696,7 +8901,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8709,7 +8914,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *PoolName) GetName() string {
@@ -8755,13 +8960,17 @@ type Pool struct {
 	// Added (issue 13 §3). True: HIGH priority jobs of this pool never stop
 	// LOW priority jobs; they wait for room like any other. Default false.
 	PreemptionDisabled bool `protobuf:"varint,8,opt,name=preemption_disabled,json=preemptionDisabled,proto3" json:"preemption_disabled,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Output (GetPool, ListPools; ignored on input): per tier with a
+	// provisioner, the nodes the engine created and the offerings it keeps
+	// out after a capacity error.
+	TierStatus    []*PoolTierStatus `protobuf:"bytes,10,rep,name=tier_status,json=tierStatus,proto3" json:"tier_status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8773,7 +8982,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8786,7 +8995,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *Pool) GetName() string {
@@ -8845,6 +9054,147 @@ func (x *Pool) GetPreemptionDisabled() bool {
 	return false
 }
 
+func (x *Pool) GetTierStatus() []*PoolTierStatus {
+	if x != nil {
+		return x.TierStatus
+	}
+	return nil
+}
+
+// Added (ours). Output: what a tier's provisioner has done.
+type PoolTierStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tier  string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	// Nodes the engine created for the tier that run (started).
+	NodesRunning uint32 `protobuf:"varint,2,opt,name=nodes_running,json=nodesRunning,proto3" json:"nodes_running,omitempty"`
+	// Nodes the engine created for the tier that are being created.
+	NodesCreating uint32             `protobuf:"varint,3,opt,name=nodes_creating,json=nodesCreating,proto3" json:"nodes_creating,omitempty"`
+	BackedOff     []*OfferingBackoff `protobuf:"bytes,4,rep,name=backed_off,json=backedOff,proto3" json:"backed_off,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolTierStatus) Reset() {
+	*x = PoolTierStatus{}
+	mi := &file_manager_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolTierStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolTierStatus) ProtoMessage() {}
+
+func (x *PoolTierStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolTierStatus.ProtoReflect.Descriptor instead.
+func (*PoolTierStatus) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *PoolTierStatus) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *PoolTierStatus) GetNodesRunning() uint32 {
+	if x != nil {
+		return x.NodesRunning
+	}
+	return 0
+}
+
+func (x *PoolTierStatus) GetNodesCreating() uint32 {
+	if x != nil {
+		return x.NodesCreating
+	}
+	return 0
+}
+
+func (x *PoolTierStatus) GetBackedOff() []*OfferingBackoff {
+	if x != nil {
+		return x.BackedOff
+	}
+	return nil
+}
+
+// Added (ours). An offering (instance type and zone) kept out after a
+// capacity error, until when and why.
+type OfferingBackoff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "<instance type>@<zone>" ("@" alone: the provider's choice of zone).
+	Offering      string                 `protobuf:"bytes,1,opt,name=offering,proto3" json:"offering,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferingBackoff) Reset() {
+	*x = OfferingBackoff{}
+	mi := &file_manager_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferingBackoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferingBackoff) ProtoMessage() {}
+
+func (x *OfferingBackoff) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferingBackoff.ProtoReflect.Descriptor instead.
+func (*OfferingBackoff) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *OfferingBackoff) GetOffering() string {
+	if x != nil {
+		return x.Offering
+	}
+	return ""
+}
+
+func (x *OfferingBackoff) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *OfferingBackoff) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Added (ours). One tier of a pool: the nodes carrying every tag of
 // node_selector.
 type PoolTier struct {
@@ -8857,18 +9207,33 @@ type PoolTier struct {
 	// control characters); at most 32 entries. Empty: every schedulable
 	// node is in the tier (a catch-all, usually the last tier).
 	NodeSelector map[string]string `protobuf:"bytes,2,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// For the tier's provisioner (issue 13): at most this many nodes
-	// created for the tier. 0: no limit. Stored and shown; the placement
-	// engine does not yet limit placement on existing nodes by it
-	// (docs/design/placement.md).
-	MaxNodes      uint32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	// For the tier's provisioner (issue 13): at most this many nodes the
+	// engine created for the tier exist at once (creating or running). 0: no
+	// limit. It does not limit placement on nodes that exist anyway
+	// (cluster slots, nodes created by hand).
+	MaxNodes uint32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	// The tier's provisioner (issue 13; docs/design/placement.md,
+	// "Provisioning and release"): when jobs of the pool wait and no node
+	// fits them, the engine creates nodes of the tier through this provider.
+	// Unset: the tier uses the nodes that exist only.
+	//
+	// Types that are valid to be assigned to Provisioner:
+	//
+	//	*PoolTier_Aws
+	//	*PoolTier_Oci
+	//	*PoolTier_Mock
+	Provisioner isPoolTier_Provisioner `protobuf_oneof:"provisioner"`
+	// How long (seconds) a node the engine created for the tier may run no
+	// job before the engine terminates it. 0: 300 (5 minutes). At most
+	// 604800 (a week).
+	LingerSeconds uint32 `protobuf:"varint,7,opt,name=linger_seconds,json=lingerSeconds,proto3" json:"linger_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8880,7 +9245,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8893,7 +9258,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8917,6 +9282,365 @@ func (x *PoolTier) GetMaxNodes() uint32 {
 	return 0
 }
 
+func (x *PoolTier) GetProvisioner() isPoolTier_Provisioner {
+	if x != nil {
+		return x.Provisioner
+	}
+	return nil
+}
+
+func (x *PoolTier) GetAws() *AwsTierProvisioner {
+	if x != nil {
+		if x, ok := x.Provisioner.(*PoolTier_Aws); ok {
+			return x.Aws
+		}
+	}
+	return nil
+}
+
+func (x *PoolTier) GetOci() *OciTierProvisioner {
+	if x != nil {
+		if x, ok := x.Provisioner.(*PoolTier_Oci); ok {
+			return x.Oci
+		}
+	}
+	return nil
+}
+
+func (x *PoolTier) GetMock() *MockTierProvisioner {
+	if x != nil {
+		if x, ok := x.Provisioner.(*PoolTier_Mock); ok {
+			return x.Mock
+		}
+	}
+	return nil
+}
+
+func (x *PoolTier) GetLingerSeconds() uint32 {
+	if x != nil {
+		return x.LingerSeconds
+	}
+	return 0
+}
+
+type isPoolTier_Provisioner interface {
+	isPoolTier_Provisioner()
+}
+
+type PoolTier_Aws struct {
+	Aws *AwsTierProvisioner `protobuf:"bytes,4,opt,name=aws,proto3,oneof"`
+}
+
+type PoolTier_Oci struct {
+	Oci *OciTierProvisioner `protobuf:"bytes,5,opt,name=oci,proto3,oneof"`
+}
+
+type PoolTier_Mock struct {
+	Mock *MockTierProvisioner `protobuf:"bytes,6,opt,name=mock,proto3,oneof"`
+}
+
+func (*PoolTier_Aws) isPoolTier_Provisioner() {}
+
+func (*PoolTier_Oci) isPoolTier_Provisioner() {}
+
+func (*PoolTier_Mock) isPoolTier_Provisioner() {}
+
+// Added (ours). What the engine creates on AWS for a tier: one node per
+// instance, CreateAwsNode in region with the tier's node_selector (and
+// tags) as the node's tags. Offerings are tried in order: every zone of
+// the first instance type, then of the next.
+type AwsTierProvisioner struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// Availability zones, in order of preference (at most 16). Empty: the
+	// region chooses.
+	AvailabilityZones []string           `protobuf:"bytes,2,rep,name=availability_zones,json=availabilityZones,proto3" json:"availability_zones,omitempty"`
+	Template          *AwsLaunchTemplate `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// 1-16 instance types, in order of preference (cheapest first).
+	InstanceTypes []*TierInstanceType `protobuf:"bytes,4,rep,name=instance_types,json=instanceTypes,proto3" json:"instance_types,omitempty"`
+	// Security group names added to every instance of the tier (resolved to
+	// ids in the region), besides those of the jobs it is created for.
+	ExtraSecurityGroups []string `protobuf:"bytes,5,rep,name=extra_security_groups,json=extraSecurityGroups,proto3" json:"extra_security_groups,omitempty"`
+	// Tags of the created nodes, besides the tier's node_selector.
+	Tags          map[string]string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwsTierProvisioner) Reset() {
+	*x = AwsTierProvisioner{}
+	mi := &file_manager_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwsTierProvisioner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwsTierProvisioner) ProtoMessage() {}
+
+func (x *AwsTierProvisioner) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwsTierProvisioner.ProtoReflect.Descriptor instead.
+func (*AwsTierProvisioner) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *AwsTierProvisioner) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *AwsTierProvisioner) GetAvailabilityZones() []string {
+	if x != nil {
+		return x.AvailabilityZones
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetTemplate() *AwsLaunchTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetInstanceTypes() []*TierInstanceType {
+	if x != nil {
+		return x.InstanceTypes
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetExtraSecurityGroups() []string {
+	if x != nil {
+		return x.ExtraSecurityGroups
+	}
+	return nil
+}
+
+func (x *AwsTierProvisioner) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// Added (ours). One instance type (or OCI shape) and what a node of it
+// offers for placement, in the units of Requirements.capacity.
+type TierInstanceType struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	InstanceType string                 `protobuf:"bytes,1,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	// Capacity units a node of this type offers (1-1000000).
+	Capacity uint32 `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// GPU capacity units it offers (0: none).
+	GpuCapacity   uint32 `protobuf:"varint,3,opt,name=gpu_capacity,json=gpuCapacity,proto3" json:"gpu_capacity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierInstanceType) Reset() {
+	*x = TierInstanceType{}
+	mi := &file_manager_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierInstanceType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierInstanceType) ProtoMessage() {}
+
+func (x *TierInstanceType) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierInstanceType.ProtoReflect.Descriptor instead.
+func (*TierInstanceType) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *TierInstanceType) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *TierInstanceType) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *TierInstanceType) GetGpuCapacity() uint32 {
+	if x != nil {
+		return x.GpuCapacity
+	}
+	return 0
+}
+
+// Added (ours). What the engine creates on OCI for a tier: CreateOciNode
+// with the shape in each availability domain in order. The image and the
+// flex shape's OCPUs and memory are the OCI provider's settings of the
+// manager (norsk-manager --oci-*), as for CreateOciNode.
+type OciTierProvisioner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-16 availability domains, in order of preference.
+	AvailabilityDomains []string `protobuf:"bytes,1,rep,name=availability_domains,json=availabilityDomains,proto3" json:"availability_domains,omitempty"`
+	// The shape and what a node of it offers (instance_type is the shape).
+	Shape         *TierInstanceType `protobuf:"bytes,2,opt,name=shape,proto3" json:"shape,omitempty"`
+	Architecture  string            `protobuf:"bytes,3,opt,name=architecture,proto3" json:"architecture,omitempty"`
+	Subnet        string            `protobuf:"bytes,4,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	Tags          map[string]string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OciTierProvisioner) Reset() {
+	*x = OciTierProvisioner{}
+	mi := &file_manager_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OciTierProvisioner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OciTierProvisioner) ProtoMessage() {}
+
+func (x *OciTierProvisioner) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OciTierProvisioner.ProtoReflect.Descriptor instead.
+func (*OciTierProvisioner) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *OciTierProvisioner) GetAvailabilityDomains() []string {
+	if x != nil {
+		return x.AvailabilityDomains
+	}
+	return nil
+}
+
+func (x *OciTierProvisioner) GetShape() *TierInstanceType {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
+func (x *OciTierProvisioner) GetArchitecture() string {
+	if x != nil {
+		return x.Architecture
+	}
+	return ""
+}
+
+func (x *OciTierProvisioner) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *OciTierProvisioner) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// Added (ours). The mock provider (NORSK_MOCK_WORKER_URLS): CreateMockNode
+// with the next URL of the pool; for tests and demos.
+type MockTierProvisioner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tags of the created nodes, besides the tier's node_selector.
+	Tags map[string]string `protobuf:"bytes,1,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// What a node of the pool offers (instance_type is "mock").
+	Offering      *TierInstanceType `protobuf:"bytes,2,opt,name=offering,proto3" json:"offering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MockTierProvisioner) Reset() {
+	*x = MockTierProvisioner{}
+	mi := &file_manager_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MockTierProvisioner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MockTierProvisioner) ProtoMessage() {}
+
+func (x *MockTierProvisioner) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MockTierProvisioner.ProtoReflect.Descriptor instead.
+func (*MockTierProvisioner) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *MockTierProvisioner) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *MockTierProvisioner) GetOffering() *TierInstanceType {
+	if x != nil {
+		return x.Offering
+	}
+	return nil
+}
+
 // Added (ours). A restart ceiling: the max_failures-th failed instance of
 // one job within window_seconds ends it (the engine writes the job's
 // terminal_state and never places it again until an operator clears it).
@@ -8932,7 +9656,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8944,7 +9668,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8957,7 +9681,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8983,7 +9707,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8995,7 +9719,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9008,7 +9732,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 // Added (ours).
@@ -9025,7 +9749,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9037,7 +9761,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9050,7 +9774,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -9078,7 +9802,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9090,7 +9814,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9103,7 +9827,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -9123,7 +9847,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9135,7 +9859,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9148,7 +9872,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -9175,7 +9899,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9187,7 +9911,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9200,7 +9924,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -9243,7 +9967,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9255,7 +9979,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9268,7 +9992,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -9297,7 +10021,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9309,7 +10033,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9322,7 +10046,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -9365,7 +10089,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9377,7 +10101,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9390,7 +10114,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -9451,7 +10175,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9463,7 +10187,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9476,7 +10200,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 // Added (ours). AclTokenCreate.
@@ -9493,7 +10217,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9505,7 +10229,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9518,7 +10242,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -9551,7 +10275,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9563,7 +10287,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9576,7 +10300,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{123}
 }
 
 // Added (ours). AclTokenList.
@@ -9593,7 +10317,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9605,7 +10329,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9618,7 +10342,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -9645,7 +10369,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9657,7 +10381,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9670,7 +10394,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -9689,7 +10413,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9701,7 +10425,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9714,7 +10438,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{126}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -9729,7 +10453,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9741,7 +10465,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9754,7 +10478,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -9804,7 +10528,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9816,7 +10540,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9829,7 +10553,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -9903,7 +10627,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9915,7 +10639,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9928,7 +10652,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{121}
+	return file_manager_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -9966,7 +10690,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[122]
+	mi := &file_manager_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9978,7 +10702,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[122]
+	mi := &file_manager_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9991,7 +10715,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{122}
+	return file_manager_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -10025,7 +10749,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[129]
+	mi := &file_manager_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10037,7 +10761,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[129]
+	mi := &file_manager_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10266,7 +10990,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x03arn\x18\x01 \x01(\tH\x00R\x03arn\x12\x14\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04nameB\n" +
 	"\n" +
-	"\biam_role\"\x9a\x04\n" +
+	"\biam_role\"\xc7\x04\n" +
 	"\x14CreateAwsNodeRequest\x121\n" +
 	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12E\n" +
 	"\x04tags\x18\x02 \x03(\v21.norsk.api.manager.CreateAwsNodeRequest.TagsEntryR\x04tags\x12\x16\n" +
@@ -10275,7 +10999,8 @@ const file_manager_proto_rawDesc = "" +
 	"\btemplate\x18\x05 \x01(\v2$.norsk.api.manager.AwsLaunchTemplateR\btemplate\x12L\n" +
 	"\x14worker_image_version\x18\v \x01(\x0e2\x1a.norsk.api.manager.VersionR\x12workerImageVersion\x12N\n" +
 	"\x15worker_daemon_version\x18\f \x01(\x0e2\x1a.norsk.api.manager.VersionR\x13workerDaemonVersion\x122\n" +
-	"\x15extra_security_groups\x18\r \x03(\tR\x13extraSecurityGroups\x1a7\n" +
+	"\x15extra_security_groups\x18\r \x03(\tR\x13extraSecurityGroups\x12+\n" +
+	"\x11availability_zone\x18\x0e \x01(\tR\x10availabilityZone\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe9\x03\n" +
@@ -10381,7 +11106,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa7\x0f\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xc3\x10\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -10414,7 +11139,9 @@ const file_manager_proto_rawDesc = "" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
 	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12F\n" +
 	"\rjob_preempted\x18\x1b \x01(\v2\x1f.norsk.api.manager.JobPreemptedH\x00R\fjobPreempted\x12O\n" +
-	"\x10definition_drift\x18\x1f \x01(\v2\".norsk.api.manager.DefinitionDriftH\x00R\x0fdefinitionDrift\x12\x1b\n" +
+	"\x10definition_drift\x18\x1f \x01(\v2\".norsk.api.manager.DefinitionDriftH\x00R\x0fdefinitionDrift\x12R\n" +
+	"\x11node_provisioning\x18\x1d \x01(\v2#.norsk.api.manager.NodeProvisioningH\x00R\x10nodeProvisioning\x12F\n" +
+	"\rnode_released\x18\x1e \x01(\v2\x1f.norsk.api.manager.NodeReleasedH\x00R\fnodeReleased\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -10670,7 +11397,19 @@ const file_manager_proto_rawDesc = "" +
 	"\x0fPlacementFailed\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12=\n" +
-	"\aattempt\x18\x03 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\"\x98\x03\n" +
+	"\aattempt\x18\x03 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\"\xbe\x01\n" +
+	"\x10NodeProvisioning\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\tR\x04tier\x12\x1a\n" +
+	"\boffering\x18\x04 \x01(\tR\boffering\x12\x19\n" +
+	"\bfor_jobs\x18\x05 \x03(\tR\aforJobs\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x8c\x01\n" +
+	"\fNodeReleased\x121\n" +
+	"\anode_id\x18\x01 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\tR\x04tier\x12!\n" +
+	"\fidle_seconds\x18\x04 \x01(\rR\vidleSeconds\"\x98\x03\n" +
 	"\x11PlacementDegraded\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x121\n" +
@@ -10714,7 +11453,7 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"\x1e\n" +
 	"\bPoolName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x98\x03\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xe2\x03\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x05tiers\x18\x02 \x03(\v2\x1b.norsk.api.manager.PoolTierR\x05tiers\x12J\n" +
@@ -10723,14 +11462,61 @@ const file_manager_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12@\n" +
 	"\x1dlow_priority_max_wait_seconds\x18\x06 \x01(\rR\x19lowPriorityMaxWaitSeconds\x12N\n" +
 	"$high_priority_provision_wait_seconds\x18\a \x01(\rR highPriorityProvisionWaitSeconds\x12/\n" +
-	"\x13preemption_disabled\x18\b \x01(\bR\x12preemptionDisabled\"\xd6\x01\n" +
+	"\x13preemption_disabled\x18\b \x01(\bR\x12preemptionDisabled\x12B\n" +
+	"\vtier_status\x18\n" +
+	" \x03(\v2!.norsk.api.manager.PoolTierStatusR\n" +
+	"tierStatusJ\x04\b\v\x10\x0f\"\xb3\x01\n" +
+	"\x0ePoolTierStatus\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12#\n" +
+	"\rnodes_running\x18\x02 \x01(\rR\fnodesRunning\x12%\n" +
+	"\x0enodes_creating\x18\x03 \x01(\rR\rnodesCreating\x12A\n" +
+	"\n" +
+	"backed_off\x18\x04 \x03(\v2\".norsk.api.manager.OfferingBackoffR\tbackedOff\"w\n" +
+	"\x0fOfferingBackoff\x12\x1a\n" +
+	"\boffering\x18\x01 \x01(\tR\boffering\x120\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xc0\x03\n" +
 	"\bPoolTier\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
 	"\rnode_selector\x18\x02 \x03(\v2-.norsk.api.manager.PoolTier.NodeSelectorEntryR\fnodeSelector\x12\x1b\n" +
-	"\tmax_nodes\x18\x03 \x01(\rR\bmaxNodes\x1a?\n" +
+	"\tmax_nodes\x18\x03 \x01(\rR\bmaxNodes\x129\n" +
+	"\x03aws\x18\x04 \x01(\v2%.norsk.api.manager.AwsTierProvisionerH\x00R\x03aws\x129\n" +
+	"\x03oci\x18\x05 \x01(\v2%.norsk.api.manager.OciTierProvisionerH\x00R\x03oci\x12<\n" +
+	"\x04mock\x18\x06 \x01(\v2&.norsk.api.manager.MockTierProvisionerH\x00R\x04mock\x12%\n" +
+	"\x0elinger_seconds\x18\a \x01(\rR\rlingerSeconds\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x04\x10\x10\"Z\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
+	"\vprovisionerJ\x04\b\b\x10\x10\"\x9b\x03\n" +
+	"\x12AwsTierProvisioner\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12-\n" +
+	"\x12availability_zones\x18\x02 \x03(\tR\x11availabilityZones\x12@\n" +
+	"\btemplate\x18\x03 \x01(\v2$.norsk.api.manager.AwsLaunchTemplateR\btemplate\x12J\n" +
+	"\x0einstance_types\x18\x04 \x03(\v2#.norsk.api.manager.TierInstanceTypeR\rinstanceTypes\x122\n" +
+	"\x15extra_security_groups\x18\x05 \x03(\tR\x13extraSecurityGroups\x12C\n" +
+	"\x04tags\x18\x06 \x03(\v2/.norsk.api.manager.AwsTierProvisioner.TagsEntryR\x04tags\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"v\n" +
+	"\x10TierInstanceType\x12#\n" +
+	"\rinstance_type\x18\x01 \x01(\tR\finstanceType\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\rR\bcapacity\x12!\n" +
+	"\fgpu_capacity\x18\x03 \x01(\rR\vgpuCapacity\"\xbc\x02\n" +
+	"\x12OciTierProvisioner\x121\n" +
+	"\x14availability_domains\x18\x01 \x03(\tR\x13availabilityDomains\x129\n" +
+	"\x05shape\x18\x02 \x01(\v2#.norsk.api.manager.TierInstanceTypeR\x05shape\x12\"\n" +
+	"\farchitecture\x18\x03 \x01(\tR\farchitecture\x12\x16\n" +
+	"\x06subnet\x18\x04 \x01(\tR\x06subnet\x12C\n" +
+	"\x04tags\x18\x05 \x03(\v2/.norsk.api.manager.OciTierProvisioner.TagsEntryR\x04tags\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
+	"\x13MockTierProvisioner\x12D\n" +
+	"\x04tags\x18\x01 \x03(\v20.norsk.api.manager.MockTierProvisioner.TagsEntryR\x04tags\x12?\n" +
+	"\boffering\x18\x02 \x01(\v2#.norsk.api.manager.TierInstanceTypeR\boffering\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Z\n" +
 	"\x0eRestartCeiling\x12!\n" +
 	"\fmax_failures\x18\x01 \x01(\rR\vmaxFailures\x12%\n" +
 	"\x0ewindow_seconds\x18\x02 \x01(\rR\rwindowSeconds\"\x12\n" +
@@ -10912,7 +11698,7 @@ func file_manager_proto_rawDescGZIP() []byte {
 }
 
 var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 135)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 146)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -11023,109 +11809,120 @@ var file_manager_proto_goTypes = []any{
 	(*JobPlaced)(nil),                     // 106: norsk.api.manager.JobPlaced
 	(*JobPreempted)(nil),                  // 107: norsk.api.manager.JobPreempted
 	(*PlacementFailed)(nil),               // 108: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 109: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 110: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 111: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 112: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 113: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 114: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 115: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 116: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 117: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 118: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 119: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 120: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 121: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 122: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 123: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 124: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 125: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 126: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 127: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 128: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 129: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 130: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 131: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 132: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 133: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 134: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 135: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 136: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 137: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 138: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 139: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 140: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 141: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 142: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 143: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 144: norsk.api.manager.DateFilter.Within
-	nil,                                   // 145: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 146: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 147: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 148: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 149: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 150: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 151: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 152: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 153: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 154: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 155: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 156: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 157: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 158: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 159: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 160: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 161: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 162: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 163: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 164: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 165: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 166: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 167: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 168: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 169: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 170: google.protobuf.Empty
+	(*NodeProvisioning)(nil),              // 109: norsk.api.manager.NodeProvisioning
+	(*NodeReleased)(nil),                  // 110: norsk.api.manager.NodeReleased
+	(*PlacementDegraded)(nil),             // 111: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 112: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 113: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 114: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 115: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 116: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 117: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 118: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 119: norsk.api.manager.Pool
+	(*PoolTierStatus)(nil),                // 120: norsk.api.manager.PoolTierStatus
+	(*OfferingBackoff)(nil),               // 121: norsk.api.manager.OfferingBackoff
+	(*PoolTier)(nil),                      // 122: norsk.api.manager.PoolTier
+	(*AwsTierProvisioner)(nil),            // 123: norsk.api.manager.AwsTierProvisioner
+	(*TierInstanceType)(nil),              // 124: norsk.api.manager.TierInstanceType
+	(*OciTierProvisioner)(nil),            // 125: norsk.api.manager.OciTierProvisioner
+	(*MockTierProvisioner)(nil),           // 126: norsk.api.manager.MockTierProvisioner
+	(*RestartCeiling)(nil),                // 127: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 128: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 129: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 130: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 131: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 132: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 133: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 134: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 135: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 136: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 137: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 138: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 139: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 140: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 141: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 142: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 143: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 144: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 145: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 146: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 147: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 148: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 149: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 150: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 151: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 152: norsk.api.manager.DateFilter.Within
+	nil,                                   // 153: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 154: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 155: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 156: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 157: norsk.api.manager.PoolTier.NodeSelectorEntry
+	nil,                                   // 158: norsk.api.manager.AwsTierProvisioner.TagsEntry
+	nil,                                   // 159: norsk.api.manager.OciTierProvisioner.TagsEntry
+	nil,                                   // 160: norsk.api.manager.MockTierProvisioner.TagsEntry
+	(*commonpb.Version)(nil),              // 161: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 162: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 163: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 164: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 165: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 166: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 167: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 168: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 169: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 170: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 171: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 172: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 173: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 174: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 175: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 176: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 177: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 178: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 179: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 180: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 181: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	150, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	151, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	138, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	152, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	153, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	161, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	162, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	146, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	163, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	164, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	154, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	165, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	10,  // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	3,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
 	18,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	155, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	139, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	166, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	147, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
 	17,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	156, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	167, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	2,   // 14: norsk.api.manager.Job.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
 	20,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	157, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	158, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	159, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	168, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	169, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	170, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
 	19,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	4,   // 20: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	152, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	152, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	163, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	163, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
 	16,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	152, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	160, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	152, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	160, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	140, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	152, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	160, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	163, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	171, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	163, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	171, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	148, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	163, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	171, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	11,  // 34: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	152, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	160, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	152, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	163, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	171, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	163, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
 	22,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
 	23,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
 	24,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
@@ -11135,49 +11932,49 @@ var file_manager_proto_depIdxs = []int32{
 	28,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
 	16,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
 	29,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	141, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	151, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
+	149, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	162, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
 	2,   // 50: norsk.api.manager.DefinitionDrift.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
 	33,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
-	162, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	163, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	173, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	174, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
 	30,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	30,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	30,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	151, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	162, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
 	30,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
 	16,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
 	33,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	160, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	160, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	163, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	171, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	171, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	174, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 65: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	163, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	160, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	174, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	171, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	33,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
 	31,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
 	33,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	163, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	142, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	174, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	150, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
 	46,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 75: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	163, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	143, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	174, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	151, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 79: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 80: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	151, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	163, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	151, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	163, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	152, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	152, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	152, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	152, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	152, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	144, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	162, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	174, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	162, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	174, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	163, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	163, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	163, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	163, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	163, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	152, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
 	53,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
 	54,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
 	55,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
@@ -11188,11 +11985,11 @@ var file_manager_proto_depIdxs = []int32{
 	59,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
 	61,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
 	62,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	163, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	174, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 102: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	162, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	152, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	152, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	173, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	163, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	163, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
 	44,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
 	34,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
 	63,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
@@ -11206,223 +12003,240 @@ var file_manager_proto_depIdxs = []int32{
 	43,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
 	45,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
 	62,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	164, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	175, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
 	65,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
 	97,  // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
 	98,  // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
 	64,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	122, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	123, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	130, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	131, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
 	106, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
 	108, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	109, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	111, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
 	107, // 129: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
 	32,  // 130: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
-	152, // 131: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	56,  // 132: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	15,  // 133: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	165, // 134: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	150, // 135: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	160, // 136: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	161, // 137: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	5,   // 138: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	6,   // 139: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	33,  // 140: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	152, // 141: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	12,  // 142: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	166, // 143: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	71,  // 144: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	167, // 145: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	3,   // 146: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	124, // 147: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	162, // 148: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	152, // 149: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	152, // 150: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	145, // 151: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	163, // 152: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	162, // 153: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	163, // 154: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	152, // 155: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	70,  // 156: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	30,  // 157: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	33,  // 158: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	73,  // 159: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	146, // 160: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	163, // 161: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	168, // 162: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	163, // 163: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	79,  // 164: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	152, // 165: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	152, // 166: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	147, // 167: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	6,   // 168: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	80,  // 169: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	79,  // 170: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	167, // 171: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	163, // 172: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	163, // 173: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 174: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	152, // 175: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	86,  // 176: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	89,  // 177: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	91,  // 178: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	93,  // 179: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	92,  // 180: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	8,   // 181: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	2,   // 182: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	20,  // 183: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	16,  // 184: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	7,   // 185: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 186: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 187: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	89,  // 188: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 189: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 190: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	90,  // 191: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	89,  // 192: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	151, // 193: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	14,  // 194: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	105, // 195: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	90,  // 196: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	99,  // 197: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	100, // 198: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	104, // 199: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	105, // 200: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	14,  // 201: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	152, // 202: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	110, // 203: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	151, // 204: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	163, // 205: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	151, // 206: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
-	163, // 207: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
-	151, // 208: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
-	151, // 209: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	105, // 210: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	151, // 211: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	163, // 212: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	14,  // 213: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	163, // 214: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	113, // 215: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	114, // 216: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	115, // 217: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	152, // 218: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	118, // 219: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	119, // 220: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	149, // 221: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	117, // 222: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	117, // 223: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	116, // 224: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	9,   // 225: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	152, // 226: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	163, // 227: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	163, // 228: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	152, // 229: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	152, // 230: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	127, // 231: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	135, // 232: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	169, // 233: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	152, // 234: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	152, // 235: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	169, // 236: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	170, // 237: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	16,  // 238: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	16,  // 239: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	151, // 240: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	67,  // 241: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	48,  // 242: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	49,  // 243: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	50,  // 244: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	163, // 245: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	51,  // 246: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	52,  // 247: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	151, // 248: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	57,  // 249: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	170, // 250: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	74,  // 251: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	72,  // 252: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	151, // 253: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	77,  // 254: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	81,  // 255: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	163, // 256: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	83,  // 257: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	85,  // 258: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	87,  // 259: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	90,  // 260: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	90,  // 261: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	89,  // 262: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	95,  // 263: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	96,  // 264: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	89,  // 265: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	101, // 266: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	111, // 267: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	117, // 268: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	117, // 269: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	116, // 270: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	116, // 271: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	120, // 272: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	125, // 273: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	163, // 274: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	126, // 275: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	151, // 276: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	128, // 277: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	129, // 278: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	130, // 279: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	132, // 280: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	133, // 281: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	134, // 282: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	136, // 283: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	68,  // 284: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	21,  // 285: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	21,  // 286: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	170, // 287: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	39,  // 288: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	170, // 289: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	170, // 290: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	170, // 291: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	170, // 292: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	170, // 293: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	170, // 294: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	170, // 295: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	66,  // 296: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	69,  // 297: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	75,  // 298: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	170, // 299: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	76,  // 300: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	78,  // 301: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	82,  // 302: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	170, // 303: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	84,  // 304: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	170, // 305: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	88,  // 306: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	94,  // 307: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	170, // 308: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	170, // 309: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	170, // 310: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	170, // 311: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	100, // 312: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	102, // 313: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	112, // 314: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	170, // 315: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	170, // 316: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	170, // 317: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	117, // 318: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	121, // 319: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	170, // 320: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	170, // 321: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	170, // 322: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	103, // 323: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	127, // 324: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	127, // 325: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	131, // 326: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	170, // 327: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	127, // 328: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	135, // 329: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	137, // 330: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	284, // [284:331] is the sub-list for method output_type
-	237, // [237:284] is the sub-list for method input_type
-	237, // [237:237] is the sub-list for extension type_name
-	237, // [237:237] is the sub-list for extension extendee
-	0,   // [0:237] is the sub-list for field type_name
+	109, // 131: norsk.api.manager.EventStreamEvent.node_provisioning:type_name -> norsk.api.manager.NodeProvisioning
+	110, // 132: norsk.api.manager.EventStreamEvent.node_released:type_name -> norsk.api.manager.NodeReleased
+	163, // 133: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	56,  // 134: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	15,  // 135: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	176, // 136: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	161, // 137: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	171, // 138: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	172, // 139: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	5,   // 140: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	6,   // 141: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	33,  // 142: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	163, // 143: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	12,  // 144: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	177, // 145: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	71,  // 146: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	178, // 147: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	3,   // 148: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	132, // 149: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	173, // 150: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	163, // 151: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	163, // 152: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	153, // 153: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	174, // 154: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	173, // 155: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	174, // 156: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	163, // 157: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	70,  // 158: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	30,  // 159: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	33,  // 160: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	73,  // 161: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	154, // 162: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	174, // 163: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	179, // 164: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	174, // 165: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	79,  // 166: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	163, // 167: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	163, // 168: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	155, // 169: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	6,   // 170: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	80,  // 171: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	79,  // 172: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	178, // 173: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	174, // 174: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	174, // 175: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	156, // 176: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	163, // 177: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	86,  // 178: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	89,  // 179: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	91,  // 180: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	93,  // 181: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	92,  // 182: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	8,   // 183: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	2,   // 184: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	20,  // 185: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	16,  // 186: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	7,   // 187: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 188: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 189: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	89,  // 190: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 191: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 192: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	90,  // 193: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	89,  // 194: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	162, // 195: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	14,  // 196: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	105, // 197: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	90,  // 198: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	99,  // 199: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	100, // 200: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	104, // 201: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	105, // 202: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	14,  // 203: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	163, // 204: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	112, // 205: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	162, // 206: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	174, // 207: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	162, // 208: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
+	174, // 209: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
+	162, // 210: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
+	162, // 211: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	105, // 212: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	174, // 213: norsk.api.manager.NodeProvisioning.node_id:type_name -> norsk.api.common.NodeId
+	174, // 214: norsk.api.manager.NodeReleased.node_id:type_name -> norsk.api.common.NodeId
+	162, // 215: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	174, // 216: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	14,  // 217: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	174, // 218: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	115, // 219: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	116, // 220: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	117, // 221: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	163, // 222: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	122, // 223: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	127, // 224: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	120, // 225: norsk.api.manager.Pool.tier_status:type_name -> norsk.api.manager.PoolTierStatus
+	121, // 226: norsk.api.manager.PoolTierStatus.backed_off:type_name -> norsk.api.manager.OfferingBackoff
+	163, // 227: norsk.api.manager.OfferingBackoff.until:type_name -> google.protobuf.Timestamp
+	157, // 228: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	123, // 229: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
+	125, // 230: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
+	126, // 231: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
+	46,  // 232: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	124, // 233: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
+	158, // 234: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
+	124, // 235: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
+	159, // 236: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
+	160, // 237: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
+	124, // 238: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
+	119, // 239: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	119, // 240: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	118, // 241: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 242: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	163, // 243: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	174, // 244: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	174, // 245: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	163, // 246: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	163, // 247: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	135, // 248: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	143, // 249: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	180, // 250: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	163, // 251: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	163, // 252: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	180, // 253: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	181, // 254: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	16,  // 255: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	16,  // 256: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	162, // 257: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	67,  // 258: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	48,  // 259: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	49,  // 260: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	50,  // 261: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	174, // 262: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	51,  // 263: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	52,  // 264: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	162, // 265: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	57,  // 266: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	181, // 267: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	74,  // 268: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	72,  // 269: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	162, // 270: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	77,  // 271: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	81,  // 272: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	174, // 273: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	83,  // 274: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	85,  // 275: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	87,  // 276: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	90,  // 277: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	90,  // 278: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	89,  // 279: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	95,  // 280: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	96,  // 281: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	89,  // 282: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	101, // 283: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	113, // 284: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	119, // 285: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	119, // 286: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	118, // 287: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	118, // 288: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	128, // 289: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	133, // 290: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	174, // 291: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	134, // 292: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	162, // 293: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	136, // 294: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	137, // 295: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	138, // 296: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	140, // 297: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	141, // 298: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	142, // 299: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	144, // 300: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	68,  // 301: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	21,  // 302: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	21,  // 303: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	181, // 304: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	39,  // 305: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	181, // 306: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	181, // 307: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	181, // 308: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	181, // 309: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	181, // 310: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	181, // 311: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	181, // 312: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	66,  // 313: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	69,  // 314: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	75,  // 315: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	181, // 316: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	76,  // 317: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	78,  // 318: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	82,  // 319: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	181, // 320: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	84,  // 321: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	181, // 322: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	88,  // 323: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	94,  // 324: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	181, // 325: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	181, // 326: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	181, // 327: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	181, // 328: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	100, // 329: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	102, // 330: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	114, // 331: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	181, // 332: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	181, // 333: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	181, // 334: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	119, // 335: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	129, // 336: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	181, // 337: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	181, // 338: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	181, // 339: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	103, // 340: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	135, // 341: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	135, // 342: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	139, // 343: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	181, // 344: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	135, // 345: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	143, // 346: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	145, // 347: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	301, // [301:348] is the sub-list for method output_type
+	254, // [254:301] is the sub-list for method input_type
+	254, // [254:254] is the sub-list for extension type_name
+	254, // [254:254] is the sub-list for extension extendee
+	0,   // [0:254] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11503,6 +12317,8 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_PlacementDegraded)(nil),
 		(*EventStreamEvent_JobPreempted)(nil),
 		(*EventStreamEvent_DefinitionDrift)(nil),
+		(*EventStreamEvent_NodeProvisioning)(nil),
+		(*EventStreamEvent_NodeReleased)(nil),
 	}
 	file_manager_proto_msgTypes[53].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
@@ -11510,10 +12326,15 @@ func file_manager_proto_init() {
 	}
 	file_manager_proto_msgTypes[55].OneofWrappers = []any{}
 	file_manager_proto_msgTypes[89].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[97].OneofWrappers = []any{
+	file_manager_proto_msgTypes[99].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
+	}
+	file_manager_proto_msgTypes[107].OneofWrappers = []any{
+		(*PoolTier_Aws)(nil),
+		(*PoolTier_Oci)(nil),
+		(*PoolTier_Mock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -11521,7 +12342,7 @@ func file_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
 			NumEnums:      15,
-			NumMessages:   135,
+			NumMessages:   146,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,6 +10,7 @@
 //	go run ./test/bench storeopen   # store open on 10k/100k jobs: plain badger vs every table checksum-verified first, and verify
 //	go run ./test/bench storecrash  # writers SIGKILLed --crash-iterations times per store (test/storecrash), every restart first time
 //	go run ./test/bench placement   # the placement engine on simulated fleets (test/simfleet): 100×1,000 and 1,000×10,000 nodes×jobs (--fleet-sizes)
+//	go run ./test/bench provision   # a waiting job → a node created by the engine (mock provider) → running; its release after linger
 //	go run ./test/bench all         # all of the above but placement (docker is skipped with a note where no Docker engine answers)
 //
 // An HA cluster of manager processes (--cluster-timings lan, what operators
@@ -129,6 +130,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"docker":    runDocker,
 	"snapshot":  runSnapshot,
 	"placement": runPlacement,
+	"provision": runProvision,
 
 	"storeopen":  runStoreOpen,
 	"storecrash": runStoreCrash,
@@ -184,6 +186,7 @@ func main() {
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
 		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile]\n" +
+		"       go run ./test/bench provision [--trials N]   (at most 10 rounds)\n" +
 		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +

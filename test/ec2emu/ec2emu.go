@@ -237,7 +237,8 @@ type Instance struct {
 	// addresses (see Options.DNSDomain); they do not resolve.
 	PrivateDNS string
 	PublicDNS  string
-	// AvailabilityZone is the zone in Placement.
+	// AvailabilityZone is the zone in Placement: the requested one, else
+	// Options.AvailabilityZone.
 	AvailabilityZone string
 	// SubnetID is the requested subnet, else Options.SubnetID.
 	SubnetID string
@@ -287,6 +288,8 @@ type RunRequest struct {
 	LaunchTemplateVersion string
 	// SubnetID is SubnetId.
 	SubnetID string
+	// AvailabilityZone is Placement.AvailabilityZone ("" if not sent).
+	AvailabilityZone string
 	// SecurityGroupIDs and SecurityGroupNames are SecurityGroupId.N and
 	// SecurityGroup.N.
 	SecurityGroupIDs   []string
@@ -328,6 +331,8 @@ type Emulator struct {
 	calls        map[string]int
 	runRequests  []RunRequest
 	neverRunning bool
+	// noCapacity holds the zones out of capacity (SetNoCapacity).
+	noCapacity map[string]bool
 }
 
 type tokenEntry struct {
@@ -641,6 +646,20 @@ func (e *Emulator) SetNeverRunning(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.neverRunning = on
+}
+
+// SetNoCapacity makes every RunInstances into zone (the requested
+// Placement.AvailabilityZone, else Options.AvailabilityZone) fail with
+// InsufficientInstanceCapacity while on, as a zone that has run out of an
+// instance type does; other zones are unaffected. Unlike InjectFault it
+// lasts until turned off and depends on the request.
+func (e *Emulator) SetNoCapacity(zone string, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.noCapacity == nil {
+		e.noCapacity = map[string]bool{}
+	}
+	e.noCapacity[zone] = on
 }
 
 // SetTag sets an instance tag, as if another actor had changed it.

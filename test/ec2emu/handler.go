@@ -224,6 +224,7 @@ func parseRunRequest(form url.Values, attempt string) RunRequest {
 		LaunchTemplateName:    form.Get("LaunchTemplate.LaunchTemplateName"),
 		LaunchTemplateVersion: form.Get("LaunchTemplate.Version"),
 		SubnetID:              form.Get("SubnetId"),
+		AvailabilityZone:      form.Get("Placement.AvailabilityZone"),
 		SecurityGroupIDs:      list(form, "SecurityGroupId"),
 		SecurityGroupNames:    list(form, "SecurityGroup"),
 		UserDataBase64:        form.Get("UserData"),
@@ -369,6 +370,13 @@ func (e *Emulator) runInstances(reqID string, form url.Values, rr *RunRequest) (
 	if rr.DryRun {
 		return nil, errorf(CodeDryRunOperation, "Request would have succeeded, but DryRun flag is set.")
 	}
+	zone := rr.AvailabilityZone
+	if zone == "" {
+		zone = e.opts.AvailabilityZone
+	}
+	if e.noCapacity[zone] {
+		return nil, errorf(CodeInsufficientInstanceCapacity, "We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", instanceType, zone)
+	}
 
 	hasHost := strings.Contains(e.opts.PrivateIPTemplate, "%d")
 	if hasHost && e.opts.FirstHost+e.seq+rr.MaxCount-1 > 254 {
@@ -391,7 +399,7 @@ func (e *Emulator) runInstances(reqID string, form url.Values, rr *RunRequest) (
 			State:                 StatePending,
 			StateSince:            now,
 			PrivateIP:             hostAddress(e.opts.PrivateIPTemplate, host),
-			AvailabilityZone:      e.opts.AvailabilityZone,
+			AvailabilityZone:      zone,
 			SubnetID:              subnet,
 			VpcID:                 e.opts.VpcID,
 			SecurityGroupIDs:      append([]string(nil), sgIDs...),

@@ -116,6 +116,9 @@ func chain(v *View, a *Ask, n need) []filter {
 	if len(n.gpuModels) > 0 {
 		fs = append(fs, gpuModelFilter{models: n.gpuModels})
 	}
+	if len(a.SecurityGroups) > 0 {
+		fs = append(fs, securityGroupsFilter{groups: a.SecurityGroups})
+	}
 	if f, ok := newCoLocateFilter(v, a.CoLocateWith); ok {
 		fs = append(fs, f)
 	}

@@ -64,6 +64,10 @@ type Node struct {
 	Shape              string
 	AvailabilityDomain string
 	Subnet             string
+	// SecurityGroups are the names of the extra security groups the node's
+	// instance was created with (its CreateAwsNode request's); empty for
+	// any other node.
+	SecurityGroups []string
 }
 
 // Schedulable reports whether new placements may go to the node: online and
@@ -196,4 +200,7 @@ type Ask struct {
 	// AvoidNodes rank after every other fit node (a restart elsewhere after
 	// failures on them); they are still chosen when nothing else fits.
 	AvoidNodes []NodeID
+	// SecurityGroups are the job's extra security groups: only a node
+	// whose instance has every one fits (FilterSecurityGroups).
+	SecurityGroups []string
 }

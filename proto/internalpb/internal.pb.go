@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -526,8 +526,13 @@ type JobRecord struct {
 	StopsOwed []*StopOwed `protobuf:"bytes,5,rep,name=stops_owed,json=stopsOwed,proto3" json:"stops_owed,omitempty"`
 	// The placement engine's last failure per role (by role, sorted).
 	PlacementFailures []*PlacementFailureRecord `protobuf:"bytes,20,rep,name=placement_failures,json=placementFailures,proto3" json:"placement_failures,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Added (issue 13 §2, placement.md "Moves"): the moves in progress, at
+	// most one per logical role, and the job's move counter (the n of the
+	// last target role "<logical>~<n>").
+	Migrations    []*managerpb.Migration `protobuf:"bytes,21,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	MoveCount     uint32                 `protobuf:"varint,22,opt,name=move_count,json=moveCount,proto3" json:"move_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
@@ -600,6 +605,20 @@ func (x *JobRecord) GetPlacementFailures() []*PlacementFailureRecord {
 		return x.PlacementFailures
 	}
 	return nil
+}
+
+func (x *JobRecord) GetMigrations() []*managerpb.Migration {
+	if x != nil {
+		return x.Migrations
+	}
+	return nil
+}
+
+func (x *JobRecord) GetMoveCount() uint32 {
+	if x != nil {
+		return x.MoveCount
+	}
+	return 0
 }
 
 // An acknowledged stop of (role, node_id) the worker never confirmed.
@@ -1888,6 +1907,10 @@ type JobCommand struct {
 	//	*JobCommand_NodeGone
 	//	*JobCommand_RecordPlacementFailure
 	//	*JobCommand_RecheckPlacement
+	//	*JobCommand_BeginMigration
+	//	*JobCommand_HandOverMigration
+	//	*JobCommand_AbortMigration
+	//	*JobCommand_EndMigration
 	Cmd           isJobCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2066,6 +2089,42 @@ func (x *JobCommand) GetRecheckPlacement() *RecheckPlacement {
 	return nil
 }
 
+func (x *JobCommand) GetBeginMigration() *BeginMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_BeginMigration); ok {
+			return x.BeginMigration
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetHandOverMigration() *HandOverMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_HandOverMigration); ok {
+			return x.HandOverMigration
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetAbortMigration() *AbortMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_AbortMigration); ok {
+			return x.AbortMigration
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetEndMigration() *EndMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_EndMigration); ok {
+			return x.EndMigration
+		}
+	}
+	return nil
+}
+
 type isJobCommand_Cmd interface {
 	isJobCommand_Cmd()
 }
@@ -2118,6 +2177,22 @@ type JobCommand_RecheckPlacement struct {
 	RecheckPlacement *RecheckPlacement `protobuf:"bytes,21,opt,name=recheck_placement,json=recheckPlacement,proto3,oneof"`
 }
 
+type JobCommand_BeginMigration struct {
+	BeginMigration *BeginMigration `protobuf:"bytes,22,opt,name=begin_migration,json=beginMigration,proto3,oneof"`
+}
+
+type JobCommand_HandOverMigration struct {
+	HandOverMigration *HandOverMigration `protobuf:"bytes,23,opt,name=hand_over_migration,json=handOverMigration,proto3,oneof"`
+}
+
+type JobCommand_AbortMigration struct {
+	AbortMigration *AbortMigration `protobuf:"bytes,24,opt,name=abort_migration,json=abortMigration,proto3,oneof"`
+}
+
+type JobCommand_EndMigration struct {
+	EndMigration *EndMigration `protobuf:"bytes,25,opt,name=end_migration,json=endMigration,proto3,oneof"`
+}
+
 func (*JobCommand_Create) isJobCommand_Cmd() {}
 
 func (*JobCommand_Update) isJobCommand_Cmd() {}
@@ -2142,6 +2217,260 @@ func (*JobCommand_RecordPlacementFailure) isJobCommand_Cmd() {}
 
 func (*JobCommand_RecheckPlacement) isJobCommand_Cmd() {}
 
+func (*JobCommand_BeginMigration) isJobCommand_Cmd() {}
+
+func (*JobCommand_HandOverMigration) isJobCommand_Cmd() {}
+
+func (*JobCommand_AbortMigration) isJobCommand_Cmd() {}
+
+func (*JobCommand_EndMigration) isJobCommand_Cmd() {}
+
+// Records a move of role (MigrateJob, or the placement engine's drain).
+// FAILED_PRECONDITION (naming the field) when the role has no RUNNING
+// instance, a move of its logical role is in progress, the job is
+// completed or has a terminal verdict, or requested_node_id is the
+// source's node. Replies with the record (Reply.job): the move is its
+// last migration.
+type BeginMigration struct {
+	state           protoimpl.MessageState  `protogen:"open.v1"`
+	Role            string                  `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	RequestedNodeId string                  `protobuf:"bytes,2,opt,name=requested_node_id,json=requestedNodeId,proto3" json:"requested_node_id,omitempty"`
+	Why             managerpb.Migration_Why `protobuf:"varint,3,opt,name=why,proto3,enum=norsk.api.manager.Migration_Why" json:"why,omitempty"`
+	Reason          string                  `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Who             string                  `protobuf:"bytes,5,opt,name=who,proto3" json:"who,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BeginMigration) Reset() {
+	*x = BeginMigration{}
+	mi := &file_internal_internal_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginMigration) ProtoMessage() {}
+
+func (x *BeginMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginMigration.ProtoReflect.Descriptor instead.
+func (*BeginMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BeginMigration) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *BeginMigration) GetRequestedNodeId() string {
+	if x != nil {
+		return x.RequestedNodeId
+	}
+	return ""
+}
+
+func (x *BeginMigration) GetWhy() managerpb.Migration_Why {
+	if x != nil {
+		return x.Why
+	}
+	return managerpb.Migration_Why(0)
+}
+
+func (x *BeginMigration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BeginMigration) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+// Sent by the placement engine once the target runs: the source is marked
+// STOPPING (JOB_STOPPED_MIGRATED) and stopped. FAILED_PRECONDITION if the
+// move is not STARTING or its target is not RUNNING.
+type HandOverMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TargetRole    string                 `protobuf:"bytes,1,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOverMigration) Reset() {
+	*x = HandOverMigration{}
+	mi := &file_internal_internal_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOverMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOverMigration) ProtoMessage() {}
+
+func (x *HandOverMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOverMigration.ProtoReflect.Descriptor instead.
+func (*HandOverMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *HandOverMigration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+// Backs a move out (AbortMigration, or the engine when the target failed):
+// see Manager.AbortMigration for the rules.
+type AbortMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SourceRole    string                 `protobuf:"bytes,1,opt,name=source_role,json=sourceRole,proto3" json:"source_role,omitempty"`
+	TargetRole    string                 `protobuf:"bytes,2,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Failed        bool                   `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortMigration) Reset() {
+	*x = AbortMigration{}
+	mi := &file_internal_internal_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortMigration) ProtoMessage() {}
+
+func (x *AbortMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortMigration.ProtoReflect.Descriptor instead.
+func (*AbortMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AbortMigration) GetSourceRole() string {
+	if x != nil {
+		return x.SourceRole
+	}
+	return ""
+}
+
+func (x *AbortMigration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+func (x *AbortMigration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AbortMigration) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+// Sent by the placement engine: ends a move whose source (HANDING_OVER) or
+// target (BACKING_OUT) is gone. FAILED_PRECONDITION otherwise; OK if no
+// such move.
+type EndMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TargetRole    string                 `protobuf:"bytes,1,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndMigration) Reset() {
+	*x = EndMigration{}
+	mi := &file_internal_internal_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndMigration) ProtoMessage() {}
+
+func (x *EndMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndMigration.ProtoReflect.Descriptor instead.
+func (*EndMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *EndMigration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
 type CreateJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *managerpb.Job         `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -2151,7 +2480,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2492,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[17]
+	mi := &file_internal_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2505,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{17}
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -2195,7 +2524,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2536,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[18]
+	mi := &file_internal_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2549,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{18}
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -2238,7 +2567,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2579,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2592,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 type StartJob struct {
@@ -2283,7 +2612,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2624,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2637,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartJob) GetRole() string {
@@ -2352,7 +2681,7 @@ type RecordPlacementFailure struct {
 
 func (x *RecordPlacementFailure) Reset() {
 	*x = RecordPlacementFailure{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2693,7 @@ func (x *RecordPlacementFailure) String() string {
 func (*RecordPlacementFailure) ProtoMessage() {}
 
 func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2706,7 @@ func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPlacementFailure.ProtoReflect.Descriptor instead.
 func (*RecordPlacementFailure) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecordPlacementFailure) GetRole() string {
@@ -2412,7 +2741,7 @@ type RecheckPlacement struct {
 
 func (x *RecheckPlacement) Reset() {
 	*x = RecheckPlacement{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2753,7 @@ func (x *RecheckPlacement) String() string {
 func (*RecheckPlacement) ProtoMessage() {}
 
 func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2766,7 @@ func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecheckPlacement.ProtoReflect.Descriptor instead.
 func (*RecheckPlacement) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecheckPlacement) GetRole() string {
@@ -2492,7 +2821,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2833,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2846,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StopJob) GetRole() string {
@@ -2542,7 +2871,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2883,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2896,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 type GetJob struct {
@@ -2578,7 +2907,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2919,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2932,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2615,7 +2944,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2956,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2969,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -2670,7 +2999,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +3011,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +3024,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -2772,7 +3101,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +3113,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +3126,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -2852,7 +3181,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +3193,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3206,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -3158,7 +3487,7 @@ type SetScheduling struct {
 
 func (x *SetScheduling) Reset() {
 	*x = SetScheduling{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3499,7 @@ func (x *SetScheduling) String() string {
 func (*SetScheduling) ProtoMessage() {}
 
 func (x *SetScheduling) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3512,7 @@ func (x *SetScheduling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
 func (*SetScheduling) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetScheduling) GetState() managerpb.NodeScheduling {
@@ -3223,7 +3552,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3564,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3577,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -3290,7 +3619,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3631,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3644,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -3346,7 +3675,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3687,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3700,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -3426,7 +3755,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3767,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3780,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -3492,7 +3821,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3833,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3846,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3584,7 +3913,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3925,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3938,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 type TerminateNode struct {
@@ -3620,7 +3949,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3961,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3974,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 type CreateMockNode struct {
@@ -3658,7 +3987,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3999,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +4012,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -3709,7 +4038,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +4050,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +4063,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -3757,7 +4086,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +4098,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +4111,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -3814,7 +4143,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +4155,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +4168,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -3851,7 +4180,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +4192,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4205,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 type UpdatePhysicalNode struct {
@@ -3888,7 +4217,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3900,7 +4229,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3913,7 +4242,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -3935,7 +4264,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3947,7 +4276,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3960,7 +4289,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -3984,7 +4313,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3996,7 +4325,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4009,7 +4338,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -4054,7 +4383,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4395,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4408,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{50}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -4109,7 +4438,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4450,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4463,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -4277,7 +4606,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4618,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4631,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -4321,7 +4650,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4662,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4675,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{49}
+	return file_internal_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -4364,7 +4693,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4705,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4718,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{50}
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -4404,7 +4733,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4745,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4758,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{51}
+	return file_internal_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -4461,7 +4790,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4473,7 +4802,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4486,7 +4815,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{52}
+	return file_internal_internal_proto_rawDescGZIP(), []int{56}
 }
 
 // The record of one pool.
@@ -4502,7 +4831,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4843,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4856,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{53}
+	return file_internal_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4557,7 +4886,7 @@ type AclTokenRecord struct {
 
 func (x *AclTokenRecord) Reset() {
 	*x = AclTokenRecord{}
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4569,7 +4898,7 @@ func (x *AclTokenRecord) String() string {
 func (*AclTokenRecord) ProtoMessage() {}
 
 func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4582,7 +4911,7 @@ func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRecord.ProtoReflect.Descriptor instead.
 func (*AclTokenRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+	return file_internal_internal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AclTokenRecord) GetToken() *managerpb.AclToken {
@@ -4613,7 +4942,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4625,7 +4954,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4638,7 +4967,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{55}
+	return file_internal_internal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AclRecord) GetTokens() []*AclTokenRecord {
@@ -4682,7 +5011,7 @@ type AuditIntent struct {
 
 func (x *AuditIntent) Reset() {
 	*x = AuditIntent{}
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +5023,7 @@ func (x *AuditIntent) String() string {
 func (*AuditIntent) ProtoMessage() {}
 
 func (x *AuditIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +5036,7 @@ func (x *AuditIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
 func (*AuditIntent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{56}
+	return file_internal_internal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuditIntent) GetSource() string {
@@ -4773,7 +5102,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\x12;\n" +
 	"\vrecorded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12\x18\n" +
-	"\acleared\x18\x04 \x01(\bR\acleared\"\x83\x03\n" +
+	"\acleared\x18\x04 \x01(\bR\acleared\"\xe0\x03\n" +
 	"\tJobRecord\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
@@ -4781,7 +5110,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\x12:\n" +
 	"\n" +
 	"stops_owed\x18\x05 \x03(\v2\x1b.norsk.internal.v1.StopOwedR\tstopsOwed\x12X\n" +
-	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\"i\n" +
+	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\x12<\n" +
+	"\n" +
+	"migrations\x18\x15 \x03(\v2\x1c.norsk.api.manager.MigrationR\n" +
+	"migrations\x12\x1d\n" +
+	"\n" +
+	"move_count\x18\x16 \x01(\rR\tmoveCount\"i\n" +
 	"\bStopOwed\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x120\n" +
@@ -4905,7 +5239,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
 	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
 	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
-	"\apayload\"\xb6\a\n" +
+	"\apayload\"\xf2\t\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
@@ -4925,8 +5259,31 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x0finstance_report\x18\x12 \x01(\v2!.norsk.internal.v1.InstanceReportH\x00R\x0einstanceReport\x12:\n" +
 	"\tnode_gone\x18\x13 \x01(\v2\x1b.norsk.internal.v1.NodeGoneH\x00R\bnodeGone\x12e\n" +
 	"\x18record_placement_failure\x18\x14 \x01(\v2).norsk.internal.v1.RecordPlacementFailureH\x00R\x16recordPlacementFailure\x12R\n" +
-	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacementB\x05\n" +
-	"\x03cmd\"5\n" +
+	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacement\x12L\n" +
+	"\x0fbegin_migration\x18\x16 \x01(\v2!.norsk.internal.v1.BeginMigrationH\x00R\x0ebeginMigration\x12V\n" +
+	"\x13hand_over_migration\x18\x17 \x01(\v2$.norsk.internal.v1.HandOverMigrationH\x00R\x11handOverMigration\x12L\n" +
+	"\x0fabort_migration\x18\x18 \x01(\v2!.norsk.internal.v1.AbortMigrationH\x00R\x0eabortMigration\x12F\n" +
+	"\rend_migration\x18\x19 \x01(\v2\x1f.norsk.internal.v1.EndMigrationH\x00R\fendMigrationB\x05\n" +
+	"\x03cmd\"\xae\x01\n" +
+	"\x0eBeginMigration\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12*\n" +
+	"\x11requested_node_id\x18\x02 \x01(\tR\x0frequestedNodeId\x122\n" +
+	"\x03why\x18\x03 \x01(\x0e2 .norsk.api.manager.Migration.WhyR\x03why\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x10\n" +
+	"\x03who\x18\x05 \x01(\tR\x03who\"4\n" +
+	"\x11HandOverMigration\x12\x1f\n" +
+	"\vtarget_role\x18\x01 \x01(\tR\n" +
+	"targetRole\"\x82\x01\n" +
+	"\x0eAbortMigration\x12\x1f\n" +
+	"\vsource_role\x18\x01 \x01(\tR\n" +
+	"sourceRole\x12\x1f\n" +
+	"\vtarget_role\x18\x02 \x01(\tR\n" +
+	"targetRole\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\bR\x06failed\"/\n" +
+	"\fEndMigration\x12\x1f\n" +
+	"\vtarget_role\x18\x01 \x01(\tR\n" +
+	"targetRole\"5\n" +
 	"\tCreateJob\x12(\n" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"5\n" +
 	"\tUpdateJob\x12(\n" +
@@ -5132,7 +5489,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -5154,209 +5511,221 @@ var file_internal_internal_proto_goTypes = []any{
 	(*StoredEvent)(nil),                             // 17: norsk.internal.v1.StoredEvent
 	(*Reply)(nil),                                   // 18: norsk.internal.v1.Reply
 	(*JobCommand)(nil),                              // 19: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 20: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 21: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 22: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 23: norsk.internal.v1.StartJob
-	(*RecordPlacementFailure)(nil),                  // 24: norsk.internal.v1.RecordPlacementFailure
-	(*RecheckPlacement)(nil),                        // 25: norsk.internal.v1.RecheckPlacement
-	(*StopJob)(nil),                                 // 26: norsk.internal.v1.StopJob
-	(*CompleteJob)(nil),                             // 27: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 28: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 29: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 30: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 31: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 32: norsk.internal.v1.NodeCommand
-	(*SetScheduling)(nil),                           // 33: norsk.internal.v1.SetScheduling
-	(*OrphanFound)(nil),                             // 34: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 35: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 36: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 37: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 38: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 39: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 40: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 41: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 42: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 43: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 44: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 45: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 46: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 47: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 48: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 49: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 50: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 51: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 52: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 53: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 54: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 55: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 56: norsk.internal.v1.PoolRecord
-	(*AclTokenRecord)(nil),                          // 57: norsk.internal.v1.AclTokenRecord
-	(*AclRecord)(nil),                               // 58: norsk.internal.v1.AclRecord
-	(*AuditIntent)(nil),                             // 59: norsk.internal.v1.AuditIntent
-	nil,                                             // 60: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 61: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 62: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 63: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 64: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 65: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 66: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 67: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 68: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 69: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 70: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 72: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 73: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 74: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 75: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 76: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 77: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 78: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 79: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 80: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 81: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 82: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 83: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 84: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 85: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 86: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 87: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 88: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 89: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 90: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 91: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 92: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 93: norsk.api.manager.Pool
-	(*managerpb.AclToken)(nil),                      // 94: norsk.api.manager.AclToken
-	(*commonpb.ResolvedPortMappings)(nil),           // 95: norsk.api.common.ResolvedPortMappings
+	(*BeginMigration)(nil),                          // 20: norsk.internal.v1.BeginMigration
+	(*HandOverMigration)(nil),                       // 21: norsk.internal.v1.HandOverMigration
+	(*AbortMigration)(nil),                          // 22: norsk.internal.v1.AbortMigration
+	(*EndMigration)(nil),                            // 23: norsk.internal.v1.EndMigration
+	(*CreateJob)(nil),                               // 24: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 25: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 26: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 27: norsk.internal.v1.StartJob
+	(*RecordPlacementFailure)(nil),                  // 28: norsk.internal.v1.RecordPlacementFailure
+	(*RecheckPlacement)(nil),                        // 29: norsk.internal.v1.RecheckPlacement
+	(*StopJob)(nil),                                 // 30: norsk.internal.v1.StopJob
+	(*CompleteJob)(nil),                             // 31: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 32: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 33: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 34: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 35: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 36: norsk.internal.v1.NodeCommand
+	(*SetScheduling)(nil),                           // 37: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 38: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 39: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 40: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 41: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 42: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 43: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 44: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 45: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 46: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 47: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 48: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 49: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 50: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 51: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 52: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 53: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 54: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 55: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 56: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 57: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 58: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 59: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 60: norsk.internal.v1.PoolRecord
+	(*AclTokenRecord)(nil),                          // 61: norsk.internal.v1.AclTokenRecord
+	(*AclRecord)(nil),                               // 62: norsk.internal.v1.AclRecord
+	(*AuditIntent)(nil),                             // 63: norsk.internal.v1.AuditIntent
+	nil,                                             // 64: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 65: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 66: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 67: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 68: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 69: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 70: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 71: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 72: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 73: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 74: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 75: norsk.api.manager.InstanceFailure
+	(*managerpb.Migration)(nil),                     // 76: norsk.api.manager.Migration
+	(managerpb.NodeProvider)(0),                     // 77: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 78: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 79: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 80: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 81: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 82: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 83: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 84: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 85: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 86: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 87: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 88: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 89: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 90: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 91: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 92: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 93: norsk.api.manager.CreateBundleResponse
+	(managerpb.Migration_Why)(0),                    // 94: norsk.api.manager.Migration.Why
+	(*managerpb.Job)(nil),                           // 95: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 96: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 97: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 98: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 99: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 100: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 101: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	60,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	65,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	66,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	64,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	69,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	70,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	71,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	68,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	65,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	69,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	65,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	70,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	72,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	69,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	73,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	69,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	74,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	71,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	75,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	7,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	65,  // 15: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	72,  // 16: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	73,  // 17: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	66,  // 18: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 19: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	74,  // 20: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	65,  // 21: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	75,  // 22: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	65,  // 23: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	76,  // 24: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	10,  // 25: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	77,  // 26: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	78,  // 27: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	79,  // 28: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	80,  // 29: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 30: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	65,  // 31: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	65,  // 32: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	65,  // 33: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	74,  // 34: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	81,  // 35: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	82,  // 36: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	14,  // 37: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	14,  // 38: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	83,  // 39: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	65,  // 40: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	59,  // 41: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	15,  // 42: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	83,  // 43: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	65,  // 44: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	84,  // 45: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	85,  // 46: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 47: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	9,   // 48: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	86,  // 49: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	87,  // 50: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	13,  // 51: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	88,  // 52: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	65,  // 53: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 54: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	20,  // 55: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	21,  // 56: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	22,  // 57: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	23,  // 58: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	26,  // 59: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	27,  // 60: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	28,  // 61: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	29,  // 62: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	30,  // 63: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	31,  // 64: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	24,  // 65: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	25,  // 66: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	89,  // 67: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	89,  // 68: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 69: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	69,  // 70: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	68,  // 71: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 72: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	61,  // 73: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	66,  // 74: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	67,  // 75: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	90,  // 76: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	65,  // 77: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 78: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	37,  // 79: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	38,  // 80: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	39,  // 81: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	40,  // 82: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	41,  // 83: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	42,  // 84: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	43,  // 85: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	44,  // 86: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	45,  // 87: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	46,  // 88: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	47,  // 89: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	36,  // 90: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	34,  // 91: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	35,  // 92: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	33,  // 93: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	91,  // 94: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	62,  // 95: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	79,  // 96: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	80,  // 97: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	63,  // 98: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	75,  // 99: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	76,  // 100: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	64,  // 101: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	92,  // 102: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	49,  // 103: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	65,  // 104: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	59,  // 105: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	51,  // 106: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	52,  // 107: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	53,  // 108: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	54,  // 109: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	55,  // 110: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	45,  // 111: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	82,  // 112: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	82,  // 113: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	93,  // 114: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	94,  // 115: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	57,  // 116: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	95,  // 117: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	95,  // 118: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	95,  // 119: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	120, // [120:120] is the sub-list for method output_type
-	120, // [120:120] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	76,  // 15: norsk.internal.v1.JobRecord.migrations:type_name -> norsk.api.manager.Migration
+	69,  // 16: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	77,  // 17: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	78,  // 18: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	70,  // 19: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	71,  // 20: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	79,  // 21: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	69,  // 22: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	80,  // 23: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	69,  // 24: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	81,  // 25: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	10,  // 26: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	82,  // 27: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	83,  // 28: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	84,  // 29: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	85,  // 30: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 31: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	69,  // 32: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	69,  // 33: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	69,  // 34: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	79,  // 35: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	86,  // 36: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	87,  // 37: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	14,  // 38: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	14,  // 39: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	88,  // 40: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	69,  // 41: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	63,  // 42: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	15,  // 43: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	88,  // 44: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	69,  // 45: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	89,  // 46: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	90,  // 47: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 48: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	9,   // 49: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	91,  // 50: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	92,  // 51: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	13,  // 52: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	93,  // 53: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	69,  // 54: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 55: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	24,  // 56: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	25,  // 57: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	26,  // 58: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	27,  // 59: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	30,  // 60: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	31,  // 61: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	32,  // 62: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	33,  // 63: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	34,  // 64: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	35,  // 65: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	28,  // 66: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	29,  // 67: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	20,  // 68: norsk.internal.v1.JobCommand.begin_migration:type_name -> norsk.internal.v1.BeginMigration
+	21,  // 69: norsk.internal.v1.JobCommand.hand_over_migration:type_name -> norsk.internal.v1.HandOverMigration
+	22,  // 70: norsk.internal.v1.JobCommand.abort_migration:type_name -> norsk.internal.v1.AbortMigration
+	23,  // 71: norsk.internal.v1.JobCommand.end_migration:type_name -> norsk.internal.v1.EndMigration
+	94,  // 72: norsk.internal.v1.BeginMigration.why:type_name -> norsk.api.manager.Migration.Why
+	95,  // 73: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	95,  // 74: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 75: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	73,  // 76: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	72,  // 77: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 78: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	65,  // 79: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	70,  // 80: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	71,  // 81: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	96,  // 82: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	69,  // 83: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 84: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	41,  // 85: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	42,  // 86: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	43,  // 87: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	44,  // 88: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	45,  // 89: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	46,  // 90: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	47,  // 91: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	48,  // 92: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	49,  // 93: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	50,  // 94: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	51,  // 95: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	40,  // 96: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	38,  // 97: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	39,  // 98: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	37,  // 99: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	97,  // 100: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	66,  // 101: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	84,  // 102: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	85,  // 103: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	67,  // 104: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	80,  // 105: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	81,  // 106: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	68,  // 107: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	98,  // 108: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	53,  // 109: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	69,  // 110: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 111: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	55,  // 112: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	56,  // 113: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	57,  // 114: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	58,  // 115: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	59,  // 116: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	49,  // 117: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	87,  // 118: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	87,  // 119: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	99,  // 120: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	100, // 121: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	61,  // 122: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	101, // 123: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	101, // 124: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	101, // 125: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	126, // [126:126] is the sub-list for method output_type
+	126, // [126:126] is the sub-list for method input_type
+	126, // [126:126] is the sub-list for extension type_name
+	126, // [126:126] is the sub-list for extension extendee
+	0,   // [0:126] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5392,8 +5761,12 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_NodeGone)(nil),
 		(*JobCommand_RecordPlacementFailure)(nil),
 		(*JobCommand_RecheckPlacement)(nil),
+		(*JobCommand_BeginMigration)(nil),
+		(*JobCommand_HandOverMigration)(nil),
+		(*JobCommand_AbortMigration)(nil),
+		(*JobCommand_EndMigration)(nil),
 	}
-	file_internal_internal_proto_msgTypes[29].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -5410,14 +5783,14 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_StopOrphan)(nil),
 		(*NodeCommand_SetScheduling)(nil),
 	}
-	file_internal_internal_proto_msgTypes[33].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[37].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[45].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[49].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[47].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[51].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -5431,7 +5804,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   62,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

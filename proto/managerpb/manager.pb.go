@@ -580,6 +580,9 @@ const (
 	JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED  JobHistoryJobStopping_Reason = 2
 	JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB     JobHistoryJobStopping_Reason = 3
 	JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED      JobHistoryJobStopping_Reason = 4
+	// Added (issue 13 §2): the source of a make-before-break move, stopped
+	// once the move's target instance ran (docs/design/placement.md, "Moves").
+	JobHistoryJobStopping_JOB_STOPPED_MIGRATED JobHistoryJobStopping_Reason = 5
 )
 
 // Enum value maps for JobHistoryJobStopping_Reason.
@@ -590,6 +593,7 @@ var (
 		2: "JOB_STOPPED_USER_REQUESTED",
 		3: "JOB_STOPPED_UNKNOWN_JOB",
 		4: "JOB_STOPPED_JOB_FAILED",
+		5: "JOB_STOPPED_MIGRATED",
 	}
 	JobHistoryJobStopping_Reason_value = map[string]int32{
 		"JOB_STOPPED_NODE_STOPPED":    0,
@@ -597,6 +601,7 @@ var (
 		"JOB_STOPPED_USER_REQUESTED":  2,
 		"JOB_STOPPED_UNKNOWN_JOB":     3,
 		"JOB_STOPPED_JOB_FAILED":      4,
+		"JOB_STOPPED_MIGRATED":        5,
 	}
 )
 
@@ -779,6 +784,119 @@ func (NodeAlert_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{48, 0}
 }
 
+type Migration_Phase int32
+
+const (
+	Migration_MIGRATION_PHASE_UNSPECIFIED Migration_Phase = 0
+	// The target is being placed and started; the source runs.
+	Migration_MIGRATION_STARTING Migration_Phase = 1
+	// The target runs; the source is being stopped (JOB_STOPPED_MIGRATED).
+	Migration_MIGRATION_HANDING_OVER Migration_Phase = 2
+	// Aborted or failed: the target is being stopped; the source runs.
+	Migration_MIGRATION_BACKING_OUT Migration_Phase = 3
+)
+
+// Enum value maps for Migration_Phase.
+var (
+	Migration_Phase_name = map[int32]string{
+		0: "MIGRATION_PHASE_UNSPECIFIED",
+		1: "MIGRATION_STARTING",
+		2: "MIGRATION_HANDING_OVER",
+		3: "MIGRATION_BACKING_OUT",
+	}
+	Migration_Phase_value = map[string]int32{
+		"MIGRATION_PHASE_UNSPECIFIED": 0,
+		"MIGRATION_STARTING":          1,
+		"MIGRATION_HANDING_OVER":      2,
+		"MIGRATION_BACKING_OUT":       3,
+	}
+)
+
+func (x Migration_Phase) Enum() *Migration_Phase {
+	p := new(Migration_Phase)
+	*p = x
+	return p
+}
+
+func (x Migration_Phase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Migration_Phase) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[13].Descriptor()
+}
+
+func (Migration_Phase) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[13]
+}
+
+func (x Migration_Phase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Migration_Phase.Descriptor instead.
+func (Migration_Phase) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{87, 0}
+}
+
+type Migration_Why int32
+
+const (
+	Migration_MIGRATION_WHY_UNSPECIFIED Migration_Why = 0
+	// MigrateJob.
+	Migration_MIGRATION_OPERATOR Migration_Why = 1
+	// A node drain (DrainNode) moves the job off its node.
+	Migration_MIGRATION_DRAIN Migration_Why = 2
+	// A rolling update brings a new definition up.
+	Migration_MIGRATION_UPDATE Migration_Why = 3
+	Migration_MIGRATION_OTHER  Migration_Why = 4
+)
+
+// Enum value maps for Migration_Why.
+var (
+	Migration_Why_name = map[int32]string{
+		0: "MIGRATION_WHY_UNSPECIFIED",
+		1: "MIGRATION_OPERATOR",
+		2: "MIGRATION_DRAIN",
+		3: "MIGRATION_UPDATE",
+		4: "MIGRATION_OTHER",
+	}
+	Migration_Why_value = map[string]int32{
+		"MIGRATION_WHY_UNSPECIFIED": 0,
+		"MIGRATION_OPERATOR":        1,
+		"MIGRATION_DRAIN":           2,
+		"MIGRATION_UPDATE":          3,
+		"MIGRATION_OTHER":           4,
+	}
+)
+
+func (x Migration_Why) Enum() *Migration_Why {
+	p := new(Migration_Why)
+	*p = x
+	return p
+}
+
+func (x Migration_Why) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Migration_Why) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[14].Descriptor()
+}
+
+func (Migration_Why) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[14]
+}
+
+func (x Migration_Why) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Migration_Why.Descriptor instead.
+func (Migration_Why) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{87, 1}
+}
+
 type PlacementDegraded_State int32
 
 const (
@@ -819,11 +937,11 @@ func (x PlacementDegraded_State) String() string {
 }
 
 func (PlacementDegraded_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[13].Descriptor()
+	return file_manager_proto_enumTypes[15].Descriptor()
 }
 
 func (PlacementDegraded_State) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[13]
+	return &file_manager_proto_enumTypes[15]
 }
 
 func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
@@ -832,7 +950,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92, 0}
+	return file_manager_proto_rawDescGZIP(), []int{99, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -4311,6 +4429,9 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_JobPlaced
 	//	*EventStreamEvent_PlacementFailed
 	//	*EventStreamEvent_PlacementDegraded
+	//	*EventStreamEvent_MigrationStarted
+	//	*EventStreamEvent_MigrationCompleted
+	//	*EventStreamEvent_MigrationAborted
 	Event isEventStreamEvent_Event `protobuf_oneof:"event"`
 	// Added. Position of this event in the manager's durable event log
 	// (1-based, strictly increasing). Snapshot events and events derived for
@@ -4574,6 +4695,33 @@ func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
 	return nil
 }
 
+func (x *EventStreamEvent) GetMigrationStarted() *MigrationStarted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_MigrationStarted); ok {
+			return x.MigrationStarted
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetMigrationCompleted() *MigrationCompleted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_MigrationCompleted); ok {
+			return x.MigrationCompleted
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetMigrationAborted() *MigrationAborted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_MigrationAborted); ok {
+			return x.MigrationAborted
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetLogIndex() uint64 {
 	if x != nil {
 		return x.LogIndex
@@ -4707,6 +4855,27 @@ type EventStreamEvent_PlacementDegraded struct {
 	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
 }
 
+type EventStreamEvent_MigrationStarted struct {
+	// Added (ours; issue 13 §2, docs/design/placement.md "Moves"). A
+	// make-before-break move of a job role began: raised in the commit that
+	// records it. A log event.
+	MigrationStarted *MigrationStarted `protobuf:"bytes,24,opt,name=migration_started,json=migrationStarted,proto3,oneof"`
+}
+
+type EventStreamEvent_MigrationCompleted struct {
+	// Added (ours). A move ended: its target runs, its source stopped. A
+	// log event.
+	MigrationCompleted *MigrationCompleted `protobuf:"bytes,25,opt,name=migration_completed,json=migrationCompleted,proto3,oneof"`
+}
+
+type EventStreamEvent_MigrationAborted struct {
+	// Added (ours). A move was aborted (AbortMigration) or failed (its
+	// target failed, its node was lost, no node fits) and is backed out: the
+	// source keeps running, the target is stopped. Raised when the back-out
+	// begins and, with done set, when the target is gone. A log event.
+	MigrationAborted *MigrationAborted `protobuf:"bytes,26,opt,name=migration_aborted,json=migrationAborted,proto3,oneof"`
+}
+
 func (*EventStreamEvent_NodeRunning) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobActive) isEventStreamEvent_Event() {}
@@ -4752,6 +4921,12 @@ func (*EventStreamEvent_JobPlaced) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_MigrationStarted) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_MigrationCompleted) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_MigrationAborted) isEventStreamEvent_Event() {}
 
 type JobSearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5521,7 +5696,9 @@ type JobByIdResponse struct {
 	Job       *JobWithHistory        `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	Instances []*RunningJob          `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
 	// Added (ours). The last failure of each role that ever failed, by role.
-	LastFailures  []*InstanceFailure `protobuf:"bytes,3,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
+	LastFailures []*InstanceFailure `protobuf:"bytes,3,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
+	// Added (ours; issue 13 §2). The moves in progress.
+	Migrations    []*Migration `protobuf:"bytes,4,rep,name=migrations,proto3" json:"migrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5573,6 +5750,13 @@ func (x *JobByIdResponse) GetInstances() []*RunningJob {
 func (x *JobByIdResponse) GetLastFailures() []*InstanceFailure {
 	if x != nil {
 		return x.LastFailures
+	}
+	return nil
+}
+
+func (x *JobByIdResponse) GetMigrations() []*Migration {
+	if x != nil {
+		return x.Migrations
 	}
 	return nil
 }
@@ -7390,6 +7574,564 @@ func (x *ListBundlesResponse) GetLogIndex() uint64 {
 	return 0
 }
 
+// Added (ours; issue 13 §2). One make-before-break move of a job role
+// (docs/design/placement.md, "Moves"), kept in the job record while it is
+// in progress and shown by JobById.
+type Migration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The role that runs now, and the role the target runs under:
+	// "<logical role>~<move>" (the worker keys a job by (job, role)).
+	SourceRole string `protobuf:"bytes,1,opt,name=source_role,json=sourceRole,proto3" json:"source_role,omitempty"`
+	TargetRole string `protobuf:"bytes,2,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	// The job's move counter after this move began (1, 2, ...).
+	Move         uint32 `protobuf:"varint,3,opt,name=move,proto3" json:"move,omitempty"`
+	SourceNodeId string `protobuf:"bytes,4,opt,name=source_node_id,json=sourceNodeId,proto3" json:"source_node_id,omitempty"`
+	// The node asked for; empty: any node the placement chain chooses, the
+	// source's excluded.
+	RequestedNodeId string `protobuf:"bytes,5,opt,name=requested_node_id,json=requestedNodeId,proto3" json:"requested_node_id,omitempty"`
+	// The node the target was started on; empty until it is started.
+	TargetNodeId string          `protobuf:"bytes,6,opt,name=target_node_id,json=targetNodeId,proto3" json:"target_node_id,omitempty"`
+	Phase        Migration_Phase `protobuf:"varint,7,opt,name=phase,proto3,enum=norsk.api.manager.Migration_Phase" json:"phase,omitempty"`
+	Why          Migration_Why   `protobuf:"varint,8,opt,name=why,proto3,enum=norsk.api.manager.Migration_Why" json:"why,omitempty"`
+	// Why, for operators (at most 1024 bytes).
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asked: the caller's token name or address, or "placement".
+	Who       string                 `protobuf:"bytes,10,opt,name=who,proto3" json:"who,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When the target instance was recorded (provisioning), and when it was
+	// seen running (the hand-over begins).
+	TargetStartedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=target_started_at,json=targetStartedAt,proto3" json:"target_started_at,omitempty"`
+	TargetRunningAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=target_running_at,json=targetRunningAt,proto3" json:"target_running_at,omitempty"`
+	// Why the move is backed out (phase MIGRATION_BACKING_OUT).
+	BackOutReason string `protobuf:"bytes,14,opt,name=back_out_reason,json=backOutReason,proto3" json:"back_out_reason,omitempty"`
+	// Backed out because something failed (not an AbortMigration).
+	Failed        bool `protobuf:"varint,15,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Migration) Reset() {
+	*x = Migration{}
+	mi := &file_manager_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Migration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Migration) ProtoMessage() {}
+
+func (x *Migration) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Migration.ProtoReflect.Descriptor instead.
+func (*Migration) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *Migration) GetSourceRole() string {
+	if x != nil {
+		return x.SourceRole
+	}
+	return ""
+}
+
+func (x *Migration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+func (x *Migration) GetMove() uint32 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+func (x *Migration) GetSourceNodeId() string {
+	if x != nil {
+		return x.SourceNodeId
+	}
+	return ""
+}
+
+func (x *Migration) GetRequestedNodeId() string {
+	if x != nil {
+		return x.RequestedNodeId
+	}
+	return ""
+}
+
+func (x *Migration) GetTargetNodeId() string {
+	if x != nil {
+		return x.TargetNodeId
+	}
+	return ""
+}
+
+func (x *Migration) GetPhase() Migration_Phase {
+	if x != nil {
+		return x.Phase
+	}
+	return Migration_MIGRATION_PHASE_UNSPECIFIED
+}
+
+func (x *Migration) GetWhy() Migration_Why {
+	if x != nil {
+		return x.Why
+	}
+	return Migration_MIGRATION_WHY_UNSPECIFIED
+}
+
+func (x *Migration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Migration) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *Migration) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Migration) GetTargetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TargetStartedAt
+	}
+	return nil
+}
+
+func (x *Migration) GetTargetRunningAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TargetRunningAt
+	}
+	return nil
+}
+
+func (x *Migration) GetBackOutReason() string {
+	if x != nil {
+		return x.BackOutReason
+	}
+	return ""
+}
+
+func (x *Migration) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+// Added (ours). MigrateJob.
+type MigrateJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The role to move as it runs now ("primary", or "primary~2" after two
+	// moves).
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// A node id, or "any" (or empty) for the node the placement chain
+	// chooses (the job's requirements, pool and constraints; the source node
+	// excluded).
+	TargetNodeId string `protobuf:"bytes,3,opt,name=target_node_id,json=targetNodeId,proto3" json:"target_node_id,omitempty"`
+	// Optional, for operators (at most 1024 bytes, no control characters).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateJobRequest) Reset() {
+	*x = MigrateJobRequest{}
+	mi := &file_manager_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateJobRequest) ProtoMessage() {}
+
+func (x *MigrateJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateJobRequest.ProtoReflect.Descriptor instead.
+func (*MigrateJobRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *MigrateJobRequest) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrateJobRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *MigrateJobRequest) GetTargetNodeId() string {
+	if x != nil {
+		return x.TargetNodeId
+	}
+	return ""
+}
+
+func (x *MigrateJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Added (ours). The move MigrateJob recorded.
+type MigrateJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Migration     *Migration             `protobuf:"bytes,1,opt,name=migration,proto3" json:"migration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateJobResponse) Reset() {
+	*x = MigrateJobResponse{}
+	mi := &file_manager_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateJobResponse) ProtoMessage() {}
+
+func (x *MigrateJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateJobResponse.ProtoReflect.Descriptor instead.
+func (*MigrateJobResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *MigrateJobResponse) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+// Added (newer NorskManager SDK). AbortMigration: the move is named by
+// (job_id, source_role, target_role).
+type AbortMigrationRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	JobId      *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	SourceRole string                 `protobuf:"bytes,2,opt,name=source_role,json=sourceRole,proto3" json:"source_role,omitempty"`
+	TargetRole string                 `protobuf:"bytes,3,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	// Optional, for operators (at most 1024 bytes).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortMigrationRequest) Reset() {
+	*x = AbortMigrationRequest{}
+	mi := &file_manager_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortMigrationRequest) ProtoMessage() {}
+
+func (x *AbortMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortMigrationRequest.ProtoReflect.Descriptor instead.
+func (*AbortMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *AbortMigrationRequest) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *AbortMigrationRequest) GetSourceRole() string {
+	if x != nil {
+		return x.SourceRole
+	}
+	return ""
+}
+
+func (x *AbortMigrationRequest) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+func (x *AbortMigrationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Added (ours). migration_started.
+type MigrationStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Migration     *Migration             `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationStarted) Reset() {
+	*x = MigrationStarted{}
+	mi := &file_manager_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationStarted) ProtoMessage() {}
+
+func (x *MigrationStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationStarted.ProtoReflect.Descriptor instead.
+func (*MigrationStarted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *MigrationStarted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrationStarted) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+// Added (ours). migration_completed. handover_ms is from the target seen
+// running to the source's stop confirmed by its worker; overlap_ms from the
+// target recorded (provisioning) to the same stop: how long both instances
+// existed.
+type MigrationCompleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Migration     *Migration             `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	HandoverMs    float64                `protobuf:"fixed64,3,opt,name=handover_ms,json=handoverMs,proto3" json:"handover_ms,omitempty"`
+	OverlapMs     float64                `protobuf:"fixed64,4,opt,name=overlap_ms,json=overlapMs,proto3" json:"overlap_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationCompleted) Reset() {
+	*x = MigrationCompleted{}
+	mi := &file_manager_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationCompleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationCompleted) ProtoMessage() {}
+
+func (x *MigrationCompleted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationCompleted.ProtoReflect.Descriptor instead.
+func (*MigrationCompleted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *MigrationCompleted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrationCompleted) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+func (x *MigrationCompleted) GetHandoverMs() float64 {
+	if x != nil {
+		return x.HandoverMs
+	}
+	return 0
+}
+
+func (x *MigrationCompleted) GetOverlapMs() float64 {
+	if x != nil {
+		return x.OverlapMs
+	}
+	return 0
+}
+
+// Added (ours). migration_aborted.
+type MigrationAborted struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JobId     *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Migration *Migration             `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Set when the target is gone and the move is over; unset when the
+	// back-out begins (the target is being stopped).
+	Done          bool `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationAborted) Reset() {
+	*x = MigrationAborted{}
+	mi := &file_manager_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationAborted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationAborted) ProtoMessage() {}
+
+func (x *MigrationAborted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationAborted.ProtoReflect.Descriptor instead.
+func (*MigrationAborted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *MigrationAborted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrationAborted) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+func (x *MigrationAborted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MigrationAborted) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 // Added (ours). The answer of GetPlacement.
 type PlacementInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7407,7 +8149,7 @@ type PlacementInfo struct {
 
 func (x *PlacementInfo) Reset() {
 	*x = PlacementInfo{}
-	mi := &file_manager_proto_msgTypes[87]
+	mi := &file_manager_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7419,7 +8161,7 @@ func (x *PlacementInfo) String() string {
 func (*PlacementInfo) ProtoMessage() {}
 
 func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[87]
+	mi := &file_manager_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7432,7 +8174,7 @@ func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementInfo.ProtoReflect.Descriptor instead.
 func (*PlacementInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{87}
+	return file_manager_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PlacementInfo) GetJobId() string {
@@ -7490,7 +8232,7 @@ type RolePlacement struct {
 
 func (x *RolePlacement) Reset() {
 	*x = RolePlacement{}
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7502,7 +8244,7 @@ func (x *RolePlacement) String() string {
 func (*RolePlacement) ProtoMessage() {}
 
 func (x *RolePlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7515,7 +8257,7 @@ func (x *RolePlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolePlacement.ProtoReflect.Descriptor instead.
 func (*RolePlacement) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{88}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RolePlacement) GetRole() string {
@@ -7586,7 +8328,7 @@ type PlacementAttempt struct {
 
 func (x *PlacementAttempt) Reset() {
 	*x = PlacementAttempt{}
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7598,7 +8340,7 @@ func (x *PlacementAttempt) String() string {
 func (*PlacementAttempt) ProtoMessage() {}
 
 func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7611,7 +8353,7 @@ func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementAttempt.ProtoReflect.Descriptor instead.
 func (*PlacementAttempt) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{89}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *PlacementAttempt) GetSince() *timestamppb.Timestamp {
@@ -7665,7 +8407,7 @@ type JobPlaced struct {
 
 func (x *JobPlaced) Reset() {
 	*x = JobPlaced{}
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7677,7 +8419,7 @@ func (x *JobPlaced) String() string {
 func (*JobPlaced) ProtoMessage() {}
 
 func (x *JobPlaced) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7690,7 +8432,7 @@ func (x *JobPlaced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPlaced.ProtoReflect.Descriptor instead.
 func (*JobPlaced) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{90}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *JobPlaced) GetJobId() *commonpb.JobId {
@@ -7757,7 +8499,7 @@ type PlacementFailed struct {
 
 func (x *PlacementFailed) Reset() {
 	*x = PlacementFailed{}
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7769,7 +8511,7 @@ func (x *PlacementFailed) String() string {
 func (*PlacementFailed) ProtoMessage() {}
 
 func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7782,7 +8524,7 @@ func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFailed.ProtoReflect.Descriptor instead.
 func (*PlacementFailed) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{91}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *PlacementFailed) GetJobId() *commonpb.JobId {
@@ -7828,7 +8570,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7840,7 +8582,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7853,7 +8595,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -7920,7 +8662,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7932,7 +8674,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7945,7 +8687,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -7978,7 +8720,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7990,7 +8732,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8003,7 +8745,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8021,7 +8763,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8033,7 +8775,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8046,7 +8788,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8135,7 +8877,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8147,7 +8889,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8160,7 +8902,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8238,7 +8980,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8250,7 +8992,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8263,7 +9005,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8294,7 +9036,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8306,7 +9048,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8319,7 +9061,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8346,7 +9088,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8358,7 +9100,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8371,7 +9113,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *PoolName) GetName() string {
@@ -8407,7 +9149,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8419,7 +9161,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8432,7 +9174,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *Pool) GetName() string {
@@ -8493,7 +9235,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8505,7 +9247,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8518,7 +9260,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *PoolTier) GetName() string {
@@ -8557,7 +9299,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8569,7 +9311,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8582,7 +9324,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -8608,7 +9350,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8620,7 +9362,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8633,7 +9375,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{110}
 }
 
 // Added (ours).
@@ -8650,7 +9392,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8662,7 +9404,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8675,7 +9417,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -8703,7 +9445,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8715,7 +9457,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8728,7 +9470,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -8748,7 +9490,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8760,7 +9502,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8773,7 +9515,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -8800,7 +9542,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8812,7 +9554,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8825,7 +9567,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -8868,7 +9610,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8880,7 +9622,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8893,7 +9635,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8922,7 +9664,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8934,7 +9676,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8947,7 +9689,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -8990,7 +9732,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9002,7 +9744,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9015,7 +9757,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -9076,7 +9818,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9088,7 +9830,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9101,7 +9843,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 // Added (ours). AclTokenCreate.
@@ -9118,7 +9860,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9130,7 +9872,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9143,7 +9885,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -9176,7 +9918,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9188,7 +9930,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9201,7 +9943,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 // Added (ours). AclTokenList.
@@ -9218,7 +9960,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9230,7 +9972,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9243,7 +9985,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -9270,7 +10012,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9282,7 +10024,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9295,7 +10037,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -9314,7 +10056,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9326,7 +10068,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9339,7 +10081,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{123}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -9354,7 +10096,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9366,7 +10108,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9379,7 +10121,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -9429,7 +10171,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9441,7 +10183,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9454,7 +10196,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -9528,7 +10270,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9540,7 +10282,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9553,7 +10295,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -9591,7 +10333,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9603,7 +10345,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9616,7 +10358,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -9650,7 +10392,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9662,7 +10404,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9777,19 +10519,20 @@ const file_manager_proto_rawDesc = "" +
 	"\x15service_port_mappings\x18\x05 \x03(\v2@.norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xee\x03\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\x88\x04\n" +
 	"\x15JobHistoryJobStopping\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
 	"\fnodeMetadata\x18\x03 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12W\n" +
 	"\x13runningNodeMetadata\x18\x04 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12G\n" +
-	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xa0\x01\n" +
+	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xba\x01\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x18JOB_STOPPED_NODE_STOPPED\x10\x00\x12\x1f\n" +
 	"\x1bJOB_STOPPED_NODE_TERMINATED\x10\x01\x12\x1e\n" +
 	"\x1aJOB_STOPPED_USER_REQUESTED\x10\x02\x12\x1b\n" +
 	"\x17JOB_STOPPED_UNKNOWN_JOB\x10\x03\x12\x1a\n" +
-	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\"\x81\x02\n" +
+	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\x12\x18\n" +
+	"\x14JOB_STOPPED_MIGRATED\x10\x05\"\x81\x02\n" +
 	"\x14JobHistoryJobStopped\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
@@ -9996,7 +10739,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8e\x0e\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x90\x10\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -10027,7 +10770,10 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
-	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12\x1b\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12R\n" +
+	"\x11migration_started\x18\x18 \x01(\v2#.norsk.api.manager.MigrationStartedH\x00R\x10migrationStarted\x12X\n" +
+	"\x13migration_completed\x18\x19 \x01(\v2%.norsk.api.manager.MigrationCompletedH\x00R\x12migrationCompleted\x12R\n" +
+	"\x11migration_aborted\x18\x1a \x01(\v2#.norsk.api.manager.MigrationAbortedH\x00R\x10migrationAborted\x12\x1b\n" +
 	"\tlog_index\x18d \x01(\x04R\blogIndex\x129\n" +
 	"\n" +
 	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTimeB\a\n" +
@@ -10097,11 +10843,14 @@ const file_manager_proto_rawDesc = "" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x12\n" +
 	"\x10ListNodesRequest\"F\n" +
 	"\x11ListNodesResponse\x121\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\xcc\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\x8a\x02\n" +
 	"\x0fJobByIdResponse\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x12;\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1d.norsk.api.manager.RunningJobR\tinstances\x12G\n" +
-	"\rlast_failures\x18\x03 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\"\xbf\x01\n" +
+	"\rlast_failures\x18\x03 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\x12<\n" +
+	"\n" +
+	"migrations\x18\x04 \x03(\v2\x1c.norsk.api.manager.MigrationR\n" +
+	"migrations\"\xbf\x01\n" +
 	"\x1aRegisterClusterNodeRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12K\n" +
 	"\x04tags\x18\x02 \x03(\v27.norsk.api.manager.RegisterClusterNodeRequest.TagsEntryR\x04tags\x1a7\n" +
@@ -10241,7 +10990,67 @@ const file_manager_proto_rawDesc = "" +
 	"\x12ListBundlesRequest\"k\n" +
 	"\x13ListBundlesResponse\x127\n" +
 	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\xa8\x01\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\xf3\x06\n" +
+	"\tMigration\x12\x1f\n" +
+	"\vsource_role\x18\x01 \x01(\tR\n" +
+	"sourceRole\x12\x1f\n" +
+	"\vtarget_role\x18\x02 \x01(\tR\n" +
+	"targetRole\x12\x12\n" +
+	"\x04move\x18\x03 \x01(\rR\x04move\x12$\n" +
+	"\x0esource_node_id\x18\x04 \x01(\tR\fsourceNodeId\x12*\n" +
+	"\x11requested_node_id\x18\x05 \x01(\tR\x0frequestedNodeId\x12$\n" +
+	"\x0etarget_node_id\x18\x06 \x01(\tR\ftargetNodeId\x128\n" +
+	"\x05phase\x18\a \x01(\x0e2\".norsk.api.manager.Migration.PhaseR\x05phase\x122\n" +
+	"\x03why\x18\b \x01(\x0e2 .norsk.api.manager.Migration.WhyR\x03why\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x10\n" +
+	"\x03who\x18\n" +
+	" \x01(\tR\x03who\x129\n" +
+	"\n" +
+	"started_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12F\n" +
+	"\x11target_started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x0ftargetStartedAt\x12F\n" +
+	"\x11target_running_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0ftargetRunningAt\x12&\n" +
+	"\x0fback_out_reason\x18\x0e \x01(\tR\rbackOutReason\x12\x16\n" +
+	"\x06failed\x18\x0f \x01(\bR\x06failed\"w\n" +
+	"\x05Phase\x12\x1f\n" +
+	"\x1bMIGRATION_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MIGRATION_STARTING\x10\x01\x12\x1a\n" +
+	"\x16MIGRATION_HANDING_OVER\x10\x02\x12\x19\n" +
+	"\x15MIGRATION_BACKING_OUT\x10\x03\"|\n" +
+	"\x03Why\x12\x1d\n" +
+	"\x19MIGRATION_WHY_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MIGRATION_OPERATOR\x10\x01\x12\x13\n" +
+	"\x0fMIGRATION_DRAIN\x10\x02\x12\x14\n" +
+	"\x10MIGRATION_UPDATE\x10\x03\x12\x13\n" +
+	"\x0fMIGRATION_OTHER\x10\x04\"\x95\x01\n" +
+	"\x11MigrateJobRequest\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12$\n" +
+	"\x0etarget_node_id\x18\x03 \x01(\tR\ftargetNodeId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"P\n" +
+	"\x12MigrateJobResponse\x12:\n" +
+	"\tmigration\x18\x01 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\"\xa1\x01\n" +
+	"\x15AbortMigrationRequest\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x1f\n" +
+	"\vsource_role\x18\x02 \x01(\tR\n" +
+	"sourceRole\x12\x1f\n" +
+	"\vtarget_role\x18\x03 \x01(\tR\n" +
+	"targetRole\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"~\n" +
+	"\x10MigrationStarted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12:\n" +
+	"\tmigration\x18\x02 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\"\xc0\x01\n" +
+	"\x12MigrationCompleted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12:\n" +
+	"\tmigration\x18\x02 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\x12\x1f\n" +
+	"\vhandover_ms\x18\x03 \x01(\x01R\n" +
+	"handoverMs\x12\x1d\n" +
+	"\n" +
+	"overlap_ms\x18\x04 \x01(\x01R\toverlapMs\"\xaa\x01\n" +
+	"\x10MigrationAborted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12:\n" +
+	"\tmigration\x18\x02 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"\xa8\x01\n" +
 	"\rPlacementInfo\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x126\n" +
 	"\x05roles\x18\x02 \x03(\v2 .norsk.api.manager.RolePlacementR\x05roles\x12\x1f\n" +
@@ -10441,7 +11250,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eNodeScheduling\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
-	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xfd\x1d\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xac\x1f\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -10494,7 +11303,10 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eAclTokenRevoke\x12(.norsk.api.manager.AclTokenRevokeRequest\x1a\x16.google.protobuf.Empty\x12S\n" +
 	"\fAclTokenSelf\x12&.norsk.api.manager.AclTokenSelfRequest\x1a\x1b.norsk.api.manager.AclToken\x12`\n" +
 	"\x10AppendAuditEntry\x12*.norsk.api.manager.AppendAuditEntryRequest\x1a .norsk.api.manager.AuditLogEntry\x12k\n" +
-	"\x10ListAuditEntries\x12*.norsk.api.manager.ListAuditEntriesRequest\x1a+.norsk.api.manager.ListAuditEntriesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\x10ListAuditEntries\x12*.norsk.api.manager.ListAuditEntriesRequest\x1a+.norsk.api.manager.ListAuditEntriesResponse\x12Y\n" +
+	"\n" +
+	"MigrateJob\x12$.norsk.api.manager.MigrateJobRequest\x1a%.norsk.api.manager.MigrateJobResponse\x12R\n" +
+	"\x0eAbortMigration\x12(.norsk.api.manager.AbortMigrationRequest\x1a\x16.google.protobuf.EmptyB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -10508,8 +11320,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 140)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -10524,489 +11336,520 @@ var file_manager_proto_goTypes = []any{
 	(JobHistoryJobStopping_Reason)(0),     // 10: norsk.api.manager.JobHistoryJobStopping.Reason
 	(NodeStopping_Reason)(0),              // 11: norsk.api.manager.NodeStopping.Reason
 	(NodeAlert_Kind)(0),                   // 12: norsk.api.manager.NodeAlert.Kind
-	(PlacementDegraded_State)(0),          // 13: norsk.api.manager.PlacementDegraded.State
-	(*Hello)(nil),                         // 14: norsk.api.manager.Hello
-	(*Job)(nil),                           // 15: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 16: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 17: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 18: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 19: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 20: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 21: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 22: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 23: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 24: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 25: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 26: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 27: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 28: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 29: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 30: norsk.api.manager.PhysicalNode
-	(*RunningJob)(nil),                    // 31: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 32: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 33: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 34: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 35: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 36: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 37: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 38: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 39: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 40: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 41: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 42: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 43: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 44: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 45: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 46: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 47: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 48: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 49: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 50: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 51: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 52: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 53: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 54: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 55: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 56: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 57: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 58: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 59: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 60: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 61: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 62: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 63: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 64: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 65: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 66: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 67: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 68: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 69: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 70: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 71: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 72: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 73: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 74: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 75: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 76: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 77: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 78: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 79: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 80: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 81: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 82: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 83: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 84: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 85: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 86: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 87: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 88: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 89: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 90: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 91: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 92: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 93: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 94: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 95: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 96: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 97: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 98: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 99: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 100: norsk.api.manager.ListBundlesResponse
-	(*PlacementInfo)(nil),                 // 101: norsk.api.manager.PlacementInfo
-	(*RolePlacement)(nil),                 // 102: norsk.api.manager.RolePlacement
-	(*PlacementAttempt)(nil),              // 103: norsk.api.manager.PlacementAttempt
-	(*JobPlaced)(nil),                     // 104: norsk.api.manager.JobPlaced
-	(*PlacementFailed)(nil),               // 105: norsk.api.manager.PlacementFailed
-	(*PlacementDegraded)(nil),             // 106: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 107: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 108: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 109: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 110: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 111: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 112: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 113: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 114: norsk.api.manager.Pool
-	(*PoolTier)(nil),                      // 115: norsk.api.manager.PoolTier
-	(*RestartCeiling)(nil),                // 116: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 117: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 118: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 119: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 120: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 121: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 122: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 123: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 124: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 125: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 126: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 127: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 128: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 129: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 130: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 131: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 132: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 133: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 134: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 135: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 136: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 137: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 138: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 139: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 140: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 141: norsk.api.manager.DateFilter.Within
-	nil,                                   // 142: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 143: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 144: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 145: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 146: norsk.api.manager.PoolTier.NodeSelectorEntry
-	(*commonpb.Version)(nil),              // 147: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 148: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 149: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 150: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 151: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 152: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 153: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 154: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 155: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 156: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 157: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 158: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 159: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 160: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 161: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 162: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 163: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 164: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 165: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 166: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 167: google.protobuf.Empty
+	(Migration_Phase)(0),                  // 13: norsk.api.manager.Migration.Phase
+	(Migration_Why)(0),                    // 14: norsk.api.manager.Migration.Why
+	(PlacementDegraded_State)(0),          // 15: norsk.api.manager.PlacementDegraded.State
+	(*Hello)(nil),                         // 16: norsk.api.manager.Hello
+	(*Job)(nil),                           // 17: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 18: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 19: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 20: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 21: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 22: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 23: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 24: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 25: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 26: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 27: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 28: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 29: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 30: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 31: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 32: norsk.api.manager.PhysicalNode
+	(*RunningJob)(nil),                    // 33: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 34: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 35: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 36: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 37: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 38: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 39: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 40: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 41: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 42: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 43: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 44: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 45: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 46: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 47: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 48: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 49: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 50: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 51: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 52: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 53: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 54: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 55: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 56: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 57: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 58: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 59: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 60: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 61: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 62: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 63: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 64: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 65: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 66: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 67: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 68: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 69: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 70: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 71: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 72: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 73: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 74: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 75: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 76: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 77: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 78: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 79: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 80: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 81: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 82: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 83: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 84: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 85: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 86: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 87: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 88: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 89: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 90: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 91: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 92: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 93: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 94: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 95: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 96: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 97: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 98: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 99: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 100: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 101: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 102: norsk.api.manager.ListBundlesResponse
+	(*Migration)(nil),                     // 103: norsk.api.manager.Migration
+	(*MigrateJobRequest)(nil),             // 104: norsk.api.manager.MigrateJobRequest
+	(*MigrateJobResponse)(nil),            // 105: norsk.api.manager.MigrateJobResponse
+	(*AbortMigrationRequest)(nil),         // 106: norsk.api.manager.AbortMigrationRequest
+	(*MigrationStarted)(nil),              // 107: norsk.api.manager.MigrationStarted
+	(*MigrationCompleted)(nil),            // 108: norsk.api.manager.MigrationCompleted
+	(*MigrationAborted)(nil),              // 109: norsk.api.manager.MigrationAborted
+	(*PlacementInfo)(nil),                 // 110: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 111: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 112: norsk.api.manager.PlacementAttempt
+	(*JobPlaced)(nil),                     // 113: norsk.api.manager.JobPlaced
+	(*PlacementFailed)(nil),               // 114: norsk.api.manager.PlacementFailed
+	(*PlacementDegraded)(nil),             // 115: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 116: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 117: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 118: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 119: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 120: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 121: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 122: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 123: norsk.api.manager.Pool
+	(*PoolTier)(nil),                      // 124: norsk.api.manager.PoolTier
+	(*RestartCeiling)(nil),                // 125: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 126: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 127: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 128: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 129: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 130: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 131: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 132: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 133: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 134: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 135: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 136: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 137: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 138: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 139: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 140: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 141: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 142: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 143: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 144: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 145: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 146: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 147: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 148: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 149: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 150: norsk.api.manager.DateFilter.Within
+	nil,                                   // 151: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 152: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 153: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 154: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 155: norsk.api.manager.PoolTier.NodeSelectorEntry
+	(*commonpb.Version)(nil),              // 156: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 157: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 158: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 159: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 160: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 161: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 162: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 163: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 164: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 165: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 166: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 167: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 168: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 169: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 170: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 171: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 172: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 173: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 174: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 175: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 176: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	147, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	148, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	135, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	149, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	150, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	156, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	157, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	144, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	158, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	159, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	151, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	160, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	9,   // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	2,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	17,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	152, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	136, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	16,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	153, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
-	19,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	154, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	155, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	156, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	18,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	19,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	161, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	145, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	18,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	162, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	21,  // 14: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	163, // 15: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	164, // 16: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	165, // 17: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	20,  // 18: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	3,   // 19: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	149, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	149, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	15,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	149, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	137, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	149, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	158, // 20: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	158, // 21: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	17,  // 22: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	158, // 23: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	166, // 24: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 25: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	158, // 26: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	166, // 27: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 28: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	146, // 29: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	158, // 30: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	166, // 31: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 32: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	10,  // 33: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	149, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	157, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	149, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	21,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	22,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	23,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	24,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	25,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	26,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	27,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	15,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	28,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	138, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	159, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	29,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	29,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	148, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	29,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	15,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	31,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	157, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	157, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	160, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	158, // 34: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	166, // 35: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 36: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	158, // 37: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	23,  // 38: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	24,  // 39: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	25,  // 40: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	26,  // 41: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	27,  // 42: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	28,  // 43: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	29,  // 44: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	17,  // 45: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	30,  // 46: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	147, // 47: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	168, // 48: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	169, // 49: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	31,  // 50: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	31,  // 51: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	31,  // 52: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	157, // 53: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	31,  // 54: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	17,  // 55: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	33,  // 56: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	166, // 57: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	166, // 58: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 59: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	169, // 60: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	11,  // 61: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	160, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	157, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	31,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	30,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	31,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	160, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	139, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	44,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	169, // 62: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	166, // 63: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 64: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	33,  // 65: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	32,  // 66: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	33,  // 67: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	169, // 68: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	148, // 69: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	46,  // 70: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 71: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 72: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	160, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	140, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	169, // 73: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	149, // 74: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 75: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	148, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	148, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	160, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	149, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	149, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	149, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	149, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	141, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	51,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	52,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	53,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	157, // 77: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	169, // 78: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	157, // 79: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	169, // 80: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	158, // 81: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	158, // 82: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	158, // 83: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	158, // 84: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	158, // 85: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	150, // 86: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	53,  // 87: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	54,  // 88: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	55,  // 89: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 90: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	56,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	58,  // 91: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 92: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	58,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	57,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	59,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	60,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	160, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	60,  // 93: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	59,  // 94: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	61,  // 95: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	62,  // 96: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	169, // 97: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 98: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	159, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	149, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	42,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	32,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	61,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	34,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	35,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	33,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	36,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	38,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	39,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	40,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	41,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	43,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	60,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	161, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	63,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	95,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	96,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	62,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	119, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	120, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	104, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	105, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	106, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	149, // 125: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	54,  // 126: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	14,  // 127: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	162, // 128: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	147, // 129: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	157, // 130: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	158, // 131: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	4,   // 132: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	5,   // 133: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	31,  // 134: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	149, // 135: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	11,  // 136: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	163, // 137: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	69,  // 138: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	164, // 139: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	2,   // 140: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	121, // 141: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	159, // 142: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	149, // 143: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	149, // 144: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	142, // 145: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	160, // 146: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	159, // 147: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	160, // 148: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	149, // 149: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	68,  // 150: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	29,  // 151: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	31,  // 152: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	71,  // 153: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	143, // 154: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	160, // 155: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	165, // 156: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	160, // 157: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	77,  // 158: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	149, // 159: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	149, // 160: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	144, // 161: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	5,   // 162: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	78,  // 163: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	77,  // 164: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	164, // 165: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	160, // 166: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	160, // 167: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	145, // 168: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	149, // 169: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	84,  // 170: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	87,  // 171: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 172: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	91,  // 173: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	90,  // 174: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	7,   // 175: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	19,  // 176: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	15,  // 177: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	6,   // 178: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 179: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	6,   // 180: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	87,  // 181: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 182: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	87,  // 183: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	88,  // 184: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	87,  // 185: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	148, // 186: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	13,  // 187: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	103, // 188: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	88,  // 189: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	97,  // 190: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	98,  // 191: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	102, // 192: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	103, // 193: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	13,  // 194: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	149, // 195: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	107, // 196: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	148, // 197: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	160, // 198: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	148, // 199: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	103, // 200: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	148, // 201: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	160, // 202: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	13,  // 203: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	160, // 204: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	110, // 205: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	111, // 206: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	112, // 207: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	149, // 208: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	115, // 209: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	116, // 210: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	146, // 211: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	114, // 212: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	114, // 213: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	113, // 214: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	8,   // 215: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	149, // 216: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	160, // 217: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	160, // 218: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	149, // 219: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	149, // 220: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	124, // 221: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	132, // 222: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	166, // 223: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	149, // 224: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	149, // 225: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	166, // 226: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	167, // 227: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	15,  // 228: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	15,  // 229: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	148, // 230: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	65,  // 231: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	46,  // 232: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	47,  // 233: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	48,  // 234: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	160, // 235: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	49,  // 236: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	50,  // 237: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	148, // 238: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	55,  // 239: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	167, // 240: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	72,  // 241: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	70,  // 242: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	148, // 243: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	75,  // 244: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	79,  // 245: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	160, // 246: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	81,  // 247: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	83,  // 248: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	85,  // 249: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	88,  // 250: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	88,  // 251: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	87,  // 252: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	93,  // 253: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	94,  // 254: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	87,  // 255: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	99,  // 256: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	108, // 257: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	114, // 258: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	114, // 259: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	113, // 260: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	113, // 261: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	117, // 262: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	122, // 263: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	160, // 264: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	123, // 265: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	148, // 266: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	125, // 267: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	126, // 268: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	127, // 269: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	129, // 270: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	130, // 271: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	131, // 272: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	133, // 273: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	66,  // 274: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	20,  // 275: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	20,  // 276: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	167, // 277: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	37,  // 278: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	167, // 279: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	167, // 280: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	167, // 281: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	167, // 282: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	167, // 283: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	167, // 284: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	167, // 285: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	64,  // 286: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	67,  // 287: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	73,  // 288: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	167, // 289: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	74,  // 290: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	76,  // 291: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	80,  // 292: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	167, // 293: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	82,  // 294: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	167, // 295: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	86,  // 296: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	92,  // 297: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	167, // 298: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	167, // 299: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	167, // 300: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	167, // 301: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	98,  // 302: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	100, // 303: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	109, // 304: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	167, // 305: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	167, // 306: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	167, // 307: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	114, // 308: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	118, // 309: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	167, // 310: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	167, // 311: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	167, // 312: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	101, // 313: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	124, // 314: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	124, // 315: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	128, // 316: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	167, // 317: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	124, // 318: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	132, // 319: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	134, // 320: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	274, // [274:321] is the sub-list for method output_type
-	227, // [227:274] is the sub-list for method input_type
-	227, // [227:227] is the sub-list for extension type_name
-	227, // [227:227] is the sub-list for extension extendee
-	0,   // [0:227] is the sub-list for field type_name
+	168, // 99: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	158, // 100: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	158, // 101: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	44,  // 102: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	34,  // 103: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	63,  // 104: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	36,  // 105: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	37,  // 106: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	35,  // 107: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	38,  // 108: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	40,  // 109: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	41,  // 110: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	42,  // 111: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	43,  // 112: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	45,  // 113: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	62,  // 114: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	170, // 115: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	65,  // 116: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	97,  // 117: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	98,  // 118: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	64,  // 119: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	128, // 120: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	129, // 121: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	113, // 122: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
+	114, // 123: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	115, // 124: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	107, // 125: norsk.api.manager.EventStreamEvent.migration_started:type_name -> norsk.api.manager.MigrationStarted
+	108, // 126: norsk.api.manager.EventStreamEvent.migration_completed:type_name -> norsk.api.manager.MigrationCompleted
+	109, // 127: norsk.api.manager.EventStreamEvent.migration_aborted:type_name -> norsk.api.manager.MigrationAborted
+	158, // 128: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	56,  // 129: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	16,  // 130: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	171, // 131: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	156, // 132: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	166, // 133: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	167, // 134: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	4,   // 135: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	5,   // 136: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	33,  // 137: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	158, // 138: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	11,  // 139: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	172, // 140: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	71,  // 141: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	173, // 142: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	2,   // 143: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	130, // 144: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	168, // 145: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	158, // 146: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	158, // 147: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	151, // 148: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	169, // 149: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	168, // 150: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	169, // 151: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	158, // 152: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	70,  // 153: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	31,  // 154: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	33,  // 155: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	73,  // 156: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	103, // 157: norsk.api.manager.JobByIdResponse.migrations:type_name -> norsk.api.manager.Migration
+	152, // 158: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	169, // 159: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	174, // 160: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	169, // 161: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	79,  // 162: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	158, // 163: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	158, // 164: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	153, // 165: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	5,   // 166: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	80,  // 167: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	79,  // 168: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	173, // 169: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	169, // 170: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	169, // 171: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	154, // 172: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	158, // 173: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	86,  // 174: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	89,  // 175: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	91,  // 176: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	93,  // 177: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	92,  // 178: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	7,   // 179: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	21,  // 180: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	17,  // 181: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	6,   // 182: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 183: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	6,   // 184: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	89,  // 185: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 186: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	89,  // 187: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	90,  // 188: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	89,  // 189: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	157, // 190: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	15,  // 191: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	112, // 192: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	90,  // 193: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	99,  // 194: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	100, // 195: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	13,  // 196: norsk.api.manager.Migration.phase:type_name -> norsk.api.manager.Migration.Phase
+	14,  // 197: norsk.api.manager.Migration.why:type_name -> norsk.api.manager.Migration.Why
+	158, // 198: norsk.api.manager.Migration.started_at:type_name -> google.protobuf.Timestamp
+	158, // 199: norsk.api.manager.Migration.target_started_at:type_name -> google.protobuf.Timestamp
+	158, // 200: norsk.api.manager.Migration.target_running_at:type_name -> google.protobuf.Timestamp
+	157, // 201: norsk.api.manager.MigrateJobRequest.job_id:type_name -> norsk.api.common.JobId
+	103, // 202: norsk.api.manager.MigrateJobResponse.migration:type_name -> norsk.api.manager.Migration
+	157, // 203: norsk.api.manager.AbortMigrationRequest.job_id:type_name -> norsk.api.common.JobId
+	157, // 204: norsk.api.manager.MigrationStarted.job_id:type_name -> norsk.api.common.JobId
+	103, // 205: norsk.api.manager.MigrationStarted.migration:type_name -> norsk.api.manager.Migration
+	157, // 206: norsk.api.manager.MigrationCompleted.job_id:type_name -> norsk.api.common.JobId
+	103, // 207: norsk.api.manager.MigrationCompleted.migration:type_name -> norsk.api.manager.Migration
+	157, // 208: norsk.api.manager.MigrationAborted.job_id:type_name -> norsk.api.common.JobId
+	103, // 209: norsk.api.manager.MigrationAborted.migration:type_name -> norsk.api.manager.Migration
+	111, // 210: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	112, // 211: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	15,  // 212: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	158, // 213: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	116, // 214: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	157, // 215: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	169, // 216: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	157, // 217: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	112, // 218: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	157, // 219: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	169, // 220: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	15,  // 221: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	169, // 222: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	119, // 223: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	120, // 224: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	121, // 225: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	158, // 226: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	124, // 227: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	125, // 228: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	155, // 229: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	123, // 230: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	123, // 231: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	122, // 232: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	8,   // 233: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	158, // 234: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	169, // 235: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	169, // 236: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	158, // 237: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	158, // 238: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	133, // 239: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	141, // 240: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	175, // 241: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	158, // 242: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	158, // 243: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	175, // 244: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	176, // 245: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	17,  // 246: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	17,  // 247: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	157, // 248: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	67,  // 249: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	48,  // 250: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	49,  // 251: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	50,  // 252: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	169, // 253: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	51,  // 254: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	52,  // 255: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	157, // 256: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	57,  // 257: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	176, // 258: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	74,  // 259: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	72,  // 260: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	157, // 261: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	77,  // 262: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	81,  // 263: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	169, // 264: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	83,  // 265: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	85,  // 266: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	87,  // 267: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	90,  // 268: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	90,  // 269: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	89,  // 270: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	95,  // 271: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	96,  // 272: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	89,  // 273: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	101, // 274: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	117, // 275: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	123, // 276: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	123, // 277: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	122, // 278: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	122, // 279: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	126, // 280: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	131, // 281: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	169, // 282: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	132, // 283: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	157, // 284: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	134, // 285: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	135, // 286: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	136, // 287: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	138, // 288: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	139, // 289: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	140, // 290: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	142, // 291: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	104, // 292: norsk.api.manager.Manager.MigrateJob:input_type -> norsk.api.manager.MigrateJobRequest
+	106, // 293: norsk.api.manager.Manager.AbortMigration:input_type -> norsk.api.manager.AbortMigrationRequest
+	68,  // 294: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	22,  // 295: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	22,  // 296: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	176, // 297: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	39,  // 298: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	176, // 299: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	176, // 300: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	176, // 301: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	176, // 302: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	176, // 303: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	176, // 304: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	176, // 305: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	66,  // 306: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	69,  // 307: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	75,  // 308: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	176, // 309: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	76,  // 310: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	78,  // 311: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	82,  // 312: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	176, // 313: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	84,  // 314: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	176, // 315: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	88,  // 316: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	94,  // 317: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	176, // 318: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	176, // 319: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	176, // 320: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	176, // 321: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	100, // 322: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	102, // 323: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	118, // 324: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	176, // 325: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	176, // 326: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	176, // 327: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	123, // 328: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	127, // 329: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	176, // 330: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	176, // 331: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	176, // 332: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	110, // 333: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	133, // 334: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	133, // 335: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	137, // 336: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	176, // 337: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	133, // 338: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	141, // 339: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	143, // 340: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	105, // 341: norsk.api.manager.Manager.MigrateJob:output_type -> norsk.api.manager.MigrateJobResponse
+	176, // 342: norsk.api.manager.Manager.AbortMigration:output_type -> google.protobuf.Empty
+	294, // [294:343] is the sub-list for method output_type
+	245, // [245:294] is the sub-list for method input_type
+	245, // [245:245] is the sub-list for extension type_name
+	245, // [245:245] is the sub-list for extension extendee
+	0,   // [0:245] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -11085,14 +11928,17 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_JobPlaced)(nil),
 		(*EventStreamEvent_PlacementFailed)(nil),
 		(*EventStreamEvent_PlacementDegraded)(nil),
+		(*EventStreamEvent_MigrationStarted)(nil),
+		(*EventStreamEvent_MigrationCompleted)(nil),
+		(*EventStreamEvent_MigrationAborted)(nil),
 	}
 	file_manager_proto_msgTypes[52].OneofWrappers = []any{
 		(*NorskStatusEvent_Hello)(nil),
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
 	file_manager_proto_msgTypes[54].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[88].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[95].OneofWrappers = []any{
+	file_manager_proto_msgTypes[95].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[102].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
@@ -11102,8 +11948,8 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      14,
-			NumMessages:   133,
+			NumEnums:      16,
+			NumMessages:   140,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

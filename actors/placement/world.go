@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -55,6 +57,8 @@ type world struct {
 	busy  map[key]bool
 	// running holds the instances the engine may stop (drain.go).
 	running []running
+	// moves holds the moves in progress (migrate.go).
+	moves []move
 }
 
 // readWorld reads the store at now.
@@ -78,6 +82,9 @@ func readWorld(store *persistence.Store, now time.Time) (*world, error) {
 		bundles := map[string]*internalpb.BundleRecord{}
 		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
 			w.addJob(rec)
+			if err := w.addMove(r, bundles, rec, seq); err != nil {
+				return err
+			}
 			if err := w.addRunning(r, bundles, rec, seq); err != nil {
 				return err
 			}
@@ -157,6 +164,14 @@ func (w *world) addJob(rec *internalpb.JobRecord) {
 	for _, in := range rec.GetInstances() {
 		k := key{scheduler.JobID(id), scheduler.Role(in.GetRole())}
 		w.where[k] = in.GetNodeId()
+		if l := (key{k.job, scheduler.Role(roles.LogicalRole(in.GetRole()))}); l != k {
+			// A move's role ("primary~2") is its logical role for the
+			// questions by role (the other replica's node); the source,
+			// sorted first, answers while both run.
+			if _, ok := w.where[l]; !ok {
+				w.where[l] = in.GetNodeId()
+			}
+		}
 		w.placed = append(w.placed, scheduler.Placed{Job: k.job, Role: k.role, Node: scheduler.NodeID(in.GetNodeId()),
 			Capacity: capacity, GPUCapacity: gpu, Cores: coreInts(in.GetCpuList())})
 	}
@@ -184,9 +199,12 @@ func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalp
 		c = newCandidate(rec, seq, b, js)
 	}
 	for _, in := range rec.GetInstances() {
-		if in.GetRole() == string(c.role) {
+		if roles.LogicalRole(in.GetRole()) == string(c.role) {
 			return candidate{}, false, nil
 		}
+	}
+	if job.MigrationOf(rec, string(c.role)) != nil {
+		return candidate{}, false, nil // the move's to place (migrate.go)
 	}
 	return c, true, nil
 }

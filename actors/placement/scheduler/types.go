@@ -196,4 +196,9 @@ type Ask struct {
 	// AvoidNodes rank after every other fit node (a restart elsewhere after
 	// failures on them); they are still chosen when nothing else fits.
 	AvoidNodes []NodeID
+	// Nodes, when set, are the only nodes the ask may go to, and
+	// ExcludeNodes are never chosen: a move to the node an operator named,
+	// or anywhere but the move's source (the "node" filter).
+	Nodes        []NodeID
+	ExcludeNodes []NodeID
 }

@@ -165,8 +165,8 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 			continue
 		}
 		left[r.node]++
-		if isMoving(r) {
-			continue // its move (migrate.go) takes it off the node
+		if isMoving(r) || e.drainPaused(r, w.now) {
+			continue // its move (migrate.go) takes it off the node, or failed just now
 		}
 		if r.bundle == nil {
 			if !fits([]*running{r}) {

@@ -62,7 +62,16 @@ type moveState struct {
 	// resent holds when a stop a move waits for was last sent. Guarded by
 	// mu.
 	resent map[key]time.Time
+	// paused holds, by (job, logical role), until when a drain begins no
+	// new move of a role whose drain move this engine backed out as
+	// failed: a target that fails at once is not tried again every pass.
+	// Guarded by mu.
+	paused map[key]time.Time
 }
+
+// drainMovePause is how long a drain waits before it moves a role again
+// after its move failed (see moveState.paused).
+const drainMovePause = 30 * time.Second
 
 // addMove records rec's moves in progress.
 func (w *world) addMove(r *persistence.Reader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
@@ -132,6 +141,14 @@ func (e *Engine) migratePass(ctx context.Context, w *world, view *scheduler.View
 // driveStarting sends the step of a move that is STARTING its target.
 func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.View, mv *move, k key, source, target *internalpb.Instance) {
 	abort := func(reason string) {
+		if mv.m.GetWhy() == managerpb.Migration_MIGRATION_DRAIN {
+			e.moves.mu.Lock()
+			if e.moves.paused == nil {
+				e.moves.paused = map[key]time.Time{}
+			}
+			e.moves.paused[key{k.job, scheduler.Role(roles.LogicalRole(string(k.role)))}] = w.now.Add(drainMovePause)
+			e.moves.mu.Unlock()
+		}
 		e.moveStep(ctx, k, "abort", mv, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_AbortMigration{AbortMigration: &internalpb.AbortMigration{
 			SourceRole: mv.m.GetSourceRole(), TargetRole: string(k.role), Reason: reason, Failed: true}}})
 	}
@@ -333,4 +350,18 @@ func isMoving(r *running) bool {
 // target from the next pass on (migratePass runs first).
 func (e *Engine) drainOne(ctx context.Context, r *running) {
 	e.beginMove(ctx, r, managerpb.Migration_MIGRATION_DRAIN, "node "+r.node+" draining")
+}
+
+// drainPaused reports whether a drain must not move r now (see
+// moveState.paused); an expired pause is forgotten.
+func (e *Engine) drainPaused(r *running, now time.Time) bool {
+	k := key{r.job, scheduler.Role(roles.LogicalRole(string(r.role)))}
+	e.moves.mu.Lock()
+	defer e.moves.mu.Unlock()
+	until, ok := e.moves.paused[k]
+	if ok && !now.Before(until) {
+		delete(e.moves.paused, k)
+		return false
+	}
+	return ok
 }

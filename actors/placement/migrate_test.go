@@ -143,3 +143,28 @@ func (e *Engine) mustWhere(t *testing.T, id, role string) string {
 	require.NoError(t, err)
 	return w.where[key{scheduler.JobID(id), scheduler.Role(role)}]
 }
+
+// A drain move whose target fails is backed out and not begun again
+// before drainMovePause: a target that fails at once does not churn.
+func TestEngine_Move_DrainPausesAfterAFailedMove(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("d", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("o", 4, "z1", nil)
+	f.router.provisioning = true
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+	f.pass() // begin
+	f.pass() // start the target
+	require.Equal(t, "o", f.nodeOf("j", "primary~1"))
+	f.fail("j", "primary~1", "exit 1")
+	f.pass() // backed out
+	require.Nil(t, f.moveOf("j"))
+	f.pass()
+	f.pass()
+	require.Equal(t, 1, f.router.beginCount("j", "primary"), "paused after the failure")
+	f.now = f.now.Add(drainMovePause)
+	f.pass()
+	require.Equal(t, 2, f.router.beginCount("j", "primary"), "moved again once the pause is over")
+	require.Equal(t, "primary~2", f.moveOf("j").GetTargetRole())
+}

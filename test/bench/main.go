@@ -129,6 +129,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"docker":    runDocker,
 	"snapshot":  runSnapshot,
 	"placement": runPlacement,
+	"move":      runMove,
 
 	"storeopen":  runStoreOpen,
 	"storecrash": runStoreCrash,
@@ -184,6 +185,7 @@ func main() {
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
 		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile]\n" +
+		"       go run ./test/bench move [--quick]\n" +
 		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +

@@ -119,6 +119,11 @@ func (e *Engine) migratePass(ctx context.Context, w *world, view *scheduler.View
 		}
 		target := instanceOf(mv.rec, mv.m.GetTargetRole())
 		source := instanceOf(mv.rec, mv.m.GetSourceRole())
+		if mv.m.GetPhase() != managerpb.Migration_MIGRATION_STARTING {
+			e.mu.Lock()
+			delete(e.failures, k) // a start refused after the move moved on
+			e.mu.Unlock()
+		}
 		switch mv.m.GetPhase() {
 		case managerpb.Migration_MIGRATION_STARTING:
 			e.driveStarting(ctx, w, view, mv, k, source, target)

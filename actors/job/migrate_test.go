@@ -172,3 +172,33 @@ func TestJob_CompleteEndsMigrations(t *testing.T) {
 	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Complete{Complete: &internalpb.CompleteJob{}}})))
 	require.Empty(t, e.record(t, "j").GetMigrations())
 }
+
+// An abort that lands while the target's provision is at its node backs
+// the move out; when the node answers, the target is stopped there and
+// not recorded, and the move ends once nothing of it is pending. A late
+// job_started of it is stopped too.
+func TestJob_MigrationAbortWhileTargetProvisioning(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", beginMove("primary", ""))))
+	gate := make(chan struct{})
+	e.nodes.gate.Store(&gate)
+	t.Cleanup(func() { e.nodes.gate.Store(nil) })
+	started := make(chan *internalpb.Reply, 1)
+	go func() { started <- e.do(t, "j", start("primary~1", "n2")) }()
+	require.Eventually(t, func() bool { return e.nodes.held.Load() == 1 }, 5*time.Second, time.Millisecond)
+
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", abortMove("primary", "primary~1"))))
+	require.Equal(t, managerpb.Migration_MIGRATION_BACKING_OUT, e.record(t, "j").GetMigrations()[0].GetPhase())
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, code(t, e.do(t, "j", endMove("primary~1"))), "its start is pending")
+	e.nodes.gate.Store(nil)
+	close(gate)
+	r := <-started
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode(), r.GetMessage())
+	e.nodes.waitStop(t, "n2/j/primary~1")
+	rec := e.record(t, "j")
+	require.Len(t, rec.GetInstances(), 1, "the target is not recorded")
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", endMove("primary~1"))))
+	require.Empty(t, e.record(t, "j").GetMigrations())
+	require.Equal(t, "primary", e.record(t, "j").GetInstances()[0].GetRole())
+}

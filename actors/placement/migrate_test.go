@@ -168,3 +168,27 @@ func TestEngine_Move_DrainPausesAfterAFailedMove(t *testing.T) {
 	require.Equal(t, 2, f.router.beginCount("j", "primary"), "moved again once the pause is over")
 	require.Equal(t, "primary~2", f.moveOf("j").GetTargetRole())
 }
+
+// The target's node is lost before the target runs: the move is backed out
+// with a reason naming the node, the source keeps running.
+func TestEngine_Move_TargetNodeLostBacksOut(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.begin("j", "primary", "b")
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"))
+	f.stopNode("b")
+	from := f.head()
+	f.pass()
+	ab := events[*managerpb.EventStreamEvent_MigrationAborted](f, from)
+	require.Len(t, ab, 1)
+	require.Contains(t, ab[0].MigrationAborted.GetReason(), "node b")
+	require.Nil(t, f.moveOf("j"))
+	require.Equal(t, "a", f.nodeOf("j", "primary"))
+	f.pass()
+	require.Equal(t, 1, f.router.startCount("j", "primary"), "the source was never off air: nothing placed again")
+}

@@ -192,3 +192,26 @@ func TestEngine_Move_TargetNodeLostBacksOut(t *testing.T) {
 	f.pass()
 	require.Equal(t, 1, f.router.startCount("j", "primary"), "the source was never off air: nothing placed again")
 }
+
+// CheckMove runs the driver's chain for MigrateJob: a named node without
+// room, or "any" with no node but the source, is refused with the chain's
+// explanation; a node with room, an unknown job or role answer nil.
+func TestCheckMove(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 2, nil))
+	f.pass()
+	check := func(role, node string) error { return CheckMove(f.store, f.now, "j", role, node) }
+	err := check("primary", "")
+	require.ErrorIs(t, err, ErrMoveDoesNotFit)
+	require.Contains(t, err.Error(), "the move's source")
+	f.putNode("small", 1, "z1", nil)
+	err = check("primary", "small")
+	require.ErrorIs(t, err, ErrMoveDoesNotFit)
+	require.Contains(t, err.Error(), "capacity")
+	f.putNode("big", 4, "z1", nil)
+	require.NoError(t, check("primary", "big"))
+	require.NoError(t, check("primary", ""))
+	require.NoError(t, check("backup", "big"), "no such role: the grain's to answer")
+	require.NoError(t, CheckMove(f.store, f.now, "nope", "primary", ""))
+}

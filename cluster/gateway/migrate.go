@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/norsk-oss/norsk-manager/actors/node"
+	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/cluster/identity"
 	"github.com/norsk-oss/norsk-manager/persistence"
@@ -23,12 +24,14 @@ const AnyNode = "any"
 
 // MigrateJob records a make-before-break move of a running role (see the
 // rpc's doc in manager.proto and placement.md, "Moves"): the gateway
-// checks the request and the target node's record (known, not the
-// source's, taking placements), the job grain checks the job and role and
-// records the move, and the placement engine carries it out. Whether the
-// target node fits the job (room, constraints) is the engine's chain's
-// answer: a move it refuses is backed out at once with the chain's
-// explanation in a migration_aborted event.
+// checks the request, the target node's record (known, taking
+// placements) and runs the placement chain on its replica
+// (placement.CheckMove: FailedPrecondition with the chain's explanation
+// when the target fits no node), the job grain checks the job and role and
+// records the move, and the placement engine carries it out. The engine
+// runs the chain again when it starts the target: a move that no longer
+// fits then is backed out with the explanation in a migration_aborted
+// event.
 func (s *Server) MigrateJob(ctx context.Context, in *managerpb.MigrateJobRequest) (*managerpb.MigrateJobResponse, error) {
 	id, err := jobID("job_id", in.GetJobId())
 	if err != nil {
@@ -51,6 +54,18 @@ func (s *Server) MigrateJob(ctx context.Context, in *managerpb.MigrateJobRequest
 			return nil, err
 		}
 		if err := s.checkMoveTarget(ctx, target); err != nil {
+			return nil, err
+		}
+	}
+	if s.cfg.Store != nil {
+		if err := s.barrier(ctx); err != nil {
+			return nil, err
+		}
+		err := placement.CheckMove(s.cfg.Store, s.cfg.Clock(), id, in.GetRole(), target)
+		switch {
+		case errors.Is(err, placement.ErrMoveDoesNotFit):
+			return nil, status.Errorf(codes.FailedPrecondition, "target_node_id: %v", err)
+		case err != nil:
 			return nil, err
 		}
 	}

@@ -29,15 +29,17 @@ var methodAccess = map[string]Access{
 	"Version":             AccessAny,
 	"EventStream":         AccessEvents,
 
-	"CreateJob":      AccessOperate,
-	"UpdateJob":      AccessOperate,
-	"DeleteJob":      AccessOperate,
-	"StartJob":       AccessOperate,
-	"StopJob":        AccessOperate,
-	"CompleteJob":    AccessOperate,
-	"StopOrphan":     AccessOperate,
-	"JobSearch":      AccessRead,
-	"JobById":        AccessRead,
+	"CreateJob":   AccessOperate,
+	"UpdateJob":   AccessOperate,
+	"DeleteJob":   AccessOperate,
+	"StartJob":    AccessOperate,
+	"StopJob":     AccessOperate,
+	"CompleteJob": AccessOperate,
+	"StopOrphan":  AccessOperate,
+	"JobSearch":   AccessRead,
+	"JobById":     AccessRead,
+
+	// Moves (issue 13 §2).
 	"MigrateJob":     AccessOperate,
 	"AbortMigration": AccessOperate,
 

@@ -232,7 +232,7 @@ func (g *grain) checkStartable(role string) *internalpb.Reply {
 	if p, ok := g.pending[role]; ok {
 		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already being started on node %q", g.id, role, p.node)
 	}
-	return nil
+	return g.checkMoveStart(role)
 }
 
 // started records the instance once the node grain accepted the provision.
@@ -256,6 +256,11 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 		// instance it already ran, which it kept).
 		return actors.OK()
 	}
+	if !moveTargetWanted(g.rec, role) {
+		// Its move was aborted while the node was provisioning.
+		g.sendStop(node, role, p.instance)
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q: its move was backed out while it was being started", g.id, role)
+	}
 	if g.endedWhilePending[role] == node {
 		// The worker reported it failed or stopped before this continuation
 		// ran; reportGone recorded provisioned, stopping and stopped.
@@ -271,6 +276,7 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 	}
 	recordDefinition(in, p.def, next.GetJob().GetJob())
 	putInstance(next, in)
+	noteTargetStarted(next, in, now)
 	g.addHistory(next, hProvisioned(now, in))
 	events := append([]*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}, NotePlaced(next, in, p.note, now)...)
 	if r := g.commit(reqID, next, events...); r != nil {
@@ -349,7 +355,12 @@ func (g *grain) complete(ctx actor.Context, reqID string) *internalpb.Reply {
 	}
 	next.Job.Job.State = managerpb.Job_POST
 	g.addHistory(next, hCompleted(g.now()))
-	if r := g.commit(reqID, next, updatedEvent(next.GetJob())); r != nil {
+	events := []*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}
+	for _, m := range next.GetMigrations() { // nothing left to move
+		events = append(events, abortedEvent(g.id, m, "job completed", true))
+	}
+	next.Migrations = nil
+	if r := g.commit(reqID, next, events...); r != nil {
 		return r
 	}
 	for _, in := range stops {

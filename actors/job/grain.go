@@ -257,6 +257,14 @@ func (g *grain) dispatch(ctx actor.Context, m *internalpb.JobCommand) *internalp
 		return g.recheckPlacement(m.GetRequestId(), c.RecheckPlacement)
 	case *internalpb.JobCommand_Preempt:
 		return g.preempt(ctx, m.GetRequestId(), c.Preempt)
+	case *internalpb.JobCommand_BeginMigration:
+		return g.beginMigration(m.GetRequestId(), c.BeginMigration)
+	case *internalpb.JobCommand_HandOverMigration:
+		return g.handOverMigration(m.GetRequestId(), c.HandOverMigration)
+	case *internalpb.JobCommand_AbortMigration:
+		return g.abortMigration(m.GetRequestId(), c.AbortMigration)
+	case *internalpb.JobCommand_EndMigration:
+		return g.endMigration(m.GetRequestId(), c.EndMigration)
 	}
 	return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "job %s: empty command", g.id)
 }

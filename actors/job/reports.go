@@ -135,7 +135,8 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			g.addHistory(next, hRunning(now, in))
 		}
 	} else {
-		if p, ok := g.pending[role]; ok && p.node != node {
+		if p, ok := g.pending[role]; ok && p.node != node || !moveTargetWanted(g.rec, role) {
+			// A start elsewhere, or the target of a move backed out.
 			g.sendStop(node, role, id)
 			return actors.OK()
 		}
@@ -164,6 +165,7 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			}
 		}
 		putInstance(next, in)
+		noteTargetStarted(next, in, now)
 		g.addHistory(next, hProvisioned(now, in), hRunning(now, in))
 		if p, ok := g.pending[role]; ok {
 			// Started before the provision's answer: the note of the start.
@@ -206,6 +208,7 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 			NodeMetadata: r.GetNodeMetadata(), RunningNodeMetadata: r.GetRunningNodeMetadata(), InstanceId: p.instance, CpuList: p.cpus}
 		recordDefinition(in, p.def, next.GetJob().GetJob())
 		putInstance(next, in)
+		noteTargetStarted(next, in, now)
 		g.addHistory(next, hProvisioned(now, in))
 		placed = NotePlaced(next, in, p.note, now)
 		defer func() {

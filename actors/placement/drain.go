@@ -10,6 +10,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -113,7 +114,12 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 	for i := range w.running {
 		r := &w.running[i]
 		byKey[r.key] = r
-		if r.bundle != nil && (r.status != internalpb.InstanceStatus_INSTANCE_RUNNING || inflight[r.key]) {
+		if l := (key{r.job, scheduler.Role(roles.LogicalRole(string(r.role)))}); l != r.key {
+			if o, ok := byKey[l]; !ok || o.status != internalpb.InstanceStatus_INSTANCE_RUNNING {
+				byKey[l] = r // a moved role answers for its logical role
+			}
+		}
+		if r.bundle != nil && (r.status != internalpb.InstanceStatus_INSTANCE_RUNNING || inflight[r.key] || isMoving(r)) {
 			moving[r.bundleID()] = true
 		}
 	}
@@ -159,11 +165,14 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 			continue
 		}
 		left[r.node]++
+		if isMoving(r) || e.drainPaused(r, w.now) {
+			continue // its move (migrate.go) takes it off the node, or failed just now
+		}
 		if r.bundle == nil {
 			if !fits([]*running{r}) {
 				continue
 			}
-			e.stop(ctx, r, stopDrain)
+			e.drainOne(ctx, r)
 			inflight[r.key] = true
 			continue
 		}
@@ -176,7 +185,12 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 			continue
 		}
 		moving[bid] = true
-		for _, m := range group {
+		if len(group) == 1 {
+			e.drainOne(ctx, r)
+			inflight[r.key] = true
+			continue
+		}
+		for _, m := range group { // a co_locate_with group: stop, then placed again as one
 			e.stop(ctx, m, stopDrain)
 			inflight[m.key] = true
 		}
@@ -198,7 +212,7 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 func (e *Engine) holdMovesInProgress(w *world, inflight map[key]bool, elsewhere func([]*running) string) {
 	for i := range w.running {
 		r := &w.running[i]
-		if r.js.GetDormant() || !node.Draining(w.nodeRecs[r.node]) ||
+		if r.js.GetDormant() || !node.Draining(w.nodeRecs[r.node]) || isMoving(r) ||
 			(r.status != internalpb.InstanceStatus_INSTANCE_STOPPING && !inflight[r.key]) {
 			continue
 		}
@@ -265,7 +279,7 @@ func moveGroup(r *running, byKey map[key]*running, inflight map[key]bool) []*run
 	group := []*running{r}
 	b := r.bundle.GetBundle()
 	for _, name := range coLocateGroup(b, r.js.GetJobName()) {
-		k := key{scheduler.JobID(bundle.JobID(b.GetBundleId().GetBundleId(), r.js.GetReplicaIndex(), name)), r.role}
+		k := key{scheduler.JobID(bundle.JobID(b.GetBundleId().GetBundleId(), r.js.GetReplicaIndex(), name)), scheduler.Role(roles.LogicalRole(string(r.role)))}
 		if m, ok := byKey[k]; ok && m.node == r.node && !inflight[k] && m.status != internalpb.InstanceStatus_INSTANCE_STOPPING {
 			group = append(group, m)
 		}

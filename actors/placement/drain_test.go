@@ -34,23 +34,32 @@ func TestEngine_Drain_MovesAutoPlacedLeavesManual(t *testing.T) {
 	require.Equal(t, "d", f.nodeOf("auto", "primary"))
 	f.manualStart("manual", "primary", "d")
 	f.putNode("o", 4, "z1", nil)
+	f.router.provisioning = true
 
 	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
 	f.pass()
-	require.Equal(t, 1, f.router.stopCount("auto", "primary"), "the auto-placed job is stopped")
-	require.Equal(t, 0, f.router.stopCount("manual", "primary"), "a job started by hand is the operator's to stop")
-	// Stopping: not placed twice, not stopped again.
+	require.Equal(t, 1, f.router.beginCount("auto", "primary"), "the auto-placed job's move begins")
+	require.Equal(t, 0, f.router.stopCount("auto", "primary"), "make before break: nothing stopped yet")
+	require.Equal(t, 0, f.router.beginCount("manual", "primary"), "a job started by hand is the operator's to move")
 	f.pass()
-	require.Equal(t, 1, f.router.stopCount("auto", "primary"))
-	require.Equal(t, 1, f.router.startCount("auto", "primary"))
-
+	require.Equal(t, "o", f.nodeOf("auto", "primary~1"), "the target starts off the draining node")
+	require.Equal(t, "d", f.nodeOf("auto", "primary"), "while the source runs")
+	f.pass()
+	require.Equal(t, 0, f.router.stopCount("auto", "primary"), "not stopped before the target runs")
+	require.Equal(t, 1, f.router.beginCount("auto", "primary"), "one move at a time")
+	f.run("auto", "primary~1")
+	f.pass()
+	require.Equal(t, 1, f.router.stopCount("auto", "primary"), "the hand-over stops the source")
+	require.Equal(t, managerpb.Migration_MIGRATION_HANDING_OVER, f.moveOf("auto").GetPhase())
 	f.confirmStops()
 	f.pass()
-	require.Equal(t, "o", f.nodeOf("auto", "primary"), "placed again off the draining node")
+	require.Nil(t, f.moveOf("auto"), "the move ended")
+	require.Equal(t, "primary~1", f.runningRole("auto", "primary"))
 	require.Equal(t, "d", f.nodeOf("manual", "primary"), "the manual job keeps running")
 	f.pass()
-	require.Equal(t, 1, f.router.stopCount("auto", "primary"), "nothing to move once it runs elsewhere")
-	require.Equal(t, "o", f.nodeOf("auto", "primary"))
+	require.Equal(t, 1, f.router.beginCount("auto", "primary"), "nothing to move once it runs elsewhere")
+	require.Equal(t, 1, f.router.startCount("auto", "primary"), "and the logical role is not placed again")
+	require.Equal(t, 1, f.router.startCount("auto", "primary~1"))
 }
 
 func TestEngine_Drain_OneReplicaAtATime(t *testing.T) {
@@ -66,31 +75,39 @@ func TestEngine_Drain_OneReplicaAtATime(t *testing.T) {
 	require.Equal(t, "d", f.nodeOf("bd.0.web", "primary"))
 	require.Equal(t, "d", f.nodeOf("bd.1.web", "backup"))
 	f.putNode("o", 4, "z1", nil)
+	f.router.provisioning = true
 	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
 
-	stopped := func() int {
-		return f.router.stopCount("bd.0.web", "primary") + f.router.stopCount("bd.1.web", "backup")
+	begun := func() int {
+		return f.router.beginCount("bd.0.web", "primary") + f.router.beginCount("bd.1.web", "backup")
 	}
 	f.pass()
-	require.Equal(t, 1, stopped(), "one replica stopped, the other keeps the job on air")
-	f.pass()
-	require.Equal(t, 1, stopped(), "the other waits while the first is stopping")
-	f.confirmStops()
-	f.pass() // the first is placed on o: starting, not yet seen running
-	require.Equal(t, 1, stopped(), "the other waits while the first is starting")
+	require.Equal(t, 1, begun(), "one replica moves, the other waits")
 	first, second := "bd.0.web", "bd.1.web"
 	firstRole, secondRole := "primary", "backup"
-	if f.router.stopCount("bd.0.web", "primary") == 0 {
+	if f.router.beginCount("bd.0.web", "primary") == 0 {
 		first, second, firstRole, secondRole = second, first, secondRole, firstRole
 	}
-	require.Equal(t, "o", f.nodeOf(first, firstRole))
-	require.Equal(t, "d", f.nodeOf(second, secondRole))
-	f.pass() // the first runs elsewhere now
-	require.Equal(t, 1, f.router.stopCount(second, secondRole), "then the other replica moves")
+	f.pass() // the first's target starts on o
+	require.Equal(t, "o", f.nodeOf(first, firstRole+"~1"))
+	require.Equal(t, 1, begun(), "the other waits while the first moves")
+	f.run(first, firstRole+"~1")
+	f.pass() // hand-over
+	require.Equal(t, 1, begun())
+	f.confirmStops()
+	f.pass() // the first's move ends
+	require.Nil(t, f.moveOf(first))
+	f.pass() // now the other replica moves
+	require.Equal(t, 1, f.router.beginCount(second, secondRole), "then the other replica moves")
+	f.pass()
+	f.run(second, secondRole+"~1")
+	f.pass()
 	f.confirmStops()
 	f.pass()
-	require.Equal(t, "o", f.nodeOf(second, secondRole))
-	require.Equal(t, 2, stopped())
+	require.Equal(t, "o", f.nodeOf(first, firstRole+"~1"))
+	require.Equal(t, "o", f.nodeOf(second, secondRole+"~1"))
+	require.Equal(t, 2, begun())
+	require.Nil(t, f.moveOf(second))
 }
 
 func TestEngine_Drain_WaitsForAStoppedPeer(t *testing.T) {
@@ -226,7 +243,7 @@ func TestEngine_Drain_StopsOnlyWhatFitsElsewhere(t *testing.T) {
 	require.Equal(t, "d", f.nodeOf("b", "primary"))
 	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
 	f.pass()
-	require.Equal(t, 0, f.router.stopCount("a", "primary")+f.router.stopCount("b", "primary"), "no other node: nothing taken off air")
+	require.Equal(t, 0, f.router.beginCount("a", "primary")+f.router.beginCount("b", "primary"), "no other node: nothing moved")
 	require.Equal(t, 2, strings.Count(buf.String(), "drain waiting"), "logged once per job: %s", buf.String())
 	require.Contains(t, buf.String(), "draining 1", "the chain's explanation says why")
 	f.pass()
@@ -234,12 +251,15 @@ func TestEngine_Drain_StopsOnlyWhatFitsElsewhere(t *testing.T) {
 
 	f.putNode("o", 1, "z1", nil) // room for one of the two
 	f.pass()
-	require.Equal(t, 1, f.router.stopCount("a", "primary")+f.router.stopCount("b", "primary"), "only what the free room holds")
-	f.confirmStops()
-	f.pass()
-	count := map[string]int{f.nodeOf("a", "primary"): 1}
-	count[f.nodeOf("b", "primary")]++
+	require.Equal(t, 1, f.router.beginCount("a", "primary")+f.router.beginCount("b", "primary"), "only what the free room holds")
+	for i := 0; i < 4; i++ {
+		f.pass()
+		f.confirmStops()
+	}
+	count := map[string]int{f.nodeOf("a", f.runningRole("a", "primary")): 1}
+	count[f.nodeOf("b", f.runningRole("b", "primary"))]++
 	require.Equal(t, map[string]int{"o": 1, "d": 1}, count)
+	require.Equal(t, 1, f.router.beginCount("a", "primary")+f.router.beginCount("b", "primary"))
 }
 
 // TestEngine_Drain_MoveInProgressHoldsItsRoom: a job stopped by a drain
@@ -259,28 +279,31 @@ func TestEngine_Drain_MoveInProgressHoldsItsRoom(t *testing.T) {
 		require.Equal(t, "d", f.nodeOf(id, "primary"))
 	}
 	f.putNode("o", 1, "z1", nil) // room for one of them
+	f.router.provisioning = true
 	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
 
-	stops := func() int {
-		return f.router.stopCount("j1", "primary") + f.router.stopCount("j2", "primary") + f.router.stopCount("j3", "primary")
+	begun := func() int {
+		return f.router.beginCount("j1", "primary") + f.router.beginCount("j2", "primary") + f.router.beginCount("j3", "primary")
 	}
 	f.pass()
-	require.Equal(t, 1, stops(), "one job fits the other node")
-	f.pass() // the first is still stopping: o's unit is taken by it
-	require.Equal(t, 1, stops(), "a second job must not be stopped into the room the first is moving to")
-	f.confirmStops()
+	require.Equal(t, 1, begun(), "one job fits the other node")
+	f.pass() // the first's target is started on o: its room is the target's
+	require.Equal(t, 1, begun(), "a second move must not be begun into the room the first is moving to")
 	f.pass()
-	require.Equal(t, 1, stops())
-	onD, onO, unplaced := 0, 0, 0
+	require.Equal(t, 1, begun())
+	onD, onO, off := 0, 0, 0
 	for _, id := range []string{"j1", "j2", "j3"} {
-		switch f.nodeOf(id, "primary") {
-		case "d":
-			onD++
-		case "o":
-			onO++
-		default:
-			unplaced++
+		for _, in := range f.job(id).GetInstances() {
+			switch in.GetNodeId() {
+			case "d":
+				onD++
+			case "o":
+				onO++
+			}
+		}
+		if f.runningRole(id, "primary") == "" {
+			off++
 		}
 	}
-	require.Equal(t, []int{2, 1, 0}, []int{onD, onO, unplaced}, "on d, on o, off air")
+	require.Equal(t, []int{3, 1, 0}, []int{onD, onO, off}, "on d (the sources), on o (one target), off air")
 }

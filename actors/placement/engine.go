@@ -77,6 +77,8 @@ type Engine struct {
 	decided map[key]Decided
 	// drain holds the StopJobs in flight and the drained nodes logged.
 	drain drainState
+	// moves holds the move steps in flight (migrate.go).
+	moves moveState
 	// notes holds the failure and re-check writes in flight and their
 	// budget (failures.go). Guarded by mu.
 	notes noteWrites

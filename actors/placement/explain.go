@@ -2,6 +2,7 @@ package placement
 
 import (
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 )
 
@@ -50,8 +51,11 @@ func (e *Engine) Explain(job string) []RoleExplanation {
 	return out
 }
 
-// remember keeps d, carried out with note, as the accepted decision of k.
+// remember keeps d, carried out with note, as the accepted decision of k,
+// under k's logical role (a move's target, "primary~2", is "primary" for
+// Explain: the newest decision of the role).
 func (e *Engine) remember(k key, d scheduler.Decision, note *internalpb.PlacementNote) {
+	k.role = scheduler.Role(roles.LogicalRole(string(k.role)))
 	dd := Decided{Node: string(d.Node), Tier: d.Tier, Degraded: note.GetDegradedAtPlacement()}
 	e.mu.Lock()
 	defer e.mu.Unlock()

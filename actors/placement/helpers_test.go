@@ -180,6 +180,11 @@ type fakeRouter struct {
 	// other, when set, answers the commands to other kinds of grain
 	// (provision_test.go: node and mock pool grains).
 	other func(ctx context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error)
+	// provisioning, when set, records started instances PROVISIONING (a
+	// test then reports them running with run); else RUNNING at once.
+	provisioning bool
+	// begins counts the moves begun, by "job/role" (the source role).
+	begins map[string]int
 }
 
 func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Message) (*internalpb.Reply, error) {
@@ -236,9 +241,17 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 		if slices.ContainsFunc(rec.GetInstances(), func(in *internalpb.Instance) bool { return in.GetRole() == role }) {
 			return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already running", id, role), nil
 		}
-		in := &internalpb.Instance{Role: role, NodeId: node, Status: internalpb.InstanceStatus_INSTANCE_RUNNING,
+		if fail := fakeMoveStart(rec, role); fail != nil {
+			return fail, nil
+		}
+		status := internalpb.InstanceStatus_INSTANCE_RUNNING
+		if r.provisioning {
+			status = internalpb.InstanceStatus_INSTANCE_PROVISIONING
+		}
+		in := &internalpb.Instance{Role: role, NodeId: node, Status: status, Since: at,
 			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: node}}, CpuList: x.Start.GetCpuList()}
 		rec.Instances = append(rec.Instances, in)
+		fakeTargetStarted(rec, in, at)
 		events = append(events, job.NotePlaced(rec, in, x.Start.GetPlacement(), at)...)
 		slices.SortFunc(rec.Instances, func(a, b *internalpb.Instance) int { return strings.Compare(a.GetRole(), b.GetRole()) })
 		if r.starts == nil {
@@ -268,7 +281,14 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 		}
 		rec.Job.Job = x.Update.GetJob()
 	default:
-		return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "fake router: unexpected command %T", c.GetCmd()), nil
+		ev, fail := r.fakeMove(rec, c, at)
+		if fail != nil {
+			rec.RecentRequests = rec.RecentRequests[:len(rec.RecentRequests)-1]
+			return fail, nil
+		}
+		if ev != nil {
+			events = append(events, ev)
+		}
 	}
 	r.f.put(persistence.JobKey(id), rec, events...)
 	return actors.OK(), nil

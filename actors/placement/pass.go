@@ -65,6 +65,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 		w.byKey[w.candidates[i].key] = &w.candidates[i]
 	}
 	w.busy = busy
+	e.migratePass(ctx, w, view)
 	unplaced := 0
 	for i := range w.candidates {
 		c := &w.candidates[i]

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -37,14 +38,14 @@ func failuresOf(rec *internalpb.JobRecord, role scheduler.Role) failureHistory {
 			continue
 		}
 		s := e.GetJobStopping()
-		if s == nil || s.GetRole() != string(role) || s.GetReason() != managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED {
+		if s == nil || roles.LogicalRole(s.GetRole()) != string(role) || s.GetReason() != managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED {
 			continue
 		}
 		h.times = append(h.times, s.GetTimestamp().AsTime())
 		h.addNode(scheduler.NodeID(s.GetNodeMetadata().GetNodeId().GetNodeId()))
 	}
 	for _, f := range rec.GetLastFailures() {
-		if f.GetRole() != string(role) || f.GetAt() == nil || !f.GetAt().AsTime().After(cleared) {
+		if roles.LogicalRole(f.GetRole()) != string(role) || f.GetAt() == nil || !f.GetAt().AsTime().After(cleared) {
 			continue
 		}
 		at := f.GetAt().AsTime()

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
 	"github.com/norsk-oss/norsk-manager/actors/provisioner"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -58,6 +60,8 @@ type world struct {
 	running []running
 	// waiting holds the roles no node fitted in this pass (provision.go).
 	waiting []provisioner.Waiting
+	// moves holds the moves in progress (migrate.go).
+	moves []move
 }
 
 // readWorld reads the store at now.
@@ -81,6 +85,9 @@ func readWorld(store *persistence.Store, now time.Time) (*world, error) {
 		bundles := map[string]*internalpb.BundleRecord{}
 		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
 			w.addJob(rec)
+			if err := w.addMove(r, bundles, rec, seq); err != nil {
+				return err
+			}
 			if err := w.addRunning(r, bundles, rec, seq); err != nil {
 				return err
 			}
@@ -161,6 +168,14 @@ func (w *world) addJob(rec *internalpb.JobRecord) {
 	for _, in := range rec.GetInstances() {
 		k := key{scheduler.JobID(id), scheduler.Role(in.GetRole())}
 		w.where[k] = in.GetNodeId()
+		if l := (key{k.job, scheduler.Role(roles.LogicalRole(in.GetRole()))}); l != k {
+			// A move's role ("primary~2") is its logical role for the
+			// questions by role (the other replica's node); the source,
+			// sorted first, answers while both run.
+			if _, ok := w.where[l]; !ok {
+				w.where[l] = in.GetNodeId()
+			}
+		}
 		w.placed = append(w.placed, scheduler.Placed{Job: k.job, Role: k.role, Node: scheduler.NodeID(in.GetNodeId()),
 			Capacity: capacity, GPUCapacity: gpu, Cores: coreInts(in.GetCpuList())})
 	}
@@ -188,9 +203,12 @@ func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalp
 		c = newCandidate(rec, seq, b, js)
 	}
 	for _, in := range rec.GetInstances() {
-		if in.GetRole() == string(c.role) {
+		if roles.LogicalRole(in.GetRole()) == string(c.role) {
 			return candidate{}, false, nil
 		}
+	}
+	if job.MigrationOf(rec, string(c.role)) != nil {
+		return candidate{}, false, nil // the move's to place (migrate.go)
 	}
 	return c, true, nil
 }

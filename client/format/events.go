@@ -111,6 +111,19 @@ func EventDetails(ev *managerpb.EventStreamEvent) (kind, details string) {
 		p := e.NodeReleased
 		return "node_released", fmt.Sprintf("node=%s pool=%s tier=%s idle=%ds", Value(p.GetNodeId().GetNodeId()), Value(p.GetPool()),
 			Value(p.GetTier()), p.GetIdleSeconds())
+	case *managerpb.EventStreamEvent_MigrationStarted:
+		return "migration_started", MigrationDetails(e.MigrationStarted.GetJobId().GetJobId(), e.MigrationStarted.GetMigration())
+	case *managerpb.EventStreamEvent_MigrationCompleted:
+		c := e.MigrationCompleted
+		return "migration_completed", fmt.Sprintf("%s handover=%.0fms overlap=%.0fms", MigrationDetails(c.GetJobId().GetJobId(), c.GetMigration()),
+			c.GetHandoverMs(), c.GetOverlapMs())
+	case *managerpb.EventStreamEvent_MigrationAborted:
+		a := e.MigrationAborted
+		state := "backing out"
+		if a.GetDone() {
+			state = "backed out"
+		}
+		return "migration_aborted", fmt.Sprintf("%s %s: %s", MigrationDetails(a.GetJobId().GetJobId(), a.GetMigration()), state, a.GetReason())
 	case *managerpb.EventStreamEvent_StreamReset:
 		r := e.StreamReset
 		return "stream_reset", fmt.Sprintf("requested=%d retained=%d..%d reason=%q: a fresh snapshot follows",

@@ -39,6 +39,10 @@ var methodAccess = map[string]Access{
 	"JobSearch":   AccessRead,
 	"JobById":     AccessRead,
 
+	// Moves (issue 13 §2).
+	"MigrateJob":     AccessOperate,
+	"AbortMigration": AccessOperate,
+
 	"CreateAwsNode":         AccessOperate,
 	"CreateOciNode":         AccessOperate,
 	"UpdatePhysicalNode":    AccessOperate,

@@ -57,6 +57,10 @@ func jobAudit(ctx context.Context, id string, cmd *internalpb.JobCommand) *inter
 		kind, f["role"], f["node_id"] = "job.start", c.Start.GetRole(), c.Start.GetNodeId()
 	case *internalpb.JobCommand_Stop:
 		kind, f["role"], f["node_id"] = "job.stop", c.Stop.GetRole(), c.Stop.GetNodeId()
+	case *internalpb.JobCommand_BeginMigration:
+		kind, f["role"], f["target_node_id"] = "job.migrate", c.BeginMigration.GetRole(), c.BeginMigration.GetRequestedNodeId()
+	case *internalpb.JobCommand_AbortMigration:
+		kind, f["source_role"], f["target_role"] = "job.abort_migration", c.AbortMigration.GetSourceRole(), c.AbortMigration.GetTargetRole()
 	default:
 		return nil
 	}

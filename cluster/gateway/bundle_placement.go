@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/norsk-oss/norsk-manager/actors/job"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -29,12 +31,19 @@ func addBundlePlacement(r *persistence.Reader, info *managerpb.BundleInfo) error
 		if js.GetReplicaIndex() == 1 {
 			role = "backup"
 		}
+		// The role's instance by its logical role (a moved one runs as
+		// "primary~n"); during a move, the running one, the source first.
+		var shown *internalpb.Instance
 		for _, in := range rec.GetInstances() {
-			if in.GetRole() == role {
-				n := in.GetPlacement()
-				js.NodeId, js.DegradedDomains, js.Degradation = in.GetNodeId(), n.GetDegraded(), n.GetDegradation()
-				js.DefinitionStale = job.Stale(rec.GetJob().GetJob(), in)
+			if roles.LogicalRole(in.GetRole()) == role && (shown == nil ||
+				shown.GetStatus() != internalpb.InstanceStatus_INSTANCE_RUNNING && in.GetStatus() == internalpb.InstanceStatus_INSTANCE_RUNNING) {
+				shown = in
 			}
+		}
+		if shown != nil {
+			n := shown.GetPlacement()
+			js.NodeId, js.DegradedDomains, js.Degradation = shown.GetNodeId(), n.GetDegraded(), n.GetDegradation()
+			js.DefinitionStale = job.Stale(rec.GetJob().GetJob(), shown)
 		}
 		for _, f := range rec.GetPlacementFailures() {
 			if f.GetRole() == role && !f.GetCleared() && js.GetNodeId() == "" {

@@ -106,6 +106,14 @@ func TestServer_Write_NoLeader_AllWrites(t *testing.T) {
 			_, err := s.DeleteBundle(ctx, &managerpb.BundleId{BundleId: "b"})
 			return err
 		},
+		"MigrateJob": func() error {
+			_, err := s.MigrateJob(ctx, &managerpb.MigrateJobRequest{JobId: &commonpb.JobId{JobId: "j"}, Role: "primary", TargetNodeId: "any"})
+			return err
+		},
+		"AbortMigration": func() error {
+			_, err := s.AbortMigration(ctx, &managerpb.AbortMigrationRequest{JobId: &commonpb.JobId{JobId: "j"}, SourceRole: "primary", TargetRole: "primary~1"})
+			return err
+		},
 	}
 	for name, call := range writes {
 		t.Run(name, func(t *testing.T) {

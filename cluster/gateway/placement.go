@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/norsk-oss/norsk-manager/actors/placement"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -48,10 +49,12 @@ func (s *Server) GetPlacement(ctx context.Context, in *commonpb.JobId) (*manager
 	running := map[string]bool{}
 	for _, inst := range rec.GetInstances() {
 		rp := rolePlacement(inst)
-		if d := known[inst.GetRole()].Decided; inst.GetPlacement() == nil && d != nil && d.Node == inst.GetNodeId() {
+		// A move's role ("primary~2") is its logical role here.
+		logical := roles.LogicalRole(inst.GetRole())
+		if d := known[logical].Decided; inst.GetPlacement() == nil && d != nil && d.Node == inst.GetNodeId() {
 			rp.Tier, rp.DegradedDomains = d.Tier, d.Degraded
 		}
-		running[inst.GetRole()] = true
+		running[logical] = true
 		out.Roles = append(out.Roles, rp)
 	}
 	for _, role := range []string{"primary", "backup"} {

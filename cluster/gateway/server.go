@@ -324,7 +324,7 @@ func (s *Server) StartJob(ctx context.Context, in *managerpb.StartJobRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRole(in.GetRole()); err != nil {
+	if err := checkStartRole(in.GetRole()); err != nil {
 		return nil, err
 	}
 	node, err := nodeID("node_id", in.GetNodeId())
@@ -362,7 +362,7 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 	if err != nil {
 		return nil, err
 	}
-	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures()}, nil
+	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures(), Migrations: rec.GetMigrations()}, nil
 }
 
 // JobSearch streams the jobs matching every filter, in job-id order.

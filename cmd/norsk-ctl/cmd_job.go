@@ -37,6 +37,8 @@ norsk.api.manager.Job (see examples/hello-http/job.json).`,
 		newJobSearchCommand(),
 		newJobInstanceCommand("start", "Start a job on a node under a role"),
 		newJobInstanceCommand("stop", "Stop the instance of a job running under a role on a node"),
+		newJobMigrateCommand(),
+		newJobAbortMigrationCommand(),
 		newJobIDCommand("complete", "Complete a job: stop every instance; it is not placed again", "completed"),
 		newJobIDCommand("delete", "Delete a job", "deleted"),
 	)
@@ -205,6 +207,12 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 	}
 	for _, rj := range resp.GetInstances() {
 		fmt.Fprintf(&b, "  %s on node %s%s\n", rj.GetJobKey().GetRole(), rj.GetNodeId().GetNodeId(), driftNote(job, rj))
+	}
+	if len(resp.GetMigrations()) > 0 {
+		fmt.Fprintf(&b, "Moving:\n")
+	}
+	for _, mv := range resp.GetMigrations() {
+		fmt.Fprintf(&b, "  %s\n", format.MigrationDetails(job.GetJobId().GetJobId(), mv))
 	}
 	if len(resp.GetLastFailures()) > 0 {
 		fmt.Fprintf(&b, "Last failures:\n")

@@ -211,6 +211,8 @@ func TestCtl_Usage(t *testing.T) {
 		{"bad time", []string{"job", "search", "--start-after", "yesterday"}, `--start-after: "yesterday" is not an RFC 3339 time`},
 		{"no node", []string{"job", "start", "j"}, "--node is required"},
 		{"empty role", []string{"job", "stop", "j", "--node", "n", "--role", ""}, "--role must not be empty"},
+		{"migrate without --to", []string{"job", "migrate", "j", "primary"}, "--to is required: a node id, or any"},
+		{"abort without target role", []string{"job", "abort-migration", "j", "primary"}, "missing argument TARGET_ROLE"},
 		{"bad output", []string{"--output", "yaml", "node", "list"}, `--output: "yaml" is not "text" or "json"`},
 		{"unknown flag", []string{"node", "list", "--bogus"}, "unknown flag: --bogus"},
 		{"bad flag value", []string{"events", "--window", "soon"}, `invalid argument "soon"`},

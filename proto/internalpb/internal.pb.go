@@ -193,7 +193,7 @@ func (x InstanceReport_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InstanceReport_Kind.Descriptor instead.
 func (InstanceReport_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30, 0}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34, 0}
 }
 
 // One running (or starting/stopping) instance of a job: (job, role) on a node.
@@ -551,6 +551,11 @@ type JobRecord struct {
 	StopsOwed []*StopOwed `protobuf:"bytes,5,rep,name=stops_owed,json=stopsOwed,proto3" json:"stops_owed,omitempty"`
 	// The placement engine's last failure per role (by role, sorted).
 	PlacementFailures []*PlacementFailureRecord `protobuf:"bytes,20,rep,name=placement_failures,json=placementFailures,proto3" json:"placement_failures,omitempty"`
+	// Added (issue 13 §2, placement.md "Moves"): the moves in progress, at
+	// most one per logical role, and the job's move counter (the n of the
+	// last target role "<logical>~<n>").
+	Migrations []*managerpb.Migration `protobuf:"bytes,21,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	MoveCount  uint32                 `protobuf:"varint,22,opt,name=move_count,json=moveCount,proto3" json:"move_count,omitempty"`
 	// The last preemption of each role (by role, sorted; issue 13 §3): which
 	// HIGH priority job role its instance was stopped for. Kept after the
 	// instance ends: the placement engine holds the room for that job while
@@ -630,6 +635,20 @@ func (x *JobRecord) GetPlacementFailures() []*PlacementFailureRecord {
 		return x.PlacementFailures
 	}
 	return nil
+}
+
+func (x *JobRecord) GetMigrations() []*managerpb.Migration {
+	if x != nil {
+		return x.Migrations
+	}
+	return nil
+}
+
+func (x *JobRecord) GetMoveCount() uint32 {
+	if x != nil {
+		return x.MoveCount
+	}
+	return 0
 }
 
 func (x *JobRecord) GetPreemptions() []*PreemptionRecord {
@@ -2131,6 +2150,10 @@ type JobCommand struct {
 	//	*JobCommand_NodeGone
 	//	*JobCommand_RecordPlacementFailure
 	//	*JobCommand_RecheckPlacement
+	//	*JobCommand_BeginMigration
+	//	*JobCommand_HandOverMigration
+	//	*JobCommand_AbortMigration
+	//	*JobCommand_EndMigration
 	//	*JobCommand_Preempt
 	Cmd           isJobCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
@@ -2310,6 +2333,42 @@ func (x *JobCommand) GetRecheckPlacement() *RecheckPlacement {
 	return nil
 }
 
+func (x *JobCommand) GetBeginMigration() *BeginMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_BeginMigration); ok {
+			return x.BeginMigration
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetHandOverMigration() *HandOverMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_HandOverMigration); ok {
+			return x.HandOverMigration
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetAbortMigration() *AbortMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_AbortMigration); ok {
+			return x.AbortMigration
+		}
+	}
+	return nil
+}
+
+func (x *JobCommand) GetEndMigration() *EndMigration {
+	if x != nil {
+		if x, ok := x.Cmd.(*JobCommand_EndMigration); ok {
+			return x.EndMigration
+		}
+	}
+	return nil
+}
+
 func (x *JobCommand) GetPreempt() *PreemptJob {
 	if x != nil {
 		if x, ok := x.Cmd.(*JobCommand_Preempt); ok {
@@ -2371,6 +2430,22 @@ type JobCommand_RecheckPlacement struct {
 	RecheckPlacement *RecheckPlacement `protobuf:"bytes,21,opt,name=recheck_placement,json=recheckPlacement,proto3,oneof"`
 }
 
+type JobCommand_BeginMigration struct {
+	BeginMigration *BeginMigration `protobuf:"bytes,22,opt,name=begin_migration,json=beginMigration,proto3,oneof"`
+}
+
+type JobCommand_HandOverMigration struct {
+	HandOverMigration *HandOverMigration `protobuf:"bytes,23,opt,name=hand_over_migration,json=handOverMigration,proto3,oneof"`
+}
+
+type JobCommand_AbortMigration struct {
+	AbortMigration *AbortMigration `protobuf:"bytes,24,opt,name=abort_migration,json=abortMigration,proto3,oneof"`
+}
+
+type JobCommand_EndMigration struct {
+	EndMigration *EndMigration `protobuf:"bytes,25,opt,name=end_migration,json=endMigration,proto3,oneof"`
+}
+
 type JobCommand_Preempt struct {
 	Preempt *PreemptJob `protobuf:"bytes,26,opt,name=preempt,proto3,oneof"`
 }
@@ -2399,7 +2474,261 @@ func (*JobCommand_RecordPlacementFailure) isJobCommand_Cmd() {}
 
 func (*JobCommand_RecheckPlacement) isJobCommand_Cmd() {}
 
+func (*JobCommand_BeginMigration) isJobCommand_Cmd() {}
+
+func (*JobCommand_HandOverMigration) isJobCommand_Cmd() {}
+
+func (*JobCommand_AbortMigration) isJobCommand_Cmd() {}
+
+func (*JobCommand_EndMigration) isJobCommand_Cmd() {}
+
 func (*JobCommand_Preempt) isJobCommand_Cmd() {}
+
+// Records a move of role (MigrateJob, or the placement engine's drain).
+// FAILED_PRECONDITION (naming the field) when the role has no RUNNING
+// instance, a move of its logical role is in progress, the job is
+// completed or has a terminal verdict, or requested_node_id is the
+// source's node. Replies with the record (Reply.job): the move is its
+// last migration.
+type BeginMigration struct {
+	state           protoimpl.MessageState  `protogen:"open.v1"`
+	Role            string                  `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	RequestedNodeId string                  `protobuf:"bytes,2,opt,name=requested_node_id,json=requestedNodeId,proto3" json:"requested_node_id,omitempty"`
+	Why             managerpb.Migration_Why `protobuf:"varint,3,opt,name=why,proto3,enum=norsk.api.manager.Migration_Why" json:"why,omitempty"`
+	Reason          string                  `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Who             string                  `protobuf:"bytes,5,opt,name=who,proto3" json:"who,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BeginMigration) Reset() {
+	*x = BeginMigration{}
+	mi := &file_internal_internal_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginMigration) ProtoMessage() {}
+
+func (x *BeginMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginMigration.ProtoReflect.Descriptor instead.
+func (*BeginMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *BeginMigration) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *BeginMigration) GetRequestedNodeId() string {
+	if x != nil {
+		return x.RequestedNodeId
+	}
+	return ""
+}
+
+func (x *BeginMigration) GetWhy() managerpb.Migration_Why {
+	if x != nil {
+		return x.Why
+	}
+	return managerpb.Migration_Why(0)
+}
+
+func (x *BeginMigration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BeginMigration) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+// Sent by the placement engine once the target runs: the source is marked
+// STOPPING (JOB_STOPPED_MIGRATED) and stopped. FAILED_PRECONDITION if the
+// move is not STARTING or its target is not RUNNING.
+type HandOverMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TargetRole    string                 `protobuf:"bytes,1,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOverMigration) Reset() {
+	*x = HandOverMigration{}
+	mi := &file_internal_internal_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOverMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOverMigration) ProtoMessage() {}
+
+func (x *HandOverMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOverMigration.ProtoReflect.Descriptor instead.
+func (*HandOverMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HandOverMigration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+// Backs a move out (AbortMigration, or the engine when the target failed):
+// see Manager.AbortMigration for the rules.
+type AbortMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SourceRole    string                 `protobuf:"bytes,1,opt,name=source_role,json=sourceRole,proto3" json:"source_role,omitempty"`
+	TargetRole    string                 `protobuf:"bytes,2,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Failed        bool                   `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortMigration) Reset() {
+	*x = AbortMigration{}
+	mi := &file_internal_internal_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortMigration) ProtoMessage() {}
+
+func (x *AbortMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortMigration.ProtoReflect.Descriptor instead.
+func (*AbortMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AbortMigration) GetSourceRole() string {
+	if x != nil {
+		return x.SourceRole
+	}
+	return ""
+}
+
+func (x *AbortMigration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+func (x *AbortMigration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AbortMigration) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+// Sent by the placement engine: ends a move whose source (HANDING_OVER) or
+// target (BACKING_OUT) is gone. FAILED_PRECONDITION otherwise; OK if no
+// such move.
+type EndMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TargetRole    string                 `protobuf:"bytes,1,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndMigration) Reset() {
+	*x = EndMigration{}
+	mi := &file_internal_internal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndMigration) ProtoMessage() {}
+
+func (x *EndMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_internal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndMigration.ProtoReflect.Descriptor instead.
+func (*EndMigration) Descriptor() ([]byte, []int) {
+	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EndMigration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
 
 type CreateJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2410,7 +2739,7 @@ type CreateJob struct {
 
 func (x *CreateJob) Reset() {
 	*x = CreateJob{}
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2751,7 @@ func (x *CreateJob) String() string {
 func (*CreateJob) ProtoMessage() {}
 
 func (x *CreateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[19]
+	mi := &file_internal_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2764,7 @@ func (x *CreateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJob.ProtoReflect.Descriptor instead.
 func (*CreateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{19}
+	return file_internal_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateJob) GetJob() *managerpb.Job {
@@ -2454,7 +2783,7 @@ type UpdateJob struct {
 
 func (x *UpdateJob) Reset() {
 	*x = UpdateJob{}
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2795,7 @@ func (x *UpdateJob) String() string {
 func (*UpdateJob) ProtoMessage() {}
 
 func (x *UpdateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[20]
+	mi := &file_internal_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2808,7 @@ func (x *UpdateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJob.ProtoReflect.Descriptor instead.
 func (*UpdateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{20}
+	return file_internal_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateJob) GetJob() *managerpb.Job {
@@ -2497,7 +2826,7 @@ type DeleteJob struct {
 
 func (x *DeleteJob) Reset() {
 	*x = DeleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2838,7 @@ func (x *DeleteJob) String() string {
 func (*DeleteJob) ProtoMessage() {}
 
 func (x *DeleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[21]
+	mi := &file_internal_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2851,7 @@ func (x *DeleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJob.ProtoReflect.Descriptor instead.
 func (*DeleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{21}
+	return file_internal_internal_proto_rawDescGZIP(), []int{25}
 }
 
 type StartJob struct {
@@ -2542,7 +2871,7 @@ type StartJob struct {
 
 func (x *StartJob) Reset() {
 	*x = StartJob{}
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2883,7 @@ func (x *StartJob) String() string {
 func (*StartJob) ProtoMessage() {}
 
 func (x *StartJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[22]
+	mi := &file_internal_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2896,7 @@ func (x *StartJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartJob.ProtoReflect.Descriptor instead.
 func (*StartJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{22}
+	return file_internal_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StartJob) GetRole() string {
@@ -2611,7 +2940,7 @@ type RecordPlacementFailure struct {
 
 func (x *RecordPlacementFailure) Reset() {
 	*x = RecordPlacementFailure{}
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2952,7 @@ func (x *RecordPlacementFailure) String() string {
 func (*RecordPlacementFailure) ProtoMessage() {}
 
 func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[23]
+	mi := &file_internal_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2965,7 @@ func (x *RecordPlacementFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPlacementFailure.ProtoReflect.Descriptor instead.
 func (*RecordPlacementFailure) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{23}
+	return file_internal_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RecordPlacementFailure) GetRole() string {
@@ -2671,7 +3000,7 @@ type RecheckPlacement struct {
 
 func (x *RecheckPlacement) Reset() {
 	*x = RecheckPlacement{}
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3012,7 @@ func (x *RecheckPlacement) String() string {
 func (*RecheckPlacement) ProtoMessage() {}
 
 func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[24]
+	mi := &file_internal_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3025,7 @@ func (x *RecheckPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecheckPlacement.ProtoReflect.Descriptor instead.
 func (*RecheckPlacement) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{24}
+	return file_internal_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecheckPlacement) GetRole() string {
@@ -2751,7 +3080,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +3092,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[25]
+	mi := &file_internal_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +3105,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{25}
+	return file_internal_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StopJob) GetRole() string {
@@ -2814,7 +3143,7 @@ type PreemptJob struct {
 
 func (x *PreemptJob) Reset() {
 	*x = PreemptJob{}
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3155,7 @@ func (x *PreemptJob) String() string {
 func (*PreemptJob) ProtoMessage() {}
 
 func (x *PreemptJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[26]
+	mi := &file_internal_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3168,7 @@ func (x *PreemptJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptJob.ProtoReflect.Descriptor instead.
 func (*PreemptJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{26}
+	return file_internal_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PreemptJob) GetRole() string {
@@ -2885,7 +3214,7 @@ type CompleteJob struct {
 
 func (x *CompleteJob) Reset() {
 	*x = CompleteJob{}
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3226,7 @@ func (x *CompleteJob) String() string {
 func (*CompleteJob) ProtoMessage() {}
 
 func (x *CompleteJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[27]
+	mi := &file_internal_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3239,7 @@ func (x *CompleteJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJob.ProtoReflect.Descriptor instead.
 func (*CompleteJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{27}
+	return file_internal_internal_proto_rawDescGZIP(), []int{31}
 }
 
 type GetJob struct {
@@ -2921,7 +3250,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3262,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[28]
+	mi := &file_internal_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3275,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{28}
+	return file_internal_internal_proto_rawDescGZIP(), []int{32}
 }
 
 // Sent by the activation timer once start_date_time has passed.
@@ -2958,7 +3287,7 @@ type ActivateJob struct {
 
 func (x *ActivateJob) Reset() {
 	*x = ActivateJob{}
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3299,7 @@ func (x *ActivateJob) String() string {
 func (*ActivateJob) ProtoMessage() {}
 
 func (x *ActivateJob) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[29]
+	mi := &file_internal_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3312,7 @@ func (x *ActivateJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateJob.ProtoReflect.Descriptor instead.
 func (*ActivateJob) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{29}
+	return file_internal_internal_proto_rawDescGZIP(), []int{33}
 }
 
 // What a node's worker says about one (job, role) it was asked to run.
@@ -3013,7 +3342,7 @@ type InstanceReport struct {
 
 func (x *InstanceReport) Reset() {
 	*x = InstanceReport{}
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3354,7 @@ func (x *InstanceReport) String() string {
 func (*InstanceReport) ProtoMessage() {}
 
 func (x *InstanceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[30]
+	mi := &file_internal_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3367,7 @@ func (x *InstanceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceReport.ProtoReflect.Descriptor instead.
 func (*InstanceReport) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{30}
+	return file_internal_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InstanceReport) GetKind() InstanceReport_Kind {
@@ -3115,7 +3444,7 @@ type NodeGone struct {
 
 func (x *NodeGone) Reset() {
 	*x = NodeGone{}
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3456,7 @@ func (x *NodeGone) String() string {
 func (*NodeGone) ProtoMessage() {}
 
 func (x *NodeGone) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[31]
+	mi := &file_internal_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3469,7 @@ func (x *NodeGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGone.ProtoReflect.Descriptor instead.
 func (*NodeGone) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{31}
+	return file_internal_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeGone) GetNodeId() string {
@@ -3196,7 +3525,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3537,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[32]
+	mi := &file_internal_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3550,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{32}
+	return file_internal_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeCommand) GetRequestId() string {
@@ -3514,7 +3843,7 @@ type SetIdle struct {
 
 func (x *SetIdle) Reset() {
 	*x = SetIdle{}
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3855,7 @@ func (x *SetIdle) String() string {
 func (*SetIdle) ProtoMessage() {}
 
 func (x *SetIdle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[33]
+	mi := &file_internal_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3868,7 @@ func (x *SetIdle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdle.ProtoReflect.Descriptor instead.
 func (*SetIdle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{33}
+	return file_internal_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetIdle) GetSince() *timestamppb.Timestamp {
@@ -3563,7 +3892,7 @@ type SetScheduling struct {
 
 func (x *SetScheduling) Reset() {
 	*x = SetScheduling{}
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +3904,7 @@ func (x *SetScheduling) String() string {
 func (*SetScheduling) ProtoMessage() {}
 
 func (x *SetScheduling) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[34]
+	mi := &file_internal_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +3917,7 @@ func (x *SetScheduling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetScheduling.ProtoReflect.Descriptor instead.
 func (*SetScheduling) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{34}
+	return file_internal_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetScheduling) GetState() managerpb.NodeScheduling {
@@ -3628,7 +3957,7 @@ type OrphanFound struct {
 
 func (x *OrphanFound) Reset() {
 	*x = OrphanFound{}
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3969,7 @@ func (x *OrphanFound) String() string {
 func (*OrphanFound) ProtoMessage() {}
 
 func (x *OrphanFound) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[35]
+	mi := &file_internal_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3982,7 @@ func (x *OrphanFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanFound.ProtoReflect.Descriptor instead.
 func (*OrphanFound) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{35}
+	return file_internal_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OrphanFound) GetJobId() string {
@@ -3695,7 +4024,7 @@ type StopOrphan struct {
 
 func (x *StopOrphan) Reset() {
 	*x = StopOrphan{}
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +4036,7 @@ func (x *StopOrphan) String() string {
 func (*StopOrphan) ProtoMessage() {}
 
 func (x *StopOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[36]
+	mi := &file_internal_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +4049,7 @@ func (x *StopOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrphan.ProtoReflect.Descriptor instead.
 func (*StopOrphan) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{36}
+	return file_internal_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StopOrphan) GetJobId() string {
@@ -3753,7 +4082,7 @@ type CreateCloudNode struct {
 
 func (x *CreateCloudNode) Reset() {
 	*x = CreateCloudNode{}
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +4094,7 @@ func (x *CreateCloudNode) String() string {
 func (*CreateCloudNode) ProtoMessage() {}
 
 func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[37]
+	mi := &file_internal_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +4107,7 @@ func (x *CreateCloudNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCloudNode.ProtoReflect.Descriptor instead.
 func (*CreateCloudNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{37}
+	return file_internal_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateCloudNode) GetRequest() isCreateCloudNode_Request {
@@ -3840,7 +4169,7 @@ type RegisterSlot struct {
 
 func (x *RegisterSlot) Reset() {
 	*x = RegisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +4181,7 @@ func (x *RegisterSlot) String() string {
 func (*RegisterSlot) ProtoMessage() {}
 
 func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[38]
+	mi := &file_internal_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +4194,7 @@ func (x *RegisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSlot.ProtoReflect.Descriptor instead.
 func (*RegisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{38}
+	return file_internal_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterSlot) GetName() string {
@@ -3906,7 +4235,7 @@ type MemberRegister struct {
 
 func (x *MemberRegister) Reset() {
 	*x = MemberRegister{}
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +4247,7 @@ func (x *MemberRegister) String() string {
 func (*MemberRegister) ProtoMessage() {}
 
 func (x *MemberRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[39]
+	mi := &file_internal_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4260,7 @@ func (x *MemberRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRegister.ProtoReflect.Descriptor instead.
 func (*MemberRegister) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{39}
+	return file_internal_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MemberRegister) GetToken() string {
@@ -3998,7 +4327,7 @@ type DeregisterSlot struct {
 
 func (x *DeregisterSlot) Reset() {
 	*x = DeregisterSlot{}
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4010,7 +4339,7 @@ func (x *DeregisterSlot) String() string {
 func (*DeregisterSlot) ProtoMessage() {}
 
 func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[40]
+	mi := &file_internal_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4023,7 +4352,7 @@ func (x *DeregisterSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterSlot.ProtoReflect.Descriptor instead.
 func (*DeregisterSlot) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{40}
+	return file_internal_internal_proto_rawDescGZIP(), []int{44}
 }
 
 type TerminateNode struct {
@@ -4039,7 +4368,7 @@ type TerminateNode struct {
 
 func (x *TerminateNode) Reset() {
 	*x = TerminateNode{}
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4380,7 @@ func (x *TerminateNode) String() string {
 func (*TerminateNode) ProtoMessage() {}
 
 func (x *TerminateNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[41]
+	mi := &file_internal_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4393,7 @@ func (x *TerminateNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateNode.ProtoReflect.Descriptor instead.
 func (*TerminateNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{41}
+	return file_internal_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TerminateNode) GetReleaseIdleSince() *timestamppb.Timestamp {
@@ -4086,7 +4415,7 @@ type CreateMockNode struct {
 
 func (x *CreateMockNode) Reset() {
 	*x = CreateMockNode{}
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4098,7 +4427,7 @@ func (x *CreateMockNode) String() string {
 func (*CreateMockNode) ProtoMessage() {}
 
 func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[42]
+	mi := &file_internal_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4111,7 +4440,7 @@ func (x *CreateMockNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMockNode.ProtoReflect.Descriptor instead.
 func (*CreateMockNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{42}
+	return file_internal_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateMockNode) GetUrl() string {
@@ -4144,7 +4473,7 @@ type Provision struct {
 
 func (x *Provision) Reset() {
 	*x = Provision{}
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4156,7 +4485,7 @@ func (x *Provision) String() string {
 func (*Provision) ProtoMessage() {}
 
 func (x *Provision) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[43]
+	mi := &file_internal_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4169,7 +4498,7 @@ func (x *Provision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provision.ProtoReflect.Descriptor instead.
 func (*Provision) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{43}
+	return file_internal_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Provision) GetJob() *workerpb.WorkerJob {
@@ -4192,7 +4521,7 @@ type StopInstance struct {
 
 func (x *StopInstance) Reset() {
 	*x = StopInstance{}
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4204,7 +4533,7 @@ func (x *StopInstance) String() string {
 func (*StopInstance) ProtoMessage() {}
 
 func (x *StopInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[44]
+	mi := &file_internal_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4217,7 +4546,7 @@ func (x *StopInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopInstance.ProtoReflect.Descriptor instead.
 func (*StopInstance) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{44}
+	return file_internal_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StopInstance) GetJobId() string {
@@ -4249,7 +4578,7 @@ type GetNode struct {
 
 func (x *GetNode) Reset() {
 	*x = GetNode{}
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4261,7 +4590,7 @@ func (x *GetNode) String() string {
 func (*GetNode) ProtoMessage() {}
 
 func (x *GetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[45]
+	mi := &file_internal_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4274,7 +4603,7 @@ func (x *GetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNode.ProtoReflect.Descriptor instead.
 func (*GetNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{45}
+	return file_internal_internal_proto_rawDescGZIP(), []int{49}
 }
 
 // Sent by the reviver: activate and resume sessions and timers.
@@ -4286,7 +4615,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4627,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[46]
+	mi := &file_internal_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4640,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{46}
+	return file_internal_internal_proto_rawDescGZIP(), []int{50}
 }
 
 type UpdatePhysicalNode struct {
@@ -4323,7 +4652,7 @@ type UpdatePhysicalNode struct {
 
 func (x *UpdatePhysicalNode) Reset() {
 	*x = UpdatePhysicalNode{}
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4664,7 @@ func (x *UpdatePhysicalNode) String() string {
 func (*UpdatePhysicalNode) ProtoMessage() {}
 
 func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[47]
+	mi := &file_internal_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4677,7 @@ func (x *UpdatePhysicalNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePhysicalNode.ProtoReflect.Descriptor instead.
 func (*UpdatePhysicalNode) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{47}
+	return file_internal_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdatePhysicalNode) GetDaemonVersion() string {
@@ -4370,7 +4699,7 @@ type DeleteJobData struct {
 
 func (x *DeleteJobData) Reset() {
 	*x = DeleteJobData{}
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4382,7 +4711,7 @@ func (x *DeleteJobData) String() string {
 func (*DeleteJobData) ProtoMessage() {}
 
 func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[48]
+	mi := &file_internal_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4395,7 +4724,7 @@ func (x *DeleteJobData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobData.ProtoReflect.Descriptor instead.
 func (*DeleteJobData) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{48}
+	return file_internal_internal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteJobData) GetJobId() string {
@@ -4419,7 +4748,7 @@ type PoolCommand struct {
 
 func (x *PoolCommand) Reset() {
 	*x = PoolCommand{}
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4760,7 @@ func (x *PoolCommand) String() string {
 func (*PoolCommand) ProtoMessage() {}
 
 func (x *PoolCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[49]
+	mi := &file_internal_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4773,7 @@ func (x *PoolCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolCommand.ProtoReflect.Descriptor instead.
 func (*PoolCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{49}
+	return file_internal_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PoolCommand) GetRequestId() string {
@@ -4489,7 +4818,7 @@ type PopMockUrl struct {
 
 func (x *PopMockUrl) Reset() {
 	*x = PopMockUrl{}
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4501,7 +4830,7 @@ func (x *PopMockUrl) String() string {
 func (*PopMockUrl) ProtoMessage() {}
 
 func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[50]
+	mi := &file_internal_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4514,7 +4843,7 @@ func (x *PopMockUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMockUrl.ProtoReflect.Descriptor instead.
 func (*PopMockUrl) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{50}
+	return file_internal_internal_proto_rawDescGZIP(), []int{54}
 }
 
 // Commands of a bundle grain (identity: the bundle id).
@@ -4544,7 +4873,7 @@ type BundleCommand struct {
 
 func (x *BundleCommand) Reset() {
 	*x = BundleCommand{}
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4885,7 @@ func (x *BundleCommand) String() string {
 func (*BundleCommand) ProtoMessage() {}
 
 func (x *BundleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[51]
+	mi := &file_internal_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4898,7 @@ func (x *BundleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleCommand.ProtoReflect.Descriptor instead.
 func (*BundleCommand) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{51}
+	return file_internal_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BundleCommand) GetRequestId() string {
@@ -4712,7 +5041,7 @@ type CreateBundle struct {
 
 func (x *CreateBundle) Reset() {
 	*x = CreateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4724,7 +5053,7 @@ func (x *CreateBundle) String() string {
 func (*CreateBundle) ProtoMessage() {}
 
 func (x *CreateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[52]
+	mi := &file_internal_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4737,7 +5066,7 @@ func (x *CreateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBundle.ProtoReflect.Descriptor instead.
 func (*CreateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{52}
+	return file_internal_internal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateBundle) GetBundle() *managerpb.Bundle {
@@ -4756,7 +5085,7 @@ type UpdateBundle struct {
 
 func (x *UpdateBundle) Reset() {
 	*x = UpdateBundle{}
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4768,7 +5097,7 @@ func (x *UpdateBundle) String() string {
 func (*UpdateBundle) ProtoMessage() {}
 
 func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[53]
+	mi := &file_internal_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4781,7 +5110,7 @@ func (x *UpdateBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBundle.ProtoReflect.Descriptor instead.
 func (*UpdateBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{53}
+	return file_internal_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpdateBundle) GetBundle() *managerpb.Bundle {
@@ -4799,7 +5128,7 @@ type DeleteBundle struct {
 
 func (x *DeleteBundle) Reset() {
 	*x = DeleteBundle{}
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4811,7 +5140,7 @@ func (x *DeleteBundle) String() string {
 func (*DeleteBundle) ProtoMessage() {}
 
 func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[54]
+	mi := &file_internal_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4824,7 +5153,7 @@ func (x *DeleteBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundle.ProtoReflect.Descriptor instead.
 func (*DeleteBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{54}
+	return file_internal_internal_proto_rawDescGZIP(), []int{58}
 }
 
 // StartBundleJob (dormant false) and StopBundleJob (dormant true).
@@ -4839,7 +5168,7 @@ type SetBundleJobDormant struct {
 
 func (x *SetBundleJobDormant) Reset() {
 	*x = SetBundleJobDormant{}
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4851,7 +5180,7 @@ func (x *SetBundleJobDormant) String() string {
 func (*SetBundleJobDormant) ProtoMessage() {}
 
 func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[55]
+	mi := &file_internal_internal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4864,7 +5193,7 @@ func (x *SetBundleJobDormant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBundleJobDormant.ProtoReflect.Descriptor instead.
 func (*SetBundleJobDormant) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{55}
+	return file_internal_internal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetBundleJobDormant) GetReplicaIndex() uint32 {
@@ -4896,7 +5225,7 @@ type GetBundle struct {
 
 func (x *GetBundle) Reset() {
 	*x = GetBundle{}
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4908,7 +5237,7 @@ func (x *GetBundle) String() string {
 func (*GetBundle) ProtoMessage() {}
 
 func (x *GetBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[56]
+	mi := &file_internal_internal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4921,7 +5250,7 @@ func (x *GetBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundle.ProtoReflect.Descriptor instead.
 func (*GetBundle) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{56}
+	return file_internal_internal_proto_rawDescGZIP(), []int{60}
 }
 
 // The record of one pool.
@@ -4937,7 +5266,7 @@ type PoolRecord struct {
 
 func (x *PoolRecord) Reset() {
 	*x = PoolRecord{}
-	mi := &file_internal_internal_proto_msgTypes[57]
+	mi := &file_internal_internal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4949,7 +5278,7 @@ func (x *PoolRecord) String() string {
 func (*PoolRecord) ProtoMessage() {}
 
 func (x *PoolRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[57]
+	mi := &file_internal_internal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4962,7 +5291,7 @@ func (x *PoolRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRecord.ProtoReflect.Descriptor instead.
 func (*PoolRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{57}
+	return file_internal_internal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PoolRecord) GetPool() *managerpb.Pool {
@@ -4992,7 +5321,7 @@ type AclTokenRecord struct {
 
 func (x *AclTokenRecord) Reset() {
 	*x = AclTokenRecord{}
-	mi := &file_internal_internal_proto_msgTypes[58]
+	mi := &file_internal_internal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5333,7 @@ func (x *AclTokenRecord) String() string {
 func (*AclTokenRecord) ProtoMessage() {}
 
 func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[58]
+	mi := &file_internal_internal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5346,7 @@ func (x *AclTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRecord.ProtoReflect.Descriptor instead.
 func (*AclTokenRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{58}
+	return file_internal_internal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AclTokenRecord) GetToken() *managerpb.AclToken {
@@ -5048,7 +5377,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_internal_internal_proto_msgTypes[59]
+	mi := &file_internal_internal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5060,7 +5389,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[59]
+	mi := &file_internal_internal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5073,7 +5402,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{59}
+	return file_internal_internal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AclRecord) GetTokens() []*AclTokenRecord {
@@ -5117,7 +5446,7 @@ type AuditIntent struct {
 
 func (x *AuditIntent) Reset() {
 	*x = AuditIntent{}
-	mi := &file_internal_internal_proto_msgTypes[60]
+	mi := &file_internal_internal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5129,7 +5458,7 @@ func (x *AuditIntent) String() string {
 func (*AuditIntent) ProtoMessage() {}
 
 func (x *AuditIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_internal_proto_msgTypes[60]
+	mi := &file_internal_internal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5142,7 +5471,7 @@ func (x *AuditIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditIntent.ProtoReflect.Descriptor instead.
 func (*AuditIntent) Descriptor() ([]byte, []int) {
-	return file_internal_internal_proto_rawDescGZIP(), []int{60}
+	return file_internal_internal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AuditIntent) GetSource() string {
@@ -5210,7 +5539,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\x12;\n" +
 	"\vrecorded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12\x18\n" +
-	"\acleared\x18\x04 \x01(\bR\acleared\"\xca\x03\n" +
+	"\acleared\x18\x04 \x01(\bR\acleared\"\xa7\x04\n" +
 	"\tJobRecord\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x129\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1b.norsk.internal.v1.InstanceR\tinstances\x12'\n" +
@@ -5218,7 +5547,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\rlast_failures\x18\x04 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\x12:\n" +
 	"\n" +
 	"stops_owed\x18\x05 \x03(\v2\x1b.norsk.internal.v1.StopOwedR\tstopsOwed\x12X\n" +
-	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\x12E\n" +
+	"\x12placement_failures\x18\x14 \x03(\v2).norsk.internal.v1.PlacementFailureRecordR\x11placementFailures\x12<\n" +
+	"\n" +
+	"migrations\x18\x15 \x03(\v2\x1c.norsk.api.manager.MigrationR\n" +
+	"migrations\x12\x1d\n" +
+	"\n" +
+	"move_count\x18\x16 \x01(\rR\tmoveCount\x12E\n" +
 	"\vpreemptions\x18\x19 \x03(\v2#.norsk.internal.v1.PreemptionRecordR\vpreemptions\"\xbc\x01\n" +
 	"\x10PreemptionRecord\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
@@ -5363,7 +5697,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bmock_url\x18\x0f \x01(\tH\x00R\amockUrl\x129\n" +
 	"\x06bundle\x18\x10 \x01(\v2\x1f.norsk.internal.v1.BundleRecordH\x00R\x06bundle\x12N\n" +
 	"\rcreate_bundle\x18\x11 \x01(\v2'.norsk.api.manager.CreateBundleResponseH\x00R\fcreateBundleB\t\n" +
-	"\apayload\"\xf1\a\n" +
+	"\apayload\"\xad\n" +
+	"\n" +
 	"\n" +
 	"JobCommand\x12\x1d\n" +
 	"\n" +
@@ -5383,9 +5718,32 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x0finstance_report\x18\x12 \x01(\v2!.norsk.internal.v1.InstanceReportH\x00R\x0einstanceReport\x12:\n" +
 	"\tnode_gone\x18\x13 \x01(\v2\x1b.norsk.internal.v1.NodeGoneH\x00R\bnodeGone\x12e\n" +
 	"\x18record_placement_failure\x18\x14 \x01(\v2).norsk.internal.v1.RecordPlacementFailureH\x00R\x16recordPlacementFailure\x12R\n" +
-	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacement\x129\n" +
+	"\x11recheck_placement\x18\x15 \x01(\v2#.norsk.internal.v1.RecheckPlacementH\x00R\x10recheckPlacement\x12L\n" +
+	"\x0fbegin_migration\x18\x16 \x01(\v2!.norsk.internal.v1.BeginMigrationH\x00R\x0ebeginMigration\x12V\n" +
+	"\x13hand_over_migration\x18\x17 \x01(\v2$.norsk.internal.v1.HandOverMigrationH\x00R\x11handOverMigration\x12L\n" +
+	"\x0fabort_migration\x18\x18 \x01(\v2!.norsk.internal.v1.AbortMigrationH\x00R\x0eabortMigration\x12F\n" +
+	"\rend_migration\x18\x19 \x01(\v2\x1f.norsk.internal.v1.EndMigrationH\x00R\fendMigration\x129\n" +
 	"\apreempt\x18\x1a \x01(\v2\x1d.norsk.internal.v1.PreemptJobH\x00R\apreemptB\x05\n" +
-	"\x03cmd\"5\n" +
+	"\x03cmd\"\xae\x01\n" +
+	"\x0eBeginMigration\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12*\n" +
+	"\x11requested_node_id\x18\x02 \x01(\tR\x0frequestedNodeId\x122\n" +
+	"\x03why\x18\x03 \x01(\x0e2 .norsk.api.manager.Migration.WhyR\x03why\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x10\n" +
+	"\x03who\x18\x05 \x01(\tR\x03who\"4\n" +
+	"\x11HandOverMigration\x12\x1f\n" +
+	"\vtarget_role\x18\x01 \x01(\tR\n" +
+	"targetRole\"\x82\x01\n" +
+	"\x0eAbortMigration\x12\x1f\n" +
+	"\vsource_role\x18\x01 \x01(\tR\n" +
+	"sourceRole\x12\x1f\n" +
+	"\vtarget_role\x18\x02 \x01(\tR\n" +
+	"targetRole\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\bR\x06failed\"/\n" +
+	"\fEndMigration\x12\x1f\n" +
+	"\vtarget_role\x18\x01 \x01(\tR\n" +
+	"targetRole\"5\n" +
 	"\tCreateJob\x12(\n" +
 	"\x03job\x18\x01 \x01(\v2\x16.norsk.api.manager.JobR\x03job\"5\n" +
 	"\tUpdateJob\x12(\n" +
@@ -5605,7 +5963,7 @@ func file_internal_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_internal_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_internal_internal_proto_goTypes = []any{
 	(InstanceStatus)(0),                             // 0: norsk.internal.v1.InstanceStatus
 	(CloudNode_Phase)(0),                            // 1: norsk.internal.v1.CloudNode.Phase
@@ -5629,221 +5987,233 @@ var file_internal_internal_proto_goTypes = []any{
 	(*StoredEvent)(nil),                             // 19: norsk.internal.v1.StoredEvent
 	(*Reply)(nil),                                   // 20: norsk.internal.v1.Reply
 	(*JobCommand)(nil),                              // 21: norsk.internal.v1.JobCommand
-	(*CreateJob)(nil),                               // 22: norsk.internal.v1.CreateJob
-	(*UpdateJob)(nil),                               // 23: norsk.internal.v1.UpdateJob
-	(*DeleteJob)(nil),                               // 24: norsk.internal.v1.DeleteJob
-	(*StartJob)(nil),                                // 25: norsk.internal.v1.StartJob
-	(*RecordPlacementFailure)(nil),                  // 26: norsk.internal.v1.RecordPlacementFailure
-	(*RecheckPlacement)(nil),                        // 27: norsk.internal.v1.RecheckPlacement
-	(*StopJob)(nil),                                 // 28: norsk.internal.v1.StopJob
-	(*PreemptJob)(nil),                              // 29: norsk.internal.v1.PreemptJob
-	(*CompleteJob)(nil),                             // 30: norsk.internal.v1.CompleteJob
-	(*GetJob)(nil),                                  // 31: norsk.internal.v1.GetJob
-	(*ActivateJob)(nil),                             // 32: norsk.internal.v1.ActivateJob
-	(*InstanceReport)(nil),                          // 33: norsk.internal.v1.InstanceReport
-	(*NodeGone)(nil),                                // 34: norsk.internal.v1.NodeGone
-	(*NodeCommand)(nil),                             // 35: norsk.internal.v1.NodeCommand
-	(*SetIdle)(nil),                                 // 36: norsk.internal.v1.SetIdle
-	(*SetScheduling)(nil),                           // 37: norsk.internal.v1.SetScheduling
-	(*OrphanFound)(nil),                             // 38: norsk.internal.v1.OrphanFound
-	(*StopOrphan)(nil),                              // 39: norsk.internal.v1.StopOrphan
-	(*CreateCloudNode)(nil),                         // 40: norsk.internal.v1.CreateCloudNode
-	(*RegisterSlot)(nil),                            // 41: norsk.internal.v1.RegisterSlot
-	(*MemberRegister)(nil),                          // 42: norsk.internal.v1.MemberRegister
-	(*DeregisterSlot)(nil),                          // 43: norsk.internal.v1.DeregisterSlot
-	(*TerminateNode)(nil),                           // 44: norsk.internal.v1.TerminateNode
-	(*CreateMockNode)(nil),                          // 45: norsk.internal.v1.CreateMockNode
-	(*Provision)(nil),                               // 46: norsk.internal.v1.Provision
-	(*StopInstance)(nil),                            // 47: norsk.internal.v1.StopInstance
-	(*GetNode)(nil),                                 // 48: norsk.internal.v1.GetNode
-	(*Wake)(nil),                                    // 49: norsk.internal.v1.Wake
-	(*UpdatePhysicalNode)(nil),                      // 50: norsk.internal.v1.UpdatePhysicalNode
-	(*DeleteJobData)(nil),                           // 51: norsk.internal.v1.DeleteJobData
-	(*PoolCommand)(nil),                             // 52: norsk.internal.v1.PoolCommand
-	(*PopMockUrl)(nil),                              // 53: norsk.internal.v1.PopMockUrl
-	(*BundleCommand)(nil),                           // 54: norsk.internal.v1.BundleCommand
-	(*CreateBundle)(nil),                            // 55: norsk.internal.v1.CreateBundle
-	(*UpdateBundle)(nil),                            // 56: norsk.internal.v1.UpdateBundle
-	(*DeleteBundle)(nil),                            // 57: norsk.internal.v1.DeleteBundle
-	(*SetBundleJobDormant)(nil),                     // 58: norsk.internal.v1.SetBundleJobDormant
-	(*GetBundle)(nil),                               // 59: norsk.internal.v1.GetBundle
-	(*PoolRecord)(nil),                              // 60: norsk.internal.v1.PoolRecord
-	(*AclTokenRecord)(nil),                          // 61: norsk.internal.v1.AclTokenRecord
-	(*AclRecord)(nil),                               // 62: norsk.internal.v1.AclRecord
-	(*AuditIntent)(nil),                             // 63: norsk.internal.v1.AuditIntent
-	nil,                                             // 64: norsk.internal.v1.Instance.ServicePortMappingsEntry
-	nil,                                             // 65: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	nil,                                             // 66: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	nil,                                             // 67: norsk.internal.v1.RegisterSlot.TagsEntry
-	nil,                                             // 68: norsk.internal.v1.CreateMockNode.TagsEntry
-	(*timestamppb.Timestamp)(nil),                   // 69: google.protobuf.Timestamp
-	(*commonpb.NodeMetadata)(nil),                   // 70: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),            // 71: norsk.api.common.RunningNodeMetadata
-	(managerpb.PlacementDegraded_State)(0),          // 72: norsk.api.manager.PlacementDegraded.State
-	(*managerpb.PlacementAttempt)(nil),              // 73: norsk.api.manager.PlacementAttempt
-	(*managerpb.JobWithHistory)(nil),                // 74: norsk.api.manager.JobWithHistory
-	(*managerpb.InstanceFailure)(nil),               // 75: norsk.api.manager.InstanceFailure
-	(managerpb.NodeProvider)(0),                     // 76: norsk.api.manager.NodeProvider
-	(managerpb.NodeLifecycle)(0),                    // 77: norsk.api.manager.NodeLifecycle
-	(managerpb.NodeStopping_Reason)(0),              // 78: norsk.api.manager.NodeStopping.Reason
-	(*managerpb.ClusterHardware)(nil),               // 79: norsk.api.manager.ClusterHardware
-	(*commonpb.NodeResources)(nil),                  // 80: norsk.api.common.NodeResources
-	(*managerpb.Orphan)(nil),                        // 81: norsk.api.manager.Orphan
-	(*managerpb.NodeSchedulingState)(nil),           // 82: norsk.api.manager.NodeSchedulingState
-	(*managerpb.CreateAwsNodeRequest)(nil),          // 83: norsk.api.manager.CreateAwsNodeRequest
-	(*managerpb.CreateOciNodeRequest)(nil),          // 84: norsk.api.manager.CreateOciNodeRequest
-	(*managerpb.ProviderHealth)(nil),                // 85: norsk.api.manager.ProviderHealth
-	(*managerpb.Bundle)(nil),                        // 86: norsk.api.manager.Bundle
-	(*managerpb.EventStreamEvent)(nil),              // 87: norsk.api.manager.EventStreamEvent
-	(errorpb.Code)(0),                               // 88: norsk.api.error.Code
-	(*managerpb.JobHash)(nil),                       // 89: norsk.api.manager.JobHash
-	(*managerpb.RegisterClusterNodeResponse)(nil),   // 90: norsk.api.manager.RegisterClusterNodeResponse
-	(*managerpb.ClusterMemberRegisterResponse)(nil), // 91: norsk.api.manager.ClusterMemberRegisterResponse
-	(*managerpb.CreateBundleResponse)(nil),          // 92: norsk.api.manager.CreateBundleResponse
-	(*managerpb.Job)(nil),                           // 93: norsk.api.manager.Job
-	(managerpb.JobHistoryJobStopping_Reason)(0),     // 94: norsk.api.manager.JobHistoryJobStopping.Reason
-	(managerpb.NodeScheduling)(0),                   // 95: norsk.api.manager.NodeScheduling
-	(*workerpb.WorkerJob)(nil),                      // 96: norsk.api.worker.WorkerJob
-	(*managerpb.Pool)(nil),                          // 97: norsk.api.manager.Pool
-	(*managerpb.AclToken)(nil),                      // 98: norsk.api.manager.AclToken
-	(*commonpb.ResolvedPortMappings)(nil),           // 99: norsk.api.common.ResolvedPortMappings
+	(*BeginMigration)(nil),                          // 22: norsk.internal.v1.BeginMigration
+	(*HandOverMigration)(nil),                       // 23: norsk.internal.v1.HandOverMigration
+	(*AbortMigration)(nil),                          // 24: norsk.internal.v1.AbortMigration
+	(*EndMigration)(nil),                            // 25: norsk.internal.v1.EndMigration
+	(*CreateJob)(nil),                               // 26: norsk.internal.v1.CreateJob
+	(*UpdateJob)(nil),                               // 27: norsk.internal.v1.UpdateJob
+	(*DeleteJob)(nil),                               // 28: norsk.internal.v1.DeleteJob
+	(*StartJob)(nil),                                // 29: norsk.internal.v1.StartJob
+	(*RecordPlacementFailure)(nil),                  // 30: norsk.internal.v1.RecordPlacementFailure
+	(*RecheckPlacement)(nil),                        // 31: norsk.internal.v1.RecheckPlacement
+	(*StopJob)(nil),                                 // 32: norsk.internal.v1.StopJob
+	(*PreemptJob)(nil),                              // 33: norsk.internal.v1.PreemptJob
+	(*CompleteJob)(nil),                             // 34: norsk.internal.v1.CompleteJob
+	(*GetJob)(nil),                                  // 35: norsk.internal.v1.GetJob
+	(*ActivateJob)(nil),                             // 36: norsk.internal.v1.ActivateJob
+	(*InstanceReport)(nil),                          // 37: norsk.internal.v1.InstanceReport
+	(*NodeGone)(nil),                                // 38: norsk.internal.v1.NodeGone
+	(*NodeCommand)(nil),                             // 39: norsk.internal.v1.NodeCommand
+	(*SetIdle)(nil),                                 // 40: norsk.internal.v1.SetIdle
+	(*SetScheduling)(nil),                           // 41: norsk.internal.v1.SetScheduling
+	(*OrphanFound)(nil),                             // 42: norsk.internal.v1.OrphanFound
+	(*StopOrphan)(nil),                              // 43: norsk.internal.v1.StopOrphan
+	(*CreateCloudNode)(nil),                         // 44: norsk.internal.v1.CreateCloudNode
+	(*RegisterSlot)(nil),                            // 45: norsk.internal.v1.RegisterSlot
+	(*MemberRegister)(nil),                          // 46: norsk.internal.v1.MemberRegister
+	(*DeregisterSlot)(nil),                          // 47: norsk.internal.v1.DeregisterSlot
+	(*TerminateNode)(nil),                           // 48: norsk.internal.v1.TerminateNode
+	(*CreateMockNode)(nil),                          // 49: norsk.internal.v1.CreateMockNode
+	(*Provision)(nil),                               // 50: norsk.internal.v1.Provision
+	(*StopInstance)(nil),                            // 51: norsk.internal.v1.StopInstance
+	(*GetNode)(nil),                                 // 52: norsk.internal.v1.GetNode
+	(*Wake)(nil),                                    // 53: norsk.internal.v1.Wake
+	(*UpdatePhysicalNode)(nil),                      // 54: norsk.internal.v1.UpdatePhysicalNode
+	(*DeleteJobData)(nil),                           // 55: norsk.internal.v1.DeleteJobData
+	(*PoolCommand)(nil),                             // 56: norsk.internal.v1.PoolCommand
+	(*PopMockUrl)(nil),                              // 57: norsk.internal.v1.PopMockUrl
+	(*BundleCommand)(nil),                           // 58: norsk.internal.v1.BundleCommand
+	(*CreateBundle)(nil),                            // 59: norsk.internal.v1.CreateBundle
+	(*UpdateBundle)(nil),                            // 60: norsk.internal.v1.UpdateBundle
+	(*DeleteBundle)(nil),                            // 61: norsk.internal.v1.DeleteBundle
+	(*SetBundleJobDormant)(nil),                     // 62: norsk.internal.v1.SetBundleJobDormant
+	(*GetBundle)(nil),                               // 63: norsk.internal.v1.GetBundle
+	(*PoolRecord)(nil),                              // 64: norsk.internal.v1.PoolRecord
+	(*AclTokenRecord)(nil),                          // 65: norsk.internal.v1.AclTokenRecord
+	(*AclRecord)(nil),                               // 66: norsk.internal.v1.AclRecord
+	(*AuditIntent)(nil),                             // 67: norsk.internal.v1.AuditIntent
+	nil,                                             // 68: norsk.internal.v1.Instance.ServicePortMappingsEntry
+	nil,                                             // 69: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	nil,                                             // 70: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	nil,                                             // 71: norsk.internal.v1.RegisterSlot.TagsEntry
+	nil,                                             // 72: norsk.internal.v1.CreateMockNode.TagsEntry
+	(*timestamppb.Timestamp)(nil),                   // 73: google.protobuf.Timestamp
+	(*commonpb.NodeMetadata)(nil),                   // 74: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),            // 75: norsk.api.common.RunningNodeMetadata
+	(managerpb.PlacementDegraded_State)(0),          // 76: norsk.api.manager.PlacementDegraded.State
+	(*managerpb.PlacementAttempt)(nil),              // 77: norsk.api.manager.PlacementAttempt
+	(*managerpb.JobWithHistory)(nil),                // 78: norsk.api.manager.JobWithHistory
+	(*managerpb.InstanceFailure)(nil),               // 79: norsk.api.manager.InstanceFailure
+	(*managerpb.Migration)(nil),                     // 80: norsk.api.manager.Migration
+	(managerpb.NodeProvider)(0),                     // 81: norsk.api.manager.NodeProvider
+	(managerpb.NodeLifecycle)(0),                    // 82: norsk.api.manager.NodeLifecycle
+	(managerpb.NodeStopping_Reason)(0),              // 83: norsk.api.manager.NodeStopping.Reason
+	(*managerpb.ClusterHardware)(nil),               // 84: norsk.api.manager.ClusterHardware
+	(*commonpb.NodeResources)(nil),                  // 85: norsk.api.common.NodeResources
+	(*managerpb.Orphan)(nil),                        // 86: norsk.api.manager.Orphan
+	(*managerpb.NodeSchedulingState)(nil),           // 87: norsk.api.manager.NodeSchedulingState
+	(*managerpb.CreateAwsNodeRequest)(nil),          // 88: norsk.api.manager.CreateAwsNodeRequest
+	(*managerpb.CreateOciNodeRequest)(nil),          // 89: norsk.api.manager.CreateOciNodeRequest
+	(*managerpb.ProviderHealth)(nil),                // 90: norsk.api.manager.ProviderHealth
+	(*managerpb.Bundle)(nil),                        // 91: norsk.api.manager.Bundle
+	(*managerpb.EventStreamEvent)(nil),              // 92: norsk.api.manager.EventStreamEvent
+	(errorpb.Code)(0),                               // 93: norsk.api.error.Code
+	(*managerpb.JobHash)(nil),                       // 94: norsk.api.manager.JobHash
+	(*managerpb.RegisterClusterNodeResponse)(nil),   // 95: norsk.api.manager.RegisterClusterNodeResponse
+	(*managerpb.ClusterMemberRegisterResponse)(nil), // 96: norsk.api.manager.ClusterMemberRegisterResponse
+	(*managerpb.CreateBundleResponse)(nil),          // 97: norsk.api.manager.CreateBundleResponse
+	(managerpb.Migration_Why)(0),                    // 98: norsk.api.manager.Migration.Why
+	(*managerpb.Job)(nil),                           // 99: norsk.api.manager.Job
+	(managerpb.JobHistoryJobStopping_Reason)(0),     // 100: norsk.api.manager.JobHistoryJobStopping.Reason
+	(managerpb.NodeScheduling)(0),                   // 101: norsk.api.manager.NodeScheduling
+	(*workerpb.WorkerJob)(nil),                      // 102: norsk.api.worker.WorkerJob
+	(*managerpb.Pool)(nil),                          // 103: norsk.api.manager.Pool
+	(*managerpb.AclToken)(nil),                      // 104: norsk.api.manager.AclToken
+	(*commonpb.ResolvedPortMappings)(nil),           // 105: norsk.api.common.ResolvedPortMappings
 }
 var file_internal_internal_proto_depIdxs = []int32{
 	0,   // 0: norsk.internal.v1.Instance.status:type_name -> norsk.internal.v1.InstanceStatus
-	64,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
-	69,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
-	70,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	71,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	68,  // 1: norsk.internal.v1.Instance.service_port_mappings:type_name -> norsk.internal.v1.Instance.ServicePortMappingsEntry
+	73,  // 2: norsk.internal.v1.Instance.since:type_name -> google.protobuf.Timestamp
+	74,  // 3: norsk.internal.v1.Instance.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	75,  // 4: norsk.internal.v1.Instance.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	4,   // 5: norsk.internal.v1.Instance.placement:type_name -> norsk.internal.v1.PlacementNote
-	72,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	69,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
-	73,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	69,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
-	74,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
+	76,  // 6: norsk.internal.v1.PlacementNote.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	73,  // 7: norsk.internal.v1.PlacementNote.noted_at:type_name -> google.protobuf.Timestamp
+	77,  // 8: norsk.internal.v1.PlacementFailureRecord.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	73,  // 9: norsk.internal.v1.PlacementFailureRecord.recorded_at:type_name -> google.protobuf.Timestamp
+	78,  // 10: norsk.internal.v1.JobRecord.job:type_name -> norsk.api.manager.JobWithHistory
 	3,   // 11: norsk.internal.v1.JobRecord.instances:type_name -> norsk.internal.v1.Instance
-	75,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	79,  // 12: norsk.internal.v1.JobRecord.last_failures:type_name -> norsk.api.manager.InstanceFailure
 	8,   // 13: norsk.internal.v1.JobRecord.stops_owed:type_name -> norsk.internal.v1.StopOwed
 	5,   // 14: norsk.internal.v1.JobRecord.placement_failures:type_name -> norsk.internal.v1.PlacementFailureRecord
-	7,   // 15: norsk.internal.v1.JobRecord.preemptions:type_name -> norsk.internal.v1.PreemptionRecord
-	69,  // 16: norsk.internal.v1.PreemptionRecord.at:type_name -> google.protobuf.Timestamp
-	69,  // 17: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
-	76,  // 18: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
-	77,  // 19: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
-	70,  // 20: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
-	71,  // 21: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	78,  // 22: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	69,  // 23: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
-	79,  // 24: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
-	69,  // 25: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
-	80,  // 26: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
-	12,  // 27: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
-	81,  // 28: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
-	82,  // 29: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	11,  // 30: norsk.internal.v1.NodeRecord.provisioned:type_name -> norsk.internal.v1.Provisioned
-	69,  // 31: norsk.internal.v1.NodeRecord.idle_since:type_name -> google.protobuf.Timestamp
-	83,  // 32: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	84,  // 33: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	1,   // 34: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
-	69,  // 35: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
-	69,  // 36: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
-	69,  // 37: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
-	78,  // 38: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	85,  // 39: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
-	86,  // 40: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
-	16,  // 41: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
-	16,  // 42: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
-	87,  // 43: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
-	69,  // 44: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
-	63,  // 45: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	17,  // 46: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
-	87,  // 47: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
-	69,  // 48: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
-	88,  // 49: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
-	89,  // 50: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
-	6,   // 51: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
-	10,  // 52: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
-	90,  // 53: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
-	91,  // 54: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
-	15,  // 55: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
-	92,  // 56: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
-	69,  // 57: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 58: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	22,  // 59: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
-	23,  // 60: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
-	24,  // 61: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
-	25,  // 62: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
-	28,  // 63: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
-	30,  // 64: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
-	31,  // 65: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
-	32,  // 66: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
-	33,  // 67: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
-	34,  // 68: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
-	26,  // 69: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
-	27,  // 70: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
-	29,  // 71: norsk.internal.v1.JobCommand.preempt:type_name -> norsk.internal.v1.PreemptJob
-	93,  // 72: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
-	93,  // 73: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
-	4,   // 74: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
-	73,  // 75: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	72,  // 76: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	2,   // 77: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
-	65,  // 78: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
-	70,  // 79: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	71,  // 80: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	94,  // 81: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	69,  // 82: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 83: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	41,  // 84: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
-	42,  // 85: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
-	43,  // 86: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
-	44,  // 87: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
-	45,  // 88: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
-	46,  // 89: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
-	47,  // 90: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
-	48,  // 91: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
-	49,  // 92: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
-	50,  // 93: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
-	51,  // 94: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
-	40,  // 95: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
-	38,  // 96: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
-	39,  // 97: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
-	37,  // 98: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
-	36,  // 99: norsk.internal.v1.NodeCommand.set_idle:type_name -> norsk.internal.v1.SetIdle
-	69,  // 100: norsk.internal.v1.SetIdle.since:type_name -> google.protobuf.Timestamp
-	95,  // 101: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
-	66,  // 102: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
-	83,  // 103: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
-	84,  // 104: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
-	11,  // 105: norsk.internal.v1.CreateCloudNode.provisioned:type_name -> norsk.internal.v1.Provisioned
-	67,  // 106: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
-	79,  // 107: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
-	80,  // 108: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
-	69,  // 109: norsk.internal.v1.TerminateNode.release_idle_since:type_name -> google.protobuf.Timestamp
-	68,  // 110: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
-	11,  // 111: norsk.internal.v1.CreateMockNode.provisioned:type_name -> norsk.internal.v1.Provisioned
-	96,  // 112: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
-	53,  // 113: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
-	69,  // 114: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 115: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
-	55,  // 116: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
-	56,  // 117: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
-	57,  // 118: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
-	58,  // 119: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
-	59,  // 120: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
-	49,  // 121: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
-	86,  // 122: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	86,  // 123: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
-	97,  // 124: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
-	98,  // 125: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
-	61,  // 126: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
-	99,  // 127: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	99,  // 128: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	99,  // 129: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	130, // [130:130] is the sub-list for method output_type
-	130, // [130:130] is the sub-list for method input_type
-	130, // [130:130] is the sub-list for extension type_name
-	130, // [130:130] is the sub-list for extension extendee
-	0,   // [0:130] is the sub-list for field type_name
+	80,  // 15: norsk.internal.v1.JobRecord.migrations:type_name -> norsk.api.manager.Migration
+	7,   // 16: norsk.internal.v1.JobRecord.preemptions:type_name -> norsk.internal.v1.PreemptionRecord
+	73,  // 17: norsk.internal.v1.PreemptionRecord.at:type_name -> google.protobuf.Timestamp
+	73,  // 18: norsk.internal.v1.StopOwed.since:type_name -> google.protobuf.Timestamp
+	81,  // 19: norsk.internal.v1.NodeRecord.provider:type_name -> norsk.api.manager.NodeProvider
+	82,  // 20: norsk.internal.v1.NodeRecord.state:type_name -> norsk.api.manager.NodeLifecycle
+	74,  // 21: norsk.internal.v1.NodeRecord.metadata:type_name -> norsk.api.common.NodeMetadata
+	75,  // 22: norsk.internal.v1.NodeRecord.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	83,  // 23: norsk.internal.v1.NodeRecord.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	73,  // 24: norsk.internal.v1.NodeRecord.last_connected:type_name -> google.protobuf.Timestamp
+	84,  // 25: norsk.internal.v1.NodeRecord.hardware:type_name -> norsk.api.manager.ClusterHardware
+	73,  // 26: norsk.internal.v1.NodeRecord.registered_at:type_name -> google.protobuf.Timestamp
+	85,  // 27: norsk.internal.v1.NodeRecord.resources:type_name -> norsk.api.common.NodeResources
+	12,  // 28: norsk.internal.v1.NodeRecord.cloud:type_name -> norsk.internal.v1.CloudNode
+	86,  // 29: norsk.internal.v1.NodeRecord.orphans:type_name -> norsk.api.manager.Orphan
+	87,  // 30: norsk.internal.v1.NodeRecord.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	11,  // 31: norsk.internal.v1.NodeRecord.provisioned:type_name -> norsk.internal.v1.Provisioned
+	73,  // 32: norsk.internal.v1.NodeRecord.idle_since:type_name -> google.protobuf.Timestamp
+	88,  // 33: norsk.internal.v1.CloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	89,  // 34: norsk.internal.v1.CloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	1,   // 35: norsk.internal.v1.CloudNode.phase:type_name -> norsk.internal.v1.CloudNode.Phase
+	73,  // 36: norsk.internal.v1.CloudNode.created_at:type_name -> google.protobuf.Timestamp
+	73,  // 37: norsk.internal.v1.CloudNode.running_at:type_name -> google.protobuf.Timestamp
+	73,  // 38: norsk.internal.v1.CloudNode.token_expires_at:type_name -> google.protobuf.Timestamp
+	83,  // 39: norsk.internal.v1.CloudNode.terminate_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	90,  // 40: norsk.internal.v1.ProviderHealthRecord.health:type_name -> norsk.api.manager.ProviderHealth
+	91,  // 41: norsk.internal.v1.BundleRecord.bundle:type_name -> norsk.api.manager.Bundle
+	16,  // 42: norsk.internal.v1.BundleRecord.jobs:type_name -> norsk.internal.v1.BundleJobState
+	16,  // 43: norsk.internal.v1.BundleRecord.removals:type_name -> norsk.internal.v1.BundleJobState
+	92,  // 44: norsk.internal.v1.AppendCommand.events:type_name -> norsk.api.manager.EventStreamEvent
+	73,  // 45: norsk.internal.v1.AppendCommand.at:type_name -> google.protobuf.Timestamp
+	67,  // 46: norsk.internal.v1.AppendCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	17,  // 47: norsk.internal.v1.AppendBatch.commands:type_name -> norsk.internal.v1.AppendCommand
+	92,  // 48: norsk.internal.v1.StoredEvent.event:type_name -> norsk.api.manager.EventStreamEvent
+	73,  // 49: norsk.internal.v1.StoredEvent.at:type_name -> google.protobuf.Timestamp
+	93,  // 50: norsk.internal.v1.Reply.code:type_name -> norsk.api.error.Code
+	94,  // 51: norsk.internal.v1.Reply.job_hash:type_name -> norsk.api.manager.JobHash
+	6,   // 52: norsk.internal.v1.Reply.job:type_name -> norsk.internal.v1.JobRecord
+	10,  // 53: norsk.internal.v1.Reply.node:type_name -> norsk.internal.v1.NodeRecord
+	95,  // 54: norsk.internal.v1.Reply.register_cluster_node:type_name -> norsk.api.manager.RegisterClusterNodeResponse
+	96,  // 55: norsk.internal.v1.Reply.cluster_member_register:type_name -> norsk.api.manager.ClusterMemberRegisterResponse
+	15,  // 56: norsk.internal.v1.Reply.bundle:type_name -> norsk.internal.v1.BundleRecord
+	97,  // 57: norsk.internal.v1.Reply.create_bundle:type_name -> norsk.api.manager.CreateBundleResponse
+	73,  // 58: norsk.internal.v1.JobCommand.deadline:type_name -> google.protobuf.Timestamp
+	67,  // 59: norsk.internal.v1.JobCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	26,  // 60: norsk.internal.v1.JobCommand.create:type_name -> norsk.internal.v1.CreateJob
+	27,  // 61: norsk.internal.v1.JobCommand.update:type_name -> norsk.internal.v1.UpdateJob
+	28,  // 62: norsk.internal.v1.JobCommand.delete:type_name -> norsk.internal.v1.DeleteJob
+	29,  // 63: norsk.internal.v1.JobCommand.start:type_name -> norsk.internal.v1.StartJob
+	32,  // 64: norsk.internal.v1.JobCommand.stop:type_name -> norsk.internal.v1.StopJob
+	34,  // 65: norsk.internal.v1.JobCommand.complete:type_name -> norsk.internal.v1.CompleteJob
+	35,  // 66: norsk.internal.v1.JobCommand.get:type_name -> norsk.internal.v1.GetJob
+	36,  // 67: norsk.internal.v1.JobCommand.activate:type_name -> norsk.internal.v1.ActivateJob
+	37,  // 68: norsk.internal.v1.JobCommand.instance_report:type_name -> norsk.internal.v1.InstanceReport
+	38,  // 69: norsk.internal.v1.JobCommand.node_gone:type_name -> norsk.internal.v1.NodeGone
+	30,  // 70: norsk.internal.v1.JobCommand.record_placement_failure:type_name -> norsk.internal.v1.RecordPlacementFailure
+	31,  // 71: norsk.internal.v1.JobCommand.recheck_placement:type_name -> norsk.internal.v1.RecheckPlacement
+	22,  // 72: norsk.internal.v1.JobCommand.begin_migration:type_name -> norsk.internal.v1.BeginMigration
+	23,  // 73: norsk.internal.v1.JobCommand.hand_over_migration:type_name -> norsk.internal.v1.HandOverMigration
+	24,  // 74: norsk.internal.v1.JobCommand.abort_migration:type_name -> norsk.internal.v1.AbortMigration
+	25,  // 75: norsk.internal.v1.JobCommand.end_migration:type_name -> norsk.internal.v1.EndMigration
+	33,  // 76: norsk.internal.v1.JobCommand.preempt:type_name -> norsk.internal.v1.PreemptJob
+	98,  // 77: norsk.internal.v1.BeginMigration.why:type_name -> norsk.api.manager.Migration.Why
+	99,  // 78: norsk.internal.v1.CreateJob.job:type_name -> norsk.api.manager.Job
+	99,  // 79: norsk.internal.v1.UpdateJob.job:type_name -> norsk.api.manager.Job
+	4,   // 80: norsk.internal.v1.StartJob.placement:type_name -> norsk.internal.v1.PlacementNote
+	77,  // 81: norsk.internal.v1.RecordPlacementFailure.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	76,  // 82: norsk.internal.v1.RecheckPlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	2,   // 83: norsk.internal.v1.InstanceReport.kind:type_name -> norsk.internal.v1.InstanceReport.Kind
+	69,  // 84: norsk.internal.v1.InstanceReport.service_port_mappings:type_name -> norsk.internal.v1.InstanceReport.ServicePortMappingsEntry
+	74,  // 85: norsk.internal.v1.InstanceReport.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	75,  // 86: norsk.internal.v1.InstanceReport.running_node_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	100, // 87: norsk.internal.v1.NodeGone.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
+	73,  // 88: norsk.internal.v1.NodeCommand.deadline:type_name -> google.protobuf.Timestamp
+	67,  // 89: norsk.internal.v1.NodeCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	45,  // 90: norsk.internal.v1.NodeCommand.register_slot:type_name -> norsk.internal.v1.RegisterSlot
+	46,  // 91: norsk.internal.v1.NodeCommand.member_register:type_name -> norsk.internal.v1.MemberRegister
+	47,  // 92: norsk.internal.v1.NodeCommand.deregister:type_name -> norsk.internal.v1.DeregisterSlot
+	48,  // 93: norsk.internal.v1.NodeCommand.terminate:type_name -> norsk.internal.v1.TerminateNode
+	49,  // 94: norsk.internal.v1.NodeCommand.create_mock:type_name -> norsk.internal.v1.CreateMockNode
+	50,  // 95: norsk.internal.v1.NodeCommand.provision:type_name -> norsk.internal.v1.Provision
+	51,  // 96: norsk.internal.v1.NodeCommand.stop_instance:type_name -> norsk.internal.v1.StopInstance
+	52,  // 97: norsk.internal.v1.NodeCommand.get:type_name -> norsk.internal.v1.GetNode
+	53,  // 98: norsk.internal.v1.NodeCommand.wake:type_name -> norsk.internal.v1.Wake
+	54,  // 99: norsk.internal.v1.NodeCommand.update_physical:type_name -> norsk.internal.v1.UpdatePhysicalNode
+	55,  // 100: norsk.internal.v1.NodeCommand.delete_job_data:type_name -> norsk.internal.v1.DeleteJobData
+	44,  // 101: norsk.internal.v1.NodeCommand.create_cloud:type_name -> norsk.internal.v1.CreateCloudNode
+	42,  // 102: norsk.internal.v1.NodeCommand.orphan_found:type_name -> norsk.internal.v1.OrphanFound
+	43,  // 103: norsk.internal.v1.NodeCommand.stop_orphan:type_name -> norsk.internal.v1.StopOrphan
+	41,  // 104: norsk.internal.v1.NodeCommand.set_scheduling:type_name -> norsk.internal.v1.SetScheduling
+	40,  // 105: norsk.internal.v1.NodeCommand.set_idle:type_name -> norsk.internal.v1.SetIdle
+	73,  // 106: norsk.internal.v1.SetIdle.since:type_name -> google.protobuf.Timestamp
+	101, // 107: norsk.internal.v1.SetScheduling.state:type_name -> norsk.api.manager.NodeScheduling
+	70,  // 108: norsk.internal.v1.OrphanFound.service_port_mappings:type_name -> norsk.internal.v1.OrphanFound.ServicePortMappingsEntry
+	88,  // 109: norsk.internal.v1.CreateCloudNode.aws:type_name -> norsk.api.manager.CreateAwsNodeRequest
+	89,  // 110: norsk.internal.v1.CreateCloudNode.oci:type_name -> norsk.api.manager.CreateOciNodeRequest
+	11,  // 111: norsk.internal.v1.CreateCloudNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	71,  // 112: norsk.internal.v1.RegisterSlot.tags:type_name -> norsk.internal.v1.RegisterSlot.TagsEntry
+	84,  // 113: norsk.internal.v1.MemberRegister.hardware:type_name -> norsk.api.manager.ClusterHardware
+	85,  // 114: norsk.internal.v1.MemberRegister.resources:type_name -> norsk.api.common.NodeResources
+	73,  // 115: norsk.internal.v1.TerminateNode.release_idle_since:type_name -> google.protobuf.Timestamp
+	72,  // 116: norsk.internal.v1.CreateMockNode.tags:type_name -> norsk.internal.v1.CreateMockNode.TagsEntry
+	11,  // 117: norsk.internal.v1.CreateMockNode.provisioned:type_name -> norsk.internal.v1.Provisioned
+	102, // 118: norsk.internal.v1.Provision.job:type_name -> norsk.api.worker.WorkerJob
+	57,  // 119: norsk.internal.v1.PoolCommand.pop:type_name -> norsk.internal.v1.PopMockUrl
+	73,  // 120: norsk.internal.v1.BundleCommand.deadline:type_name -> google.protobuf.Timestamp
+	67,  // 121: norsk.internal.v1.BundleCommand.audit:type_name -> norsk.internal.v1.AuditIntent
+	59,  // 122: norsk.internal.v1.BundleCommand.create:type_name -> norsk.internal.v1.CreateBundle
+	60,  // 123: norsk.internal.v1.BundleCommand.update:type_name -> norsk.internal.v1.UpdateBundle
+	61,  // 124: norsk.internal.v1.BundleCommand.delete:type_name -> norsk.internal.v1.DeleteBundle
+	62,  // 125: norsk.internal.v1.BundleCommand.set_dormant:type_name -> norsk.internal.v1.SetBundleJobDormant
+	63,  // 126: norsk.internal.v1.BundleCommand.get:type_name -> norsk.internal.v1.GetBundle
+	53,  // 127: norsk.internal.v1.BundleCommand.wake:type_name -> norsk.internal.v1.Wake
+	91,  // 128: norsk.internal.v1.CreateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	91,  // 129: norsk.internal.v1.UpdateBundle.bundle:type_name -> norsk.api.manager.Bundle
+	103, // 130: norsk.internal.v1.PoolRecord.pool:type_name -> norsk.api.manager.Pool
+	104, // 131: norsk.internal.v1.AclTokenRecord.token:type_name -> norsk.api.manager.AclToken
+	65,  // 132: norsk.internal.v1.AclRecord.tokens:type_name -> norsk.internal.v1.AclTokenRecord
+	105, // 133: norsk.internal.v1.Instance.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	105, // 134: norsk.internal.v1.InstanceReport.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	105, // 135: norsk.internal.v1.OrphanFound.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	136, // [136:136] is the sub-list for method output_type
+	136, // [136:136] is the sub-list for method input_type
+	136, // [136:136] is the sub-list for extension type_name
+	136, // [136:136] is the sub-list for extension extendee
+	0,   // [0:136] is the sub-list for field type_name
 }
 
 func init() { file_internal_internal_proto_init() }
@@ -5879,9 +6249,13 @@ func file_internal_internal_proto_init() {
 		(*JobCommand_NodeGone)(nil),
 		(*JobCommand_RecordPlacementFailure)(nil),
 		(*JobCommand_RecheckPlacement)(nil),
+		(*JobCommand_BeginMigration)(nil),
+		(*JobCommand_HandOverMigration)(nil),
+		(*JobCommand_AbortMigration)(nil),
+		(*JobCommand_EndMigration)(nil),
 		(*JobCommand_Preempt)(nil),
 	}
-	file_internal_internal_proto_msgTypes[32].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[36].OneofWrappers = []any{
 		(*NodeCommand_RegisterSlot)(nil),
 		(*NodeCommand_MemberRegister)(nil),
 		(*NodeCommand_Deregister)(nil),
@@ -5899,14 +6273,14 @@ func file_internal_internal_proto_init() {
 		(*NodeCommand_SetScheduling)(nil),
 		(*NodeCommand_SetIdle)(nil),
 	}
-	file_internal_internal_proto_msgTypes[37].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[41].OneofWrappers = []any{
 		(*CreateCloudNode_Aws)(nil),
 		(*CreateCloudNode_Oci)(nil),
 	}
-	file_internal_internal_proto_msgTypes[49].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[53].OneofWrappers = []any{
 		(*PoolCommand_Pop)(nil),
 	}
-	file_internal_internal_proto_msgTypes[51].OneofWrappers = []any{
+	file_internal_internal_proto_msgTypes[55].OneofWrappers = []any{
 		(*BundleCommand_Create)(nil),
 		(*BundleCommand_Update)(nil),
 		(*BundleCommand_Delete)(nil),
@@ -5920,7 +6294,7 @@ func file_internal_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_internal_proto_rawDesc), len(file_internal_internal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   66,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -636,6 +636,9 @@ const (
 	JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED  JobHistoryJobStopping_Reason = 2
 	JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB     JobHistoryJobStopping_Reason = 3
 	JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED      JobHistoryJobStopping_Reason = 4
+	// Added (issue 13 §2): the source of a make-before-break move, stopped
+	// once the move's target instance ran (docs/design/placement.md, "Moves").
+	JobHistoryJobStopping_JOB_STOPPED_MIGRATED JobHistoryJobStopping_Reason = 5
 	// Added (ours; issue 13 §3). The placement engine stopped this LOW
 	// priority instance to make room for a HIGH priority job (job_preempted
 	// names it); the job is placed again when capacity returns.
@@ -650,6 +653,7 @@ var (
 		2: "JOB_STOPPED_USER_REQUESTED",
 		3: "JOB_STOPPED_UNKNOWN_JOB",
 		4: "JOB_STOPPED_JOB_FAILED",
+		5: "JOB_STOPPED_MIGRATED",
 		6: "JOB_STOPPED_PREEMPTED",
 	}
 	JobHistoryJobStopping_Reason_value = map[string]int32{
@@ -658,6 +662,7 @@ var (
 		"JOB_STOPPED_USER_REQUESTED":  2,
 		"JOB_STOPPED_UNKNOWN_JOB":     3,
 		"JOB_STOPPED_JOB_FAILED":      4,
+		"JOB_STOPPED_MIGRATED":        5,
 		"JOB_STOPPED_PREEMPTED":       6,
 	}
 )
@@ -841,6 +846,119 @@ func (NodeAlert_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{49, 0}
 }
 
+type Migration_Phase int32
+
+const (
+	Migration_MIGRATION_PHASE_UNSPECIFIED Migration_Phase = 0
+	// The target is being placed and started; the source runs.
+	Migration_MIGRATION_STARTING Migration_Phase = 1
+	// The target runs; the source is being stopped (JOB_STOPPED_MIGRATED).
+	Migration_MIGRATION_HANDING_OVER Migration_Phase = 2
+	// Aborted or failed: the target is being stopped; the source runs.
+	Migration_MIGRATION_BACKING_OUT Migration_Phase = 3
+)
+
+// Enum value maps for Migration_Phase.
+var (
+	Migration_Phase_name = map[int32]string{
+		0: "MIGRATION_PHASE_UNSPECIFIED",
+		1: "MIGRATION_STARTING",
+		2: "MIGRATION_HANDING_OVER",
+		3: "MIGRATION_BACKING_OUT",
+	}
+	Migration_Phase_value = map[string]int32{
+		"MIGRATION_PHASE_UNSPECIFIED": 0,
+		"MIGRATION_STARTING":          1,
+		"MIGRATION_HANDING_OVER":      2,
+		"MIGRATION_BACKING_OUT":       3,
+	}
+)
+
+func (x Migration_Phase) Enum() *Migration_Phase {
+	p := new(Migration_Phase)
+	*p = x
+	return p
+}
+
+func (x Migration_Phase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Migration_Phase) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[14].Descriptor()
+}
+
+func (Migration_Phase) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[14]
+}
+
+func (x Migration_Phase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Migration_Phase.Descriptor instead.
+func (Migration_Phase) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{88, 0}
+}
+
+type Migration_Why int32
+
+const (
+	Migration_MIGRATION_WHY_UNSPECIFIED Migration_Why = 0
+	// MigrateJob.
+	Migration_MIGRATION_OPERATOR Migration_Why = 1
+	// A node drain (DrainNode) moves the job off its node.
+	Migration_MIGRATION_DRAIN Migration_Why = 2
+	// A rolling update brings a new definition up.
+	Migration_MIGRATION_UPDATE Migration_Why = 3
+	Migration_MIGRATION_OTHER  Migration_Why = 4
+)
+
+// Enum value maps for Migration_Why.
+var (
+	Migration_Why_name = map[int32]string{
+		0: "MIGRATION_WHY_UNSPECIFIED",
+		1: "MIGRATION_OPERATOR",
+		2: "MIGRATION_DRAIN",
+		3: "MIGRATION_UPDATE",
+		4: "MIGRATION_OTHER",
+	}
+	Migration_Why_value = map[string]int32{
+		"MIGRATION_WHY_UNSPECIFIED": 0,
+		"MIGRATION_OPERATOR":        1,
+		"MIGRATION_DRAIN":           2,
+		"MIGRATION_UPDATE":          3,
+		"MIGRATION_OTHER":           4,
+	}
+)
+
+func (x Migration_Why) Enum() *Migration_Why {
+	p := new(Migration_Why)
+	*p = x
+	return p
+}
+
+func (x Migration_Why) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Migration_Why) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[15].Descriptor()
+}
+
+func (Migration_Why) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[15]
+}
+
+func (x Migration_Why) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Migration_Why.Descriptor instead.
+func (Migration_Why) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{88, 1}
+}
+
 type PlacementDegraded_State int32
 
 const (
@@ -881,11 +999,11 @@ func (x PlacementDegraded_State) String() string {
 }
 
 func (PlacementDegraded_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_manager_proto_enumTypes[14].Descriptor()
+	return file_manager_proto_enumTypes[16].Descriptor()
 }
 
 func (PlacementDegraded_State) Type() protoreflect.EnumType {
-	return &file_manager_proto_enumTypes[14]
+	return &file_manager_proto_enumTypes[16]
 }
 
 func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
@@ -894,7 +1012,7 @@ func (x PlacementDegraded_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PlacementDegraded_State.Descriptor instead.
 func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96, 0}
+	return file_manager_proto_rawDescGZIP(), []int{103, 0}
 }
 
 // `Hello` is sent to the client at the start of a status channel, and gives
@@ -4507,6 +4625,9 @@ type EventStreamEvent struct {
 	//	*EventStreamEvent_JobPlaced
 	//	*EventStreamEvent_PlacementFailed
 	//	*EventStreamEvent_PlacementDegraded
+	//	*EventStreamEvent_MigrationStarted
+	//	*EventStreamEvent_MigrationCompleted
+	//	*EventStreamEvent_MigrationAborted
 	//	*EventStreamEvent_JobPreempted
 	//	*EventStreamEvent_DefinitionDrift
 	//	*EventStreamEvent_NodeProvisioning
@@ -4774,6 +4895,33 @@ func (x *EventStreamEvent) GetPlacementDegraded() *PlacementDegraded {
 	return nil
 }
 
+func (x *EventStreamEvent) GetMigrationStarted() *MigrationStarted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_MigrationStarted); ok {
+			return x.MigrationStarted
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetMigrationCompleted() *MigrationCompleted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_MigrationCompleted); ok {
+			return x.MigrationCompleted
+		}
+	}
+	return nil
+}
+
+func (x *EventStreamEvent) GetMigrationAborted() *MigrationAborted {
+	if x != nil {
+		if x, ok := x.Event.(*EventStreamEvent_MigrationAborted); ok {
+			return x.MigrationAborted
+		}
+	}
+	return nil
+}
+
 func (x *EventStreamEvent) GetJobPreempted() *JobPreempted {
 	if x != nil {
 		if x, ok := x.Event.(*EventStreamEvent_JobPreempted); ok {
@@ -4943,6 +5091,27 @@ type EventStreamEvent_PlacementDegraded struct {
 	PlacementDegraded *PlacementDegraded `protobuf:"bytes,23,opt,name=placement_degraded,json=placementDegraded,proto3,oneof"`
 }
 
+type EventStreamEvent_MigrationStarted struct {
+	// Added (ours; issue 13 §2, docs/design/placement.md "Moves"). A
+	// make-before-break move of a job role began: raised in the commit that
+	// records it. A log event.
+	MigrationStarted *MigrationStarted `protobuf:"bytes,24,opt,name=migration_started,json=migrationStarted,proto3,oneof"`
+}
+
+type EventStreamEvent_MigrationCompleted struct {
+	// Added (ours). A move ended: its target runs, its source stopped. A
+	// log event.
+	MigrationCompleted *MigrationCompleted `protobuf:"bytes,25,opt,name=migration_completed,json=migrationCompleted,proto3,oneof"`
+}
+
+type EventStreamEvent_MigrationAborted struct {
+	// Added (ours). A move was aborted (AbortMigration) or failed (its
+	// target failed, its node was lost, no node fits) and is backed out: the
+	// source keeps running, the target is stopped. Raised when the back-out
+	// begins and, with done set, when the target is gone. A log event.
+	MigrationAborted *MigrationAborted `protobuf:"bytes,26,opt,name=migration_aborted,json=migrationAborted,proto3,oneof"`
+}
+
 type EventStreamEvent_JobPreempted struct {
 	// Added (ours; issue 13 §3, docs/design/placement.md "Priorities"). The
 	// placement engine stopped a LOW priority instance to make room for a
@@ -5018,6 +5187,12 @@ func (*EventStreamEvent_JobPlaced) isEventStreamEvent_Event() {}
 func (*EventStreamEvent_PlacementFailed) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_PlacementDegraded) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_MigrationStarted) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_MigrationCompleted) isEventStreamEvent_Event() {}
+
+func (*EventStreamEvent_MigrationAborted) isEventStreamEvent_Event() {}
 
 func (*EventStreamEvent_JobPreempted) isEventStreamEvent_Event() {}
 
@@ -5795,7 +5970,9 @@ type JobByIdResponse struct {
 	Job       *JobWithHistory        `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	Instances []*RunningJob          `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
 	// Added (ours). The last failure of each role that ever failed, by role.
-	LastFailures  []*InstanceFailure `protobuf:"bytes,3,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
+	LastFailures []*InstanceFailure `protobuf:"bytes,3,rep,name=last_failures,json=lastFailures,proto3" json:"last_failures,omitempty"`
+	// Added (ours; issue 13 §2). The moves in progress.
+	Migrations    []*Migration `protobuf:"bytes,4,rep,name=migrations,proto3" json:"migrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5847,6 +6024,13 @@ func (x *JobByIdResponse) GetInstances() []*RunningJob {
 func (x *JobByIdResponse) GetLastFailures() []*InstanceFailure {
 	if x != nil {
 		return x.LastFailures
+	}
+	return nil
+}
+
+func (x *JobByIdResponse) GetMigrations() []*Migration {
+	if x != nil {
+		return x.Migrations
 	}
 	return nil
 }
@@ -7685,6 +7869,564 @@ func (x *ListBundlesResponse) GetLogIndex() uint64 {
 	return 0
 }
 
+// Added (ours; issue 13 §2). One make-before-break move of a job role
+// (docs/design/placement.md, "Moves"), kept in the job record while it is
+// in progress and shown by JobById.
+type Migration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The role that runs now, and the role the target runs under:
+	// "<logical role>~<move>" (the worker keys a job by (job, role)).
+	SourceRole string `protobuf:"bytes,1,opt,name=source_role,json=sourceRole,proto3" json:"source_role,omitempty"`
+	TargetRole string `protobuf:"bytes,2,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	// The job's move counter after this move began (1, 2, ...).
+	Move         uint32 `protobuf:"varint,3,opt,name=move,proto3" json:"move,omitempty"`
+	SourceNodeId string `protobuf:"bytes,4,opt,name=source_node_id,json=sourceNodeId,proto3" json:"source_node_id,omitempty"`
+	// The node asked for; empty: any node the placement chain chooses, the
+	// source's excluded.
+	RequestedNodeId string `protobuf:"bytes,5,opt,name=requested_node_id,json=requestedNodeId,proto3" json:"requested_node_id,omitempty"`
+	// The node the target was started on; empty until it is started.
+	TargetNodeId string          `protobuf:"bytes,6,opt,name=target_node_id,json=targetNodeId,proto3" json:"target_node_id,omitempty"`
+	Phase        Migration_Phase `protobuf:"varint,7,opt,name=phase,proto3,enum=norsk.api.manager.Migration_Phase" json:"phase,omitempty"`
+	Why          Migration_Why   `protobuf:"varint,8,opt,name=why,proto3,enum=norsk.api.manager.Migration_Why" json:"why,omitempty"`
+	// Why, for operators (at most 1024 bytes).
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asked: the caller's token name or address, or "placement".
+	Who       string                 `protobuf:"bytes,10,opt,name=who,proto3" json:"who,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When the target instance was recorded (provisioning), and when it was
+	// seen running (the hand-over begins).
+	TargetStartedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=target_started_at,json=targetStartedAt,proto3" json:"target_started_at,omitempty"`
+	TargetRunningAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=target_running_at,json=targetRunningAt,proto3" json:"target_running_at,omitempty"`
+	// Why the move is backed out (phase MIGRATION_BACKING_OUT).
+	BackOutReason string `protobuf:"bytes,14,opt,name=back_out_reason,json=backOutReason,proto3" json:"back_out_reason,omitempty"`
+	// Backed out because something failed (not an AbortMigration).
+	Failed        bool `protobuf:"varint,15,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Migration) Reset() {
+	*x = Migration{}
+	mi := &file_manager_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Migration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Migration) ProtoMessage() {}
+
+func (x *Migration) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Migration.ProtoReflect.Descriptor instead.
+func (*Migration) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *Migration) GetSourceRole() string {
+	if x != nil {
+		return x.SourceRole
+	}
+	return ""
+}
+
+func (x *Migration) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+func (x *Migration) GetMove() uint32 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+func (x *Migration) GetSourceNodeId() string {
+	if x != nil {
+		return x.SourceNodeId
+	}
+	return ""
+}
+
+func (x *Migration) GetRequestedNodeId() string {
+	if x != nil {
+		return x.RequestedNodeId
+	}
+	return ""
+}
+
+func (x *Migration) GetTargetNodeId() string {
+	if x != nil {
+		return x.TargetNodeId
+	}
+	return ""
+}
+
+func (x *Migration) GetPhase() Migration_Phase {
+	if x != nil {
+		return x.Phase
+	}
+	return Migration_MIGRATION_PHASE_UNSPECIFIED
+}
+
+func (x *Migration) GetWhy() Migration_Why {
+	if x != nil {
+		return x.Why
+	}
+	return Migration_MIGRATION_WHY_UNSPECIFIED
+}
+
+func (x *Migration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Migration) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *Migration) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Migration) GetTargetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TargetStartedAt
+	}
+	return nil
+}
+
+func (x *Migration) GetTargetRunningAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TargetRunningAt
+	}
+	return nil
+}
+
+func (x *Migration) GetBackOutReason() string {
+	if x != nil {
+		return x.BackOutReason
+	}
+	return ""
+}
+
+func (x *Migration) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+// Added (ours). MigrateJob.
+type MigrateJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The role to move as it runs now ("primary", or "primary~2" after two
+	// moves).
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// A node id, or "any" (or empty) for the node the placement chain
+	// chooses (the job's requirements, pool and constraints; the source node
+	// excluded).
+	TargetNodeId string `protobuf:"bytes,3,opt,name=target_node_id,json=targetNodeId,proto3" json:"target_node_id,omitempty"`
+	// Optional, for operators (at most 1024 bytes, no control characters).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateJobRequest) Reset() {
+	*x = MigrateJobRequest{}
+	mi := &file_manager_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateJobRequest) ProtoMessage() {}
+
+func (x *MigrateJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateJobRequest.ProtoReflect.Descriptor instead.
+func (*MigrateJobRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *MigrateJobRequest) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrateJobRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *MigrateJobRequest) GetTargetNodeId() string {
+	if x != nil {
+		return x.TargetNodeId
+	}
+	return ""
+}
+
+func (x *MigrateJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Added (ours). The move MigrateJob recorded.
+type MigrateJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Migration     *Migration             `protobuf:"bytes,1,opt,name=migration,proto3" json:"migration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateJobResponse) Reset() {
+	*x = MigrateJobResponse{}
+	mi := &file_manager_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateJobResponse) ProtoMessage() {}
+
+func (x *MigrateJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateJobResponse.ProtoReflect.Descriptor instead.
+func (*MigrateJobResponse) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *MigrateJobResponse) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+// Added (newer NorskManager SDK). AbortMigration: the move is named by
+// (job_id, source_role, target_role).
+type AbortMigrationRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	JobId      *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	SourceRole string                 `protobuf:"bytes,2,opt,name=source_role,json=sourceRole,proto3" json:"source_role,omitempty"`
+	TargetRole string                 `protobuf:"bytes,3,opt,name=target_role,json=targetRole,proto3" json:"target_role,omitempty"`
+	// Optional, for operators (at most 1024 bytes).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortMigrationRequest) Reset() {
+	*x = AbortMigrationRequest{}
+	mi := &file_manager_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortMigrationRequest) ProtoMessage() {}
+
+func (x *AbortMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortMigrationRequest.ProtoReflect.Descriptor instead.
+func (*AbortMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *AbortMigrationRequest) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *AbortMigrationRequest) GetSourceRole() string {
+	if x != nil {
+		return x.SourceRole
+	}
+	return ""
+}
+
+func (x *AbortMigrationRequest) GetTargetRole() string {
+	if x != nil {
+		return x.TargetRole
+	}
+	return ""
+}
+
+func (x *AbortMigrationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Added (ours). migration_started.
+type MigrationStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Migration     *Migration             `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationStarted) Reset() {
+	*x = MigrationStarted{}
+	mi := &file_manager_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationStarted) ProtoMessage() {}
+
+func (x *MigrationStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationStarted.ProtoReflect.Descriptor instead.
+func (*MigrationStarted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *MigrationStarted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrationStarted) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+// Added (ours). migration_completed. handover_ms is from the target seen
+// running to the source's stop confirmed by its worker; overlap_ms from the
+// target recorded (provisioning) to the same stop: how long both instances
+// existed.
+type MigrationCompleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Migration     *Migration             `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	HandoverMs    float64                `protobuf:"fixed64,3,opt,name=handover_ms,json=handoverMs,proto3" json:"handover_ms,omitempty"`
+	OverlapMs     float64                `protobuf:"fixed64,4,opt,name=overlap_ms,json=overlapMs,proto3" json:"overlap_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationCompleted) Reset() {
+	*x = MigrationCompleted{}
+	mi := &file_manager_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationCompleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationCompleted) ProtoMessage() {}
+
+func (x *MigrationCompleted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationCompleted.ProtoReflect.Descriptor instead.
+func (*MigrationCompleted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *MigrationCompleted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrationCompleted) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+func (x *MigrationCompleted) GetHandoverMs() float64 {
+	if x != nil {
+		return x.HandoverMs
+	}
+	return 0
+}
+
+func (x *MigrationCompleted) GetOverlapMs() float64 {
+	if x != nil {
+		return x.OverlapMs
+	}
+	return 0
+}
+
+// Added (ours). migration_aborted.
+type MigrationAborted struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JobId     *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Migration *Migration             `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Set when the target is gone and the move is over; unset when the
+	// back-out begins (the target is being stopped).
+	Done          bool `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationAborted) Reset() {
+	*x = MigrationAborted{}
+	mi := &file_manager_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationAborted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationAborted) ProtoMessage() {}
+
+func (x *MigrationAborted) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationAborted.ProtoReflect.Descriptor instead.
+func (*MigrationAborted) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *MigrationAborted) GetJobId() *commonpb.JobId {
+	if x != nil {
+		return x.JobId
+	}
+	return nil
+}
+
+func (x *MigrationAborted) GetMigration() *Migration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+func (x *MigrationAborted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MigrationAborted) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 // Added (ours). The answer of GetPlacement.
 type PlacementInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7702,7 +8444,7 @@ type PlacementInfo struct {
 
 func (x *PlacementInfo) Reset() {
 	*x = PlacementInfo{}
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7714,7 +8456,7 @@ func (x *PlacementInfo) String() string {
 func (*PlacementInfo) ProtoMessage() {}
 
 func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[88]
+	mi := &file_manager_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7727,7 +8469,7 @@ func (x *PlacementInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementInfo.ProtoReflect.Descriptor instead.
 func (*PlacementInfo) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{88}
+	return file_manager_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *PlacementInfo) GetJobId() string {
@@ -7785,7 +8527,7 @@ type RolePlacement struct {
 
 func (x *RolePlacement) Reset() {
 	*x = RolePlacement{}
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7797,7 +8539,7 @@ func (x *RolePlacement) String() string {
 func (*RolePlacement) ProtoMessage() {}
 
 func (x *RolePlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[89]
+	mi := &file_manager_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7810,7 +8552,7 @@ func (x *RolePlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolePlacement.ProtoReflect.Descriptor instead.
 func (*RolePlacement) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{89}
+	return file_manager_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *RolePlacement) GetRole() string {
@@ -7881,7 +8623,7 @@ type PlacementAttempt struct {
 
 func (x *PlacementAttempt) Reset() {
 	*x = PlacementAttempt{}
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7893,7 +8635,7 @@ func (x *PlacementAttempt) String() string {
 func (*PlacementAttempt) ProtoMessage() {}
 
 func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[90]
+	mi := &file_manager_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7906,7 +8648,7 @@ func (x *PlacementAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementAttempt.ProtoReflect.Descriptor instead.
 func (*PlacementAttempt) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{90}
+	return file_manager_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *PlacementAttempt) GetSince() *timestamppb.Timestamp {
@@ -7960,7 +8702,7 @@ type JobPlaced struct {
 
 func (x *JobPlaced) Reset() {
 	*x = JobPlaced{}
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7972,7 +8714,7 @@ func (x *JobPlaced) String() string {
 func (*JobPlaced) ProtoMessage() {}
 
 func (x *JobPlaced) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[91]
+	mi := &file_manager_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7985,7 +8727,7 @@ func (x *JobPlaced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPlaced.ProtoReflect.Descriptor instead.
 func (*JobPlaced) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{91}
+	return file_manager_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *JobPlaced) GetJobId() *commonpb.JobId {
@@ -8057,7 +8799,7 @@ type JobPreempted struct {
 
 func (x *JobPreempted) Reset() {
 	*x = JobPreempted{}
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8069,7 +8811,7 @@ func (x *JobPreempted) String() string {
 func (*JobPreempted) ProtoMessage() {}
 
 func (x *JobPreempted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[92]
+	mi := &file_manager_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8082,7 +8824,7 @@ func (x *JobPreempted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPreempted.ProtoReflect.Descriptor instead.
 func (*JobPreempted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{92}
+	return file_manager_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *JobPreempted) GetJobId() *commonpb.JobId {
@@ -8142,7 +8884,7 @@ type PlacementFailed struct {
 
 func (x *PlacementFailed) Reset() {
 	*x = PlacementFailed{}
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8154,7 +8896,7 @@ func (x *PlacementFailed) String() string {
 func (*PlacementFailed) ProtoMessage() {}
 
 func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[93]
+	mi := &file_manager_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8167,7 +8909,7 @@ func (x *PlacementFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFailed.ProtoReflect.Descriptor instead.
 func (*PlacementFailed) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{93}
+	return file_manager_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *PlacementFailed) GetJobId() *commonpb.JobId {
@@ -8208,7 +8950,7 @@ type NodeProvisioning struct {
 
 func (x *NodeProvisioning) Reset() {
 	*x = NodeProvisioning{}
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8220,7 +8962,7 @@ func (x *NodeProvisioning) String() string {
 func (*NodeProvisioning) ProtoMessage() {}
 
 func (x *NodeProvisioning) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[94]
+	mi := &file_manager_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8233,7 +8975,7 @@ func (x *NodeProvisioning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvisioning.ProtoReflect.Descriptor instead.
 func (*NodeProvisioning) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{94}
+	return file_manager_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *NodeProvisioning) GetNodeId() *commonpb.NodeId {
@@ -8293,7 +9035,7 @@ type NodeReleased struct {
 
 func (x *NodeReleased) Reset() {
 	*x = NodeReleased{}
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8305,7 +9047,7 @@ func (x *NodeReleased) String() string {
 func (*NodeReleased) ProtoMessage() {}
 
 func (x *NodeReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[95]
+	mi := &file_manager_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8318,7 +9060,7 @@ func (x *NodeReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReleased.ProtoReflect.Descriptor instead.
 func (*NodeReleased) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{95}
+	return file_manager_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *NodeReleased) GetNodeId() *commonpb.NodeId {
@@ -8371,7 +9113,7 @@ type PlacementDegraded struct {
 
 func (x *PlacementDegraded) Reset() {
 	*x = PlacementDegraded{}
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8383,7 +9125,7 @@ func (x *PlacementDegraded) String() string {
 func (*PlacementDegraded) ProtoMessage() {}
 
 func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[96]
+	mi := &file_manager_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8396,7 +9138,7 @@ func (x *PlacementDegraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDegraded.ProtoReflect.Descriptor instead.
 func (*PlacementDegraded) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{96}
+	return file_manager_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *PlacementDegraded) GetJobId() *commonpb.JobId {
@@ -8463,7 +9205,7 @@ type PlacementFilterCount struct {
 
 func (x *PlacementFilterCount) Reset() {
 	*x = PlacementFilterCount{}
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8475,7 +9217,7 @@ func (x *PlacementFilterCount) String() string {
 func (*PlacementFilterCount) ProtoMessage() {}
 
 func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[97]
+	mi := &file_manager_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8488,7 +9230,7 @@ func (x *PlacementFilterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementFilterCount.ProtoReflect.Descriptor instead.
 func (*PlacementFilterCount) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{97}
+	return file_manager_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *PlacementFilterCount) GetFilter() string {
@@ -8521,7 +9263,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8533,7 +9275,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[98]
+	mi := &file_manager_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8546,7 +9288,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{98}
+	return file_manager_proto_rawDescGZIP(), []int{105}
 }
 
 // Added (ours). One message of a SnapshotSave stream.
@@ -8564,7 +9306,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8576,7 +9318,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[99]
+	mi := &file_manager_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8589,7 +9331,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{99}
+	return file_manager_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SnapshotChunk) GetChunk() isSnapshotChunk_Chunk {
@@ -8678,7 +9420,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8690,7 +9432,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[100]
+	mi := &file_manager_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8703,7 +9445,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{100}
+	return file_manager_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *SnapshotHeader) GetFileFormatVersion() uint32 {
@@ -8781,7 +9523,7 @@ type SnapshotData struct {
 
 func (x *SnapshotData) Reset() {
 	*x = SnapshotData{}
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8793,7 +9535,7 @@ func (x *SnapshotData) String() string {
 func (*SnapshotData) ProtoMessage() {}
 
 func (x *SnapshotData) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[101]
+	mi := &file_manager_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8806,7 +9548,7 @@ func (x *SnapshotData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotData.ProtoReflect.Descriptor instead.
 func (*SnapshotData) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{101}
+	return file_manager_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SnapshotData) GetData() []byte {
@@ -8837,7 +9579,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8849,7 +9591,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[102]
+	mi := &file_manager_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8862,7 +9604,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{102}
+	return file_manager_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -8889,7 +9631,7 @@ type PoolName struct {
 
 func (x *PoolName) Reset() {
 	*x = PoolName{}
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8901,7 +9643,7 @@ func (x *PoolName) String() string {
 func (*PoolName) ProtoMessage() {}
 
 func (x *PoolName) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[103]
+	mi := &file_manager_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8914,7 +9656,7 @@ func (x *PoolName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolName.ProtoReflect.Descriptor instead.
 func (*PoolName) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{103}
+	return file_manager_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *PoolName) GetName() string {
@@ -8970,7 +9712,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8982,7 +9724,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[104]
+	mi := &file_manager_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8995,7 +9737,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{104}
+	return file_manager_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *Pool) GetName() string {
@@ -9076,7 +9818,7 @@ type PoolTierStatus struct {
 
 func (x *PoolTierStatus) Reset() {
 	*x = PoolTierStatus{}
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9088,7 +9830,7 @@ func (x *PoolTierStatus) String() string {
 func (*PoolTierStatus) ProtoMessage() {}
 
 func (x *PoolTierStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[105]
+	mi := &file_manager_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9101,7 +9843,7 @@ func (x *PoolTierStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTierStatus.ProtoReflect.Descriptor instead.
 func (*PoolTierStatus) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{105}
+	return file_manager_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *PoolTierStatus) GetTier() string {
@@ -9146,7 +9888,7 @@ type OfferingBackoff struct {
 
 func (x *OfferingBackoff) Reset() {
 	*x = OfferingBackoff{}
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9158,7 +9900,7 @@ func (x *OfferingBackoff) String() string {
 func (*OfferingBackoff) ProtoMessage() {}
 
 func (x *OfferingBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[106]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9171,7 +9913,7 @@ func (x *OfferingBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferingBackoff.ProtoReflect.Descriptor instead.
 func (*OfferingBackoff) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{106}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *OfferingBackoff) GetOffering() string {
@@ -9233,7 +9975,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9245,7 +9987,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[107]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9258,7 +10000,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{107}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *PoolTier) GetName() string {
@@ -9369,7 +10111,7 @@ type AwsTierProvisioner struct {
 
 func (x *AwsTierProvisioner) Reset() {
 	*x = AwsTierProvisioner{}
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9381,7 +10123,7 @@ func (x *AwsTierProvisioner) String() string {
 func (*AwsTierProvisioner) ProtoMessage() {}
 
 func (x *AwsTierProvisioner) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[108]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9394,7 +10136,7 @@ func (x *AwsTierProvisioner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwsTierProvisioner.ProtoReflect.Descriptor instead.
 func (*AwsTierProvisioner) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{108}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *AwsTierProvisioner) GetRegion() string {
@@ -9454,7 +10196,7 @@ type TierInstanceType struct {
 
 func (x *TierInstanceType) Reset() {
 	*x = TierInstanceType{}
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9466,7 +10208,7 @@ func (x *TierInstanceType) String() string {
 func (*TierInstanceType) ProtoMessage() {}
 
 func (x *TierInstanceType) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[109]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9479,7 +10221,7 @@ func (x *TierInstanceType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierInstanceType.ProtoReflect.Descriptor instead.
 func (*TierInstanceType) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{109}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *TierInstanceType) GetInstanceType() string {
@@ -9522,7 +10264,7 @@ type OciTierProvisioner struct {
 
 func (x *OciTierProvisioner) Reset() {
 	*x = OciTierProvisioner{}
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9534,7 +10276,7 @@ func (x *OciTierProvisioner) String() string {
 func (*OciTierProvisioner) ProtoMessage() {}
 
 func (x *OciTierProvisioner) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[110]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9547,7 +10289,7 @@ func (x *OciTierProvisioner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OciTierProvisioner.ProtoReflect.Descriptor instead.
 func (*OciTierProvisioner) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{110}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *OciTierProvisioner) GetAvailabilityDomains() []string {
@@ -9599,7 +10341,7 @@ type MockTierProvisioner struct {
 
 func (x *MockTierProvisioner) Reset() {
 	*x = MockTierProvisioner{}
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9611,7 +10353,7 @@ func (x *MockTierProvisioner) String() string {
 func (*MockTierProvisioner) ProtoMessage() {}
 
 func (x *MockTierProvisioner) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[111]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9624,7 +10366,7 @@ func (x *MockTierProvisioner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockTierProvisioner.ProtoReflect.Descriptor instead.
 func (*MockTierProvisioner) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{111}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *MockTierProvisioner) GetTags() map[string]string {
@@ -9656,7 +10398,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9668,7 +10410,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9681,7 +10423,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -9707,7 +10449,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9719,7 +10461,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9732,7 +10474,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 // Added (ours).
@@ -9749,7 +10491,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9761,7 +10503,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9774,7 +10516,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -9802,7 +10544,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9814,7 +10556,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9827,7 +10569,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -9847,7 +10589,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9859,7 +10601,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9872,7 +10614,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -9899,7 +10641,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9911,7 +10653,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9924,7 +10666,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -9967,7 +10709,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9979,7 +10721,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9992,7 +10734,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -10021,7 +10763,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10033,7 +10775,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10046,7 +10788,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -10089,7 +10831,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10101,7 +10843,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10114,7 +10856,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -10175,7 +10917,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10187,7 +10929,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10200,7 +10942,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{121}
+	return file_manager_proto_rawDescGZIP(), []int{128}
 }
 
 // Added (ours). AclTokenCreate.
@@ -10217,7 +10959,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[122]
+	mi := &file_manager_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10229,7 +10971,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[122]
+	mi := &file_manager_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10242,7 +10984,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{122}
+	return file_manager_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -10275,7 +11017,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[123]
+	mi := &file_manager_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10287,7 +11029,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[123]
+	mi := &file_manager_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10300,7 +11042,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{123}
+	return file_manager_proto_rawDescGZIP(), []int{130}
 }
 
 // Added (ours). AclTokenList.
@@ -10317,7 +11059,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[124]
+	mi := &file_manager_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10329,7 +11071,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[124]
+	mi := &file_manager_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10342,7 +11084,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{124}
+	return file_manager_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -10369,7 +11111,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[125]
+	mi := &file_manager_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10381,7 +11123,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[125]
+	mi := &file_manager_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10394,7 +11136,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{125}
+	return file_manager_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -10413,7 +11155,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[126]
+	mi := &file_manager_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10425,7 +11167,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[126]
+	mi := &file_manager_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10438,7 +11180,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{126}
+	return file_manager_proto_rawDescGZIP(), []int{133}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -10453,7 +11195,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10465,7 +11207,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10478,7 +11220,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{127}
+	return file_manager_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -10528,7 +11270,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[128]
+	mi := &file_manager_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10540,7 +11282,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[128]
+	mi := &file_manager_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10553,7 +11295,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{128}
+	return file_manager_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -10627,7 +11369,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[129]
+	mi := &file_manager_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10639,7 +11381,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[129]
+	mi := &file_manager_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10652,7 +11394,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{129}
+	return file_manager_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -10690,7 +11432,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[130]
+	mi := &file_manager_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10702,7 +11444,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[130]
+	mi := &file_manager_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10715,7 +11457,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{130}
+	return file_manager_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -10749,7 +11491,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[137]
+	mi := &file_manager_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10761,7 +11503,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[137]
+	mi := &file_manager_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10877,19 +11619,20 @@ const file_manager_proto_rawDesc = "" +
 	"\x15service_port_mappings\x18\x05 \x03(\v2@.norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntryR\x13servicePortMappings\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\x89\x04\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xa3\x04\n" +
 	"\x15JobHistoryJobStopping\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12B\n" +
 	"\fnodeMetadata\x18\x03 \x01(\v2\x1e.norsk.api.common.NodeMetadataR\fnodeMetadata\x12W\n" +
 	"\x13runningNodeMetadata\x18\x04 \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12G\n" +
-	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xbb\x01\n" +
+	"\x06reason\x18\x05 \x01(\x0e2/.norsk.api.manager.JobHistoryJobStopping.ReasonR\x06reason\"\xd5\x01\n" +
 	"\x06Reason\x12\x1c\n" +
 	"\x18JOB_STOPPED_NODE_STOPPED\x10\x00\x12\x1f\n" +
 	"\x1bJOB_STOPPED_NODE_TERMINATED\x10\x01\x12\x1e\n" +
 	"\x1aJOB_STOPPED_USER_REQUESTED\x10\x02\x12\x1b\n" +
 	"\x17JOB_STOPPED_UNKNOWN_JOB\x10\x03\x12\x1a\n" +
-	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\x12\x19\n" +
+	"\x16JOB_STOPPED_JOB_FAILED\x10\x04\x12\x18\n" +
+	"\x14JOB_STOPPED_MIGRATED\x10\x05\x12\x19\n" +
 	"\x15JOB_STOPPED_PREEMPTED\x10\x06\"\x81\x02\n" +
 	"\x14JobHistoryJobStopped\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x12\n" +
@@ -11106,7 +11849,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x14first_retained_index\x18\x02 \x01(\x04R\x12firstRetainedIndex\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\x03 \x01(\x04R\theadIndex\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xc3\x10\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xc5\x12\n" +
 	"\x10EventStreamEvent\x12C\n" +
 	"\fnode_running\x18\x01 \x01(\v2\x1e.norsk.api.manager.NodeRunningH\x00R\vnodeRunning\x12=\n" +
 	"\n" +
@@ -11137,7 +11880,10 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"job_placed\x18\x15 \x01(\v2\x1c.norsk.api.manager.JobPlacedH\x00R\tjobPlaced\x12O\n" +
 	"\x10placement_failed\x18\x16 \x01(\v2\".norsk.api.manager.PlacementFailedH\x00R\x0fplacementFailed\x12U\n" +
-	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12F\n" +
+	"\x12placement_degraded\x18\x17 \x01(\v2$.norsk.api.manager.PlacementDegradedH\x00R\x11placementDegraded\x12R\n" +
+	"\x11migration_started\x18\x18 \x01(\v2#.norsk.api.manager.MigrationStartedH\x00R\x10migrationStarted\x12X\n" +
+	"\x13migration_completed\x18\x19 \x01(\v2%.norsk.api.manager.MigrationCompletedH\x00R\x12migrationCompleted\x12R\n" +
+	"\x11migration_aborted\x18\x1a \x01(\v2#.norsk.api.manager.MigrationAbortedH\x00R\x10migrationAborted\x12F\n" +
 	"\rjob_preempted\x18\x1b \x01(\v2\x1f.norsk.api.manager.JobPreemptedH\x00R\fjobPreempted\x12O\n" +
 	"\x10definition_drift\x18\x1f \x01(\v2\".norsk.api.manager.DefinitionDriftH\x00R\x0fdefinitionDrift\x12R\n" +
 	"\x11node_provisioning\x18\x1d \x01(\v2#.norsk.api.manager.NodeProvisioningH\x00R\x10nodeProvisioning\x12F\n" +
@@ -11211,11 +11957,14 @@ const file_manager_proto_rawDesc = "" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x12\n" +
 	"\x10ListNodesRequest\"F\n" +
 	"\x11ListNodesResponse\x121\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\xcc\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\x8a\x02\n" +
 	"\x0fJobByIdResponse\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x12;\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1d.norsk.api.manager.RunningJobR\tinstances\x12G\n" +
-	"\rlast_failures\x18\x03 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\"\xbf\x01\n" +
+	"\rlast_failures\x18\x03 \x03(\v2\".norsk.api.manager.InstanceFailureR\flastFailures\x12<\n" +
+	"\n" +
+	"migrations\x18\x04 \x03(\v2\x1c.norsk.api.manager.MigrationR\n" +
+	"migrations\"\xbf\x01\n" +
 	"\x1aRegisterClusterNodeRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12K\n" +
 	"\x04tags\x18\x02 \x03(\v27.norsk.api.manager.RegisterClusterNodeRequest.TagsEntryR\x04tags\x1a7\n" +
@@ -11357,7 +12106,67 @@ const file_manager_proto_rawDesc = "" +
 	"\x12ListBundlesRequest\"k\n" +
 	"\x13ListBundlesResponse\x127\n" +
 	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\xa8\x01\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\xf3\x06\n" +
+	"\tMigration\x12\x1f\n" +
+	"\vsource_role\x18\x01 \x01(\tR\n" +
+	"sourceRole\x12\x1f\n" +
+	"\vtarget_role\x18\x02 \x01(\tR\n" +
+	"targetRole\x12\x12\n" +
+	"\x04move\x18\x03 \x01(\rR\x04move\x12$\n" +
+	"\x0esource_node_id\x18\x04 \x01(\tR\fsourceNodeId\x12*\n" +
+	"\x11requested_node_id\x18\x05 \x01(\tR\x0frequestedNodeId\x12$\n" +
+	"\x0etarget_node_id\x18\x06 \x01(\tR\ftargetNodeId\x128\n" +
+	"\x05phase\x18\a \x01(\x0e2\".norsk.api.manager.Migration.PhaseR\x05phase\x122\n" +
+	"\x03why\x18\b \x01(\x0e2 .norsk.api.manager.Migration.WhyR\x03why\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x10\n" +
+	"\x03who\x18\n" +
+	" \x01(\tR\x03who\x129\n" +
+	"\n" +
+	"started_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12F\n" +
+	"\x11target_started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x0ftargetStartedAt\x12F\n" +
+	"\x11target_running_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0ftargetRunningAt\x12&\n" +
+	"\x0fback_out_reason\x18\x0e \x01(\tR\rbackOutReason\x12\x16\n" +
+	"\x06failed\x18\x0f \x01(\bR\x06failed\"w\n" +
+	"\x05Phase\x12\x1f\n" +
+	"\x1bMIGRATION_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MIGRATION_STARTING\x10\x01\x12\x1a\n" +
+	"\x16MIGRATION_HANDING_OVER\x10\x02\x12\x19\n" +
+	"\x15MIGRATION_BACKING_OUT\x10\x03\"|\n" +
+	"\x03Why\x12\x1d\n" +
+	"\x19MIGRATION_WHY_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MIGRATION_OPERATOR\x10\x01\x12\x13\n" +
+	"\x0fMIGRATION_DRAIN\x10\x02\x12\x14\n" +
+	"\x10MIGRATION_UPDATE\x10\x03\x12\x13\n" +
+	"\x0fMIGRATION_OTHER\x10\x04\"\x95\x01\n" +
+	"\x11MigrateJobRequest\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12$\n" +
+	"\x0etarget_node_id\x18\x03 \x01(\tR\ftargetNodeId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"P\n" +
+	"\x12MigrateJobResponse\x12:\n" +
+	"\tmigration\x18\x01 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\"\xa1\x01\n" +
+	"\x15AbortMigrationRequest\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x1f\n" +
+	"\vsource_role\x18\x02 \x01(\tR\n" +
+	"sourceRole\x12\x1f\n" +
+	"\vtarget_role\x18\x03 \x01(\tR\n" +
+	"targetRole\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"~\n" +
+	"\x10MigrationStarted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12:\n" +
+	"\tmigration\x18\x02 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\"\xc0\x01\n" +
+	"\x12MigrationCompleted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12:\n" +
+	"\tmigration\x18\x02 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\x12\x1f\n" +
+	"\vhandover_ms\x18\x03 \x01(\x01R\n" +
+	"handoverMs\x12\x1d\n" +
+	"\n" +
+	"overlap_ms\x18\x04 \x01(\x01R\toverlapMs\"\xaa\x01\n" +
+	"\x10MigrationAborted\x12.\n" +
+	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12:\n" +
+	"\tmigration\x18\x02 \x01(\v2\x1c.norsk.api.manager.MigrationR\tmigration\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"\xa8\x01\n" +
 	"\rPlacementInfo\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x126\n" +
 	"\x05roles\x18\x02 \x03(\v2 .norsk.api.manager.RolePlacementR\x05roles\x12\x1f\n" +
@@ -11630,7 +12439,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eNodeScheduling\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_ELIGIBLE\x10\x00\x12\x1c\n" +
 	"\x18NODE_SCHEDULING_CORDONED\x10\x01\x12\x1c\n" +
-	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xfd\x1d\n" +
+	"\x18NODE_SCHEDULING_DRAINING\x10\x022\xac\x1f\n" +
 	"\aManager\x12T\n" +
 	"\x13CreateStatusChannel\x12\x16.google.protobuf.Empty\x1a#.norsk.api.manager.NorskStatusEvent0\x01\x12?\n" +
 	"\tCreateJob\x12\x16.norsk.api.manager.Job\x1a\x1a.norsk.api.manager.JobHash\x12?\n" +
@@ -11683,7 +12492,10 @@ const file_manager_proto_rawDesc = "" +
 	"\x0eAclTokenRevoke\x12(.norsk.api.manager.AclTokenRevokeRequest\x1a\x16.google.protobuf.Empty\x12S\n" +
 	"\fAclTokenSelf\x12&.norsk.api.manager.AclTokenSelfRequest\x1a\x1b.norsk.api.manager.AclToken\x12`\n" +
 	"\x10AppendAuditEntry\x12*.norsk.api.manager.AppendAuditEntryRequest\x1a .norsk.api.manager.AuditLogEntry\x12k\n" +
-	"\x10ListAuditEntries\x12*.norsk.api.manager.ListAuditEntriesRequest\x1a+.norsk.api.manager.ListAuditEntriesResponseB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
+	"\x10ListAuditEntries\x12*.norsk.api.manager.ListAuditEntriesRequest\x1a+.norsk.api.manager.ListAuditEntriesResponse\x12Y\n" +
+	"\n" +
+	"MigrateJob\x12$.norsk.api.manager.MigrateJobRequest\x1a%.norsk.api.manager.MigrateJobResponse\x12R\n" +
+	"\x0eAbortMigration\x12(.norsk.api.manager.AbortMigrationRequest\x1a\x16.google.protobuf.EmptyB4Z2github.com/norsk-oss/norsk-manager/proto/managerpbb\x06proto3"
 
 var (
 	file_manager_proto_rawDescOnce sync.Once
@@ -11697,8 +12509,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 146)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 153)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -11714,529 +12526,560 @@ var file_manager_proto_goTypes = []any{
 	(JobHistoryJobStopping_Reason)(0),     // 11: norsk.api.manager.JobHistoryJobStopping.Reason
 	(NodeStopping_Reason)(0),              // 12: norsk.api.manager.NodeStopping.Reason
 	(NodeAlert_Kind)(0),                   // 13: norsk.api.manager.NodeAlert.Kind
-	(PlacementDegraded_State)(0),          // 14: norsk.api.manager.PlacementDegraded.State
-	(*Hello)(nil),                         // 15: norsk.api.manager.Hello
-	(*Job)(nil),                           // 16: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 17: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 18: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 19: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 20: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 21: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 22: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 23: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 24: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 25: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 26: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 27: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 28: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 29: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 30: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 31: norsk.api.manager.PhysicalNode
-	(*DefinitionDrift)(nil),               // 32: norsk.api.manager.DefinitionDrift
-	(*RunningJob)(nil),                    // 33: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 34: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 35: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 36: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 37: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 38: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 39: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 40: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 41: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 42: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 43: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 44: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 45: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 46: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 47: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 48: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 49: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 50: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 51: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 52: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 53: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 54: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 55: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 56: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 57: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 58: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 59: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 60: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 61: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 62: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 63: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 64: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 65: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 66: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 67: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 68: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 69: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 70: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 71: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 72: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 73: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 74: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 75: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 76: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 77: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 78: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 79: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 80: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 81: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 82: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 83: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 84: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 85: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 86: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 87: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 88: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 89: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 90: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 91: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 92: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 93: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 94: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 95: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 96: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 97: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 98: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 99: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 100: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 101: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 102: norsk.api.manager.ListBundlesResponse
-	(*PlacementInfo)(nil),                 // 103: norsk.api.manager.PlacementInfo
-	(*RolePlacement)(nil),                 // 104: norsk.api.manager.RolePlacement
-	(*PlacementAttempt)(nil),              // 105: norsk.api.manager.PlacementAttempt
-	(*JobPlaced)(nil),                     // 106: norsk.api.manager.JobPlaced
-	(*JobPreempted)(nil),                  // 107: norsk.api.manager.JobPreempted
-	(*PlacementFailed)(nil),               // 108: norsk.api.manager.PlacementFailed
-	(*NodeProvisioning)(nil),              // 109: norsk.api.manager.NodeProvisioning
-	(*NodeReleased)(nil),                  // 110: norsk.api.manager.NodeReleased
-	(*PlacementDegraded)(nil),             // 111: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 112: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 113: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 114: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 115: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 116: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 117: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 118: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 119: norsk.api.manager.Pool
-	(*PoolTierStatus)(nil),                // 120: norsk.api.manager.PoolTierStatus
-	(*OfferingBackoff)(nil),               // 121: norsk.api.manager.OfferingBackoff
-	(*PoolTier)(nil),                      // 122: norsk.api.manager.PoolTier
-	(*AwsTierProvisioner)(nil),            // 123: norsk.api.manager.AwsTierProvisioner
-	(*TierInstanceType)(nil),              // 124: norsk.api.manager.TierInstanceType
-	(*OciTierProvisioner)(nil),            // 125: norsk.api.manager.OciTierProvisioner
-	(*MockTierProvisioner)(nil),           // 126: norsk.api.manager.MockTierProvisioner
-	(*RestartCeiling)(nil),                // 127: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 128: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 129: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 130: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 131: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 132: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 133: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 134: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 135: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 136: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 137: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 138: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 139: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 140: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 141: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 142: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 143: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 144: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 145: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 146: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 147: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 148: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 149: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 150: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 151: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 152: norsk.api.manager.DateFilter.Within
-	nil,                                   // 153: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 154: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 155: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 156: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 157: norsk.api.manager.PoolTier.NodeSelectorEntry
-	nil,                                   // 158: norsk.api.manager.AwsTierProvisioner.TagsEntry
-	nil,                                   // 159: norsk.api.manager.OciTierProvisioner.TagsEntry
-	nil,                                   // 160: norsk.api.manager.MockTierProvisioner.TagsEntry
-	(*commonpb.Version)(nil),              // 161: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 162: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 163: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 164: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 165: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 166: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 167: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 168: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 169: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 170: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 171: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 172: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 173: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 174: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 175: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 176: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 177: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 178: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 179: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 180: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 181: google.protobuf.Empty
+	(Migration_Phase)(0),                  // 14: norsk.api.manager.Migration.Phase
+	(Migration_Why)(0),                    // 15: norsk.api.manager.Migration.Why
+	(PlacementDegraded_State)(0),          // 16: norsk.api.manager.PlacementDegraded.State
+	(*Hello)(nil),                         // 17: norsk.api.manager.Hello
+	(*Job)(nil),                           // 18: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 19: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 20: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 21: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 22: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 23: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 24: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 25: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 26: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 27: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 28: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 29: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 30: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 31: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 32: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 33: norsk.api.manager.PhysicalNode
+	(*DefinitionDrift)(nil),               // 34: norsk.api.manager.DefinitionDrift
+	(*RunningJob)(nil),                    // 35: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 36: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 37: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 38: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 39: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 40: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 41: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 42: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 43: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 44: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 45: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 46: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 47: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 48: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 49: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 50: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 51: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 52: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 53: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 54: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 55: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 56: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 57: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 58: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 59: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 60: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 61: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 62: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 63: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 64: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 65: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 66: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 67: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 68: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 69: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 70: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 71: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 72: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 73: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 74: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 75: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 76: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 77: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 78: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 79: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 80: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 81: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 82: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 83: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 84: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 85: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 86: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 87: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 88: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 89: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 90: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 91: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 92: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 93: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 94: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 95: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 96: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 97: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 98: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 99: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 100: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 101: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 102: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 103: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 104: norsk.api.manager.ListBundlesResponse
+	(*Migration)(nil),                     // 105: norsk.api.manager.Migration
+	(*MigrateJobRequest)(nil),             // 106: norsk.api.manager.MigrateJobRequest
+	(*MigrateJobResponse)(nil),            // 107: norsk.api.manager.MigrateJobResponse
+	(*AbortMigrationRequest)(nil),         // 108: norsk.api.manager.AbortMigrationRequest
+	(*MigrationStarted)(nil),              // 109: norsk.api.manager.MigrationStarted
+	(*MigrationCompleted)(nil),            // 110: norsk.api.manager.MigrationCompleted
+	(*MigrationAborted)(nil),              // 111: norsk.api.manager.MigrationAborted
+	(*PlacementInfo)(nil),                 // 112: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 113: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 114: norsk.api.manager.PlacementAttempt
+	(*JobPlaced)(nil),                     // 115: norsk.api.manager.JobPlaced
+	(*JobPreempted)(nil),                  // 116: norsk.api.manager.JobPreempted
+	(*PlacementFailed)(nil),               // 117: norsk.api.manager.PlacementFailed
+	(*NodeProvisioning)(nil),              // 118: norsk.api.manager.NodeProvisioning
+	(*NodeReleased)(nil),                  // 119: norsk.api.manager.NodeReleased
+	(*PlacementDegraded)(nil),             // 120: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 121: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 122: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 123: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 124: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 125: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 126: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 127: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 128: norsk.api.manager.Pool
+	(*PoolTierStatus)(nil),                // 129: norsk.api.manager.PoolTierStatus
+	(*OfferingBackoff)(nil),               // 130: norsk.api.manager.OfferingBackoff
+	(*PoolTier)(nil),                      // 131: norsk.api.manager.PoolTier
+	(*AwsTierProvisioner)(nil),            // 132: norsk.api.manager.AwsTierProvisioner
+	(*TierInstanceType)(nil),              // 133: norsk.api.manager.TierInstanceType
+	(*OciTierProvisioner)(nil),            // 134: norsk.api.manager.OciTierProvisioner
+	(*MockTierProvisioner)(nil),           // 135: norsk.api.manager.MockTierProvisioner
+	(*RestartCeiling)(nil),                // 136: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 137: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 138: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 139: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 140: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 141: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 142: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 143: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 144: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 145: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 146: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 147: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 148: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 149: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 150: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 151: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 152: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 153: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 154: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 155: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 156: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 157: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 158: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 159: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 160: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 161: norsk.api.manager.DateFilter.Within
+	nil,                                   // 162: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 163: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 164: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 165: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 166: norsk.api.manager.PoolTier.NodeSelectorEntry
+	nil,                                   // 167: norsk.api.manager.AwsTierProvisioner.TagsEntry
+	nil,                                   // 168: norsk.api.manager.OciTierProvisioner.TagsEntry
+	nil,                                   // 169: norsk.api.manager.MockTierProvisioner.TagsEntry
+	(*commonpb.Version)(nil),              // 170: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 171: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 172: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 173: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 174: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 175: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 176: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 177: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 178: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 179: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 180: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 181: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 182: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 183: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 184: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 185: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 186: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 187: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 188: norsk.api.common.Architecture
+	(*commonpb.ResolvedPortMappings)(nil), // 189: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 190: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	161, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	162, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	146, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	163, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	164, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	170, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	171, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	155, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	172, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	173, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	165, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	174, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	10,  // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	3,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	18,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	166, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	147, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	17,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	167, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	20,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	175, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	156, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	19,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	176, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	2,   // 14: norsk.api.manager.Job.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	20,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	168, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	169, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	170, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	19,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	22,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	177, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	178, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	179, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	21,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	4,   // 20: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	163, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	163, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	16,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	163, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	171, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	163, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	171, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	148, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	163, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	171, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	172, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	172, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	18,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	172, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	180, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	172, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	180, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	157, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	172, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	180, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	11,  // 34: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	163, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	171, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	163, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	22,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	23,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	24,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	25,  // 42: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	26,  // 43: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	27,  // 44: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	28,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	16,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	29,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	149, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	162, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
+	172, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	180, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	172, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	24,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	25,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	26,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	27,  // 42: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	28,  // 43: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	29,  // 44: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	30,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	18,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	31,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	158, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	171, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
 	2,   // 50: norsk.api.manager.DefinitionDrift.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	33,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
-	173, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	174, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	30,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	30,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	30,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	162, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	30,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	16,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	33,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	171, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	171, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	174, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	35,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
+	182, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	183, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	32,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	32,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	32,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	171, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	32,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	18,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	35,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	180, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	180, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	183, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 65: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	174, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	171, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	33,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	31,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	33,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	174, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	150, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	46,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	183, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	180, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	35,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	33,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	35,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	183, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	159, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	48,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 75: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	174, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	151, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	183, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	160, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 79: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 80: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	162, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	174, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	162, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	174, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	163, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	163, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	163, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	163, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	163, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	152, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	53,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	54,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	55,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	171, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	183, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	171, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	183, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	172, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	172, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	172, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	172, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	172, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	161, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	55,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	56,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	57,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 94: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	58,  // 95: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	60,  // 95: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 96: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	60,  // 97: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	59,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	61,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	62,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	174, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	62,  // 97: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	61,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	63,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	64,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	183, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 102: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	173, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	163, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	163, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	44,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	34,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	63,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	36,  // 109: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	37,  // 110: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	35,  // 111: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	38,  // 112: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	40,  // 113: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	41,  // 114: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	42,  // 115: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	43,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	45,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	62,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	175, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	65,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	97,  // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	98,  // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	64,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	130, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	131, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	106, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	108, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	111, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	107, // 129: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
-	32,  // 130: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
-	109, // 131: norsk.api.manager.EventStreamEvent.node_provisioning:type_name -> norsk.api.manager.NodeProvisioning
-	110, // 132: norsk.api.manager.EventStreamEvent.node_released:type_name -> norsk.api.manager.NodeReleased
-	163, // 133: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	56,  // 134: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	15,  // 135: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	176, // 136: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	161, // 137: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	171, // 138: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	172, // 139: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
-	5,   // 140: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
-	6,   // 141: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	33,  // 142: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	163, // 143: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
-	12,  // 144: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	177, // 145: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	71,  // 146: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	178, // 147: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
-	3,   // 148: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	132, // 149: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	173, // 150: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	163, // 151: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	163, // 152: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	153, // 153: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	174, // 154: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	173, // 155: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	174, // 156: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	163, // 157: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	70,  // 158: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	30,  // 159: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	33,  // 160: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	73,  // 161: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	154, // 162: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	174, // 163: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	179, // 164: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	174, // 165: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	79,  // 166: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	163, // 167: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	163, // 168: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	155, // 169: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
-	6,   // 170: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	80,  // 171: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	79,  // 172: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	178, // 173: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	174, // 174: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	174, // 175: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	156, // 176: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	163, // 177: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	86,  // 178: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	89,  // 179: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	91,  // 180: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	93,  // 181: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	92,  // 182: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
-	8,   // 183: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
-	2,   // 184: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	20,  // 185: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	16,  // 186: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
-	7,   // 187: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 188: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
-	7,   // 189: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	89,  // 190: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 191: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	89,  // 192: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	90,  // 193: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	89,  // 194: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	162, // 195: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
-	14,  // 196: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	105, // 197: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	90,  // 198: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	99,  // 199: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	100, // 200: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
-	104, // 201: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	105, // 202: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	14,  // 203: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	163, // 204: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	112, // 205: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	162, // 206: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	174, // 207: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	162, // 208: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
-	174, // 209: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
-	162, // 210: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
-	162, // 211: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	105, // 212: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	174, // 213: norsk.api.manager.NodeProvisioning.node_id:type_name -> norsk.api.common.NodeId
-	174, // 214: norsk.api.manager.NodeReleased.node_id:type_name -> norsk.api.common.NodeId
-	162, // 215: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	174, // 216: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
-	14,  // 217: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	174, // 218: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	115, // 219: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	116, // 220: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	117, // 221: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	163, // 222: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	122, // 223: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	127, // 224: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	120, // 225: norsk.api.manager.Pool.tier_status:type_name -> norsk.api.manager.PoolTierStatus
-	121, // 226: norsk.api.manager.PoolTierStatus.backed_off:type_name -> norsk.api.manager.OfferingBackoff
-	163, // 227: norsk.api.manager.OfferingBackoff.until:type_name -> google.protobuf.Timestamp
-	157, // 228: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	123, // 229: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
-	125, // 230: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
-	126, // 231: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
-	46,  // 232: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
-	124, // 233: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
-	158, // 234: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
-	124, // 235: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
-	159, // 236: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
-	160, // 237: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
-	124, // 238: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
-	119, // 239: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	119, // 240: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	118, // 241: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	9,   // 242: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	163, // 243: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	174, // 244: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	174, // 245: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	163, // 246: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	163, // 247: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	135, // 248: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	143, // 249: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	180, // 250: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	163, // 251: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	163, // 252: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	180, // 253: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	181, // 254: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	16,  // 255: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	16,  // 256: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	162, // 257: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	67,  // 258: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	48,  // 259: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	49,  // 260: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	50,  // 261: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	174, // 262: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	51,  // 263: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	52,  // 264: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	162, // 265: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	57,  // 266: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	181, // 267: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	74,  // 268: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	72,  // 269: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	162, // 270: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	77,  // 271: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	81,  // 272: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	174, // 273: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	83,  // 274: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	85,  // 275: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	87,  // 276: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	90,  // 277: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	90,  // 278: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	89,  // 279: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	95,  // 280: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	96,  // 281: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	89,  // 282: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	101, // 283: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	113, // 284: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	119, // 285: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	119, // 286: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	118, // 287: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	118, // 288: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	128, // 289: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	133, // 290: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	174, // 291: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	134, // 292: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	162, // 293: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	136, // 294: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	137, // 295: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	138, // 296: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	140, // 297: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	141, // 298: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	142, // 299: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	144, // 300: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	68,  // 301: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	21,  // 302: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	21,  // 303: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	181, // 304: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	39,  // 305: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	181, // 306: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	181, // 307: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	181, // 308: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	181, // 309: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	181, // 310: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	181, // 311: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	181, // 312: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	66,  // 313: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	69,  // 314: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	75,  // 315: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	181, // 316: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	76,  // 317: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	78,  // 318: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	82,  // 319: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	181, // 320: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	84,  // 321: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	181, // 322: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	88,  // 323: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	94,  // 324: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	181, // 325: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	181, // 326: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	181, // 327: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	181, // 328: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	100, // 329: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	102, // 330: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	114, // 331: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	181, // 332: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	181, // 333: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	181, // 334: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	119, // 335: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	129, // 336: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	181, // 337: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	181, // 338: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	181, // 339: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	103, // 340: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	135, // 341: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	135, // 342: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	139, // 343: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	181, // 344: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	135, // 345: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	143, // 346: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	145, // 347: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	301, // [301:348] is the sub-list for method output_type
-	254, // [254:301] is the sub-list for method input_type
-	254, // [254:254] is the sub-list for extension type_name
-	254, // [254:254] is the sub-list for extension extendee
-	0,   // [0:254] is the sub-list for field type_name
+	182, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	172, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	172, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	46,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	36,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	65,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	38,  // 109: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	39,  // 110: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	37,  // 111: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	40,  // 112: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	42,  // 113: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	43,  // 114: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	44,  // 115: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	45,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	47,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	64,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	184, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	67,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	99,  // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	100, // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	66,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	139, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	140, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	115, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
+	117, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	120, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	109, // 129: norsk.api.manager.EventStreamEvent.migration_started:type_name -> norsk.api.manager.MigrationStarted
+	110, // 130: norsk.api.manager.EventStreamEvent.migration_completed:type_name -> norsk.api.manager.MigrationCompleted
+	111, // 131: norsk.api.manager.EventStreamEvent.migration_aborted:type_name -> norsk.api.manager.MigrationAborted
+	116, // 132: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
+	34,  // 133: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
+	118, // 134: norsk.api.manager.EventStreamEvent.node_provisioning:type_name -> norsk.api.manager.NodeProvisioning
+	119, // 135: norsk.api.manager.EventStreamEvent.node_released:type_name -> norsk.api.manager.NodeReleased
+	172, // 136: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	58,  // 137: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	17,  // 138: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	185, // 139: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	170, // 140: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	180, // 141: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	181, // 142: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	5,   // 143: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
+	6,   // 144: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
+	35,  // 145: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	172, // 146: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	12,  // 147: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
+	186, // 148: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	73,  // 149: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	187, // 150: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	3,   // 151: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
+	141, // 152: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	182, // 153: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	172, // 154: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	172, // 155: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	162, // 156: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	183, // 157: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	182, // 158: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	183, // 159: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	172, // 160: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	72,  // 161: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	32,  // 162: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	35,  // 163: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	75,  // 164: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	105, // 165: norsk.api.manager.JobByIdResponse.migrations:type_name -> norsk.api.manager.Migration
+	163, // 166: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	183, // 167: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	188, // 168: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	183, // 169: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	81,  // 170: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	172, // 171: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	172, // 172: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	164, // 173: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	6,   // 174: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
+	82,  // 175: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	81,  // 176: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	187, // 177: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	183, // 178: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	183, // 179: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	165, // 180: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	172, // 181: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	88,  // 182: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	91,  // 183: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	93,  // 184: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	95,  // 185: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	94,  // 186: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	8,   // 187: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
+	2,   // 188: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
+	22,  // 189: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	18,  // 190: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	7,   // 191: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 192: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
+	7,   // 193: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
+	91,  // 194: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	91,  // 195: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	91,  // 196: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	92,  // 197: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	91,  // 198: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	171, // 199: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	16,  // 200: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	114, // 201: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	92,  // 202: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	101, // 203: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	102, // 204: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	14,  // 205: norsk.api.manager.Migration.phase:type_name -> norsk.api.manager.Migration.Phase
+	15,  // 206: norsk.api.manager.Migration.why:type_name -> norsk.api.manager.Migration.Why
+	172, // 207: norsk.api.manager.Migration.started_at:type_name -> google.protobuf.Timestamp
+	172, // 208: norsk.api.manager.Migration.target_started_at:type_name -> google.protobuf.Timestamp
+	172, // 209: norsk.api.manager.Migration.target_running_at:type_name -> google.protobuf.Timestamp
+	171, // 210: norsk.api.manager.MigrateJobRequest.job_id:type_name -> norsk.api.common.JobId
+	105, // 211: norsk.api.manager.MigrateJobResponse.migration:type_name -> norsk.api.manager.Migration
+	171, // 212: norsk.api.manager.AbortMigrationRequest.job_id:type_name -> norsk.api.common.JobId
+	171, // 213: norsk.api.manager.MigrationStarted.job_id:type_name -> norsk.api.common.JobId
+	105, // 214: norsk.api.manager.MigrationStarted.migration:type_name -> norsk.api.manager.Migration
+	171, // 215: norsk.api.manager.MigrationCompleted.job_id:type_name -> norsk.api.common.JobId
+	105, // 216: norsk.api.manager.MigrationCompleted.migration:type_name -> norsk.api.manager.Migration
+	171, // 217: norsk.api.manager.MigrationAborted.job_id:type_name -> norsk.api.common.JobId
+	105, // 218: norsk.api.manager.MigrationAborted.migration:type_name -> norsk.api.manager.Migration
+	113, // 219: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	114, // 220: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	16,  // 221: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
+	172, // 222: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	121, // 223: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	171, // 224: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	183, // 225: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	171, // 226: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
+	183, // 227: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
+	171, // 228: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
+	171, // 229: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	114, // 230: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	183, // 231: norsk.api.manager.NodeProvisioning.node_id:type_name -> norsk.api.common.NodeId
+	183, // 232: norsk.api.manager.NodeReleased.node_id:type_name -> norsk.api.common.NodeId
+	171, // 233: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	183, // 234: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	16,  // 235: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
+	183, // 236: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	124, // 237: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	125, // 238: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	126, // 239: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	172, // 240: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	131, // 241: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	136, // 242: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	129, // 243: norsk.api.manager.Pool.tier_status:type_name -> norsk.api.manager.PoolTierStatus
+	130, // 244: norsk.api.manager.PoolTierStatus.backed_off:type_name -> norsk.api.manager.OfferingBackoff
+	172, // 245: norsk.api.manager.OfferingBackoff.until:type_name -> google.protobuf.Timestamp
+	166, // 246: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	132, // 247: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
+	134, // 248: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
+	135, // 249: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
+	48,  // 250: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	133, // 251: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
+	167, // 252: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
+	133, // 253: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
+	168, // 254: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
+	169, // 255: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
+	133, // 256: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
+	128, // 257: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	128, // 258: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	127, // 259: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 260: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	172, // 261: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	183, // 262: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	183, // 263: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	172, // 264: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	172, // 265: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	144, // 266: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	152, // 267: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	189, // 268: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	172, // 269: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	172, // 270: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	189, // 271: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	190, // 272: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	18,  // 273: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	18,  // 274: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	171, // 275: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	69,  // 276: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	50,  // 277: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	51,  // 278: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	52,  // 279: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	183, // 280: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	53,  // 281: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	54,  // 282: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	171, // 283: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	59,  // 284: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	190, // 285: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	76,  // 286: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	74,  // 287: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	171, // 288: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	79,  // 289: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	83,  // 290: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	183, // 291: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	85,  // 292: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	87,  // 293: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	89,  // 294: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	92,  // 295: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	92,  // 296: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	91,  // 297: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 298: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	98,  // 299: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	91,  // 300: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	103, // 301: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	122, // 302: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	128, // 303: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	128, // 304: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	127, // 305: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	127, // 306: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	137, // 307: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	142, // 308: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	183, // 309: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	143, // 310: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	171, // 311: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	145, // 312: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	146, // 313: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	147, // 314: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	149, // 315: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	150, // 316: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	151, // 317: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	153, // 318: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	106, // 319: norsk.api.manager.Manager.MigrateJob:input_type -> norsk.api.manager.MigrateJobRequest
+	108, // 320: norsk.api.manager.Manager.AbortMigration:input_type -> norsk.api.manager.AbortMigrationRequest
+	70,  // 321: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	23,  // 322: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	23,  // 323: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	190, // 324: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	41,  // 325: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	190, // 326: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	190, // 327: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	190, // 328: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	190, // 329: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	190, // 330: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	190, // 331: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	190, // 332: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	68,  // 333: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	71,  // 334: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	77,  // 335: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	190, // 336: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	78,  // 337: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	80,  // 338: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	84,  // 339: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	190, // 340: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	86,  // 341: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	190, // 342: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	90,  // 343: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	96,  // 344: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	190, // 345: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	190, // 346: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	190, // 347: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	190, // 348: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	102, // 349: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	104, // 350: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	123, // 351: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	190, // 352: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	190, // 353: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	190, // 354: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	128, // 355: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	138, // 356: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	190, // 357: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	190, // 358: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	190, // 359: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	112, // 360: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	144, // 361: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	144, // 362: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	148, // 363: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	190, // 364: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	144, // 365: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	152, // 366: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	154, // 367: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	107, // 368: norsk.api.manager.Manager.MigrateJob:output_type -> norsk.api.manager.MigrateJobResponse
+	190, // 369: norsk.api.manager.Manager.AbortMigration:output_type -> google.protobuf.Empty
+	321, // [321:370] is the sub-list for method output_type
+	272, // [272:321] is the sub-list for method input_type
+	272, // [272:272] is the sub-list for extension type_name
+	272, // [272:272] is the sub-list for extension extendee
+	0,   // [0:272] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -12315,6 +13158,9 @@ func file_manager_proto_init() {
 		(*EventStreamEvent_JobPlaced)(nil),
 		(*EventStreamEvent_PlacementFailed)(nil),
 		(*EventStreamEvent_PlacementDegraded)(nil),
+		(*EventStreamEvent_MigrationStarted)(nil),
+		(*EventStreamEvent_MigrationCompleted)(nil),
+		(*EventStreamEvent_MigrationAborted)(nil),
 		(*EventStreamEvent_JobPreempted)(nil),
 		(*EventStreamEvent_DefinitionDrift)(nil),
 		(*EventStreamEvent_NodeProvisioning)(nil),
@@ -12325,13 +13171,13 @@ func file_manager_proto_init() {
 		(*NorskStatusEvent_LogEvent)(nil),
 	}
 	file_manager_proto_msgTypes[55].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[89].OneofWrappers = []any{}
-	file_manager_proto_msgTypes[99].OneofWrappers = []any{
+	file_manager_proto_msgTypes[96].OneofWrappers = []any{}
+	file_manager_proto_msgTypes[106].OneofWrappers = []any{
 		(*SnapshotChunk_Header)(nil),
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
 	}
-	file_manager_proto_msgTypes[107].OneofWrappers = []any{
+	file_manager_proto_msgTypes[114].OneofWrappers = []any{
 		(*PoolTier_Aws)(nil),
 		(*PoolTier_Oci)(nil),
 		(*PoolTier_Mock)(nil),
@@ -12341,8 +13187,8 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      15,
-			NumMessages:   146,
+			NumEnums:      17,
+			NumMessages:   153,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

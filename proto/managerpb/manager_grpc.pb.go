@@ -83,6 +83,8 @@ const (
 	Manager_AclTokenSelf_FullMethodName          = "/norsk.api.manager.Manager/AclTokenSelf"
 	Manager_AppendAuditEntry_FullMethodName      = "/norsk.api.manager.Manager/AppendAuditEntry"
 	Manager_ListAuditEntries_FullMethodName      = "/norsk.api.manager.Manager/ListAuditEntries"
+	Manager_MigrateJob_FullMethodName            = "/norsk.api.manager.Manager/MigrateJob"
+	Manager_AbortMigration_FullMethodName        = "/norsk.api.manager.Manager/AbortMigration"
 )
 
 // ManagerClient is the client API for Manager service.
@@ -195,6 +197,25 @@ type ManagerClient interface {
 	// Added (ours): the audit entries with from_seq <= seq <= to_seq, oldest
 	// first, at most limit of them. InvalidArgument for to_seq < from_seq.
 	ListAuditEntries(ctx context.Context, in *ListAuditEntriesRequest, opts ...grpc.CallOption) (*ListAuditEntriesResponse, error)
+	// Added (ours; issue 13 §2, docs/design/placement.md "Moves"): move a
+	// running role of a job to another node make-before-break: the placement
+	// engine starts the role's target (role "<logical>~<n>") on the target
+	// node, waits until the worker reports it running, then stops the source.
+	// Answers once the move is recorded (the job record), not when it ends;
+	// follow it with the migration_* events or JobById. InvalidArgument for a
+	// bad job_id, role, target_node_id or reason; NotFound for an unknown job;
+	// FailedPrecondition (naming the field) when the role does not run, a move
+	// of it is in progress, the job is completed or given up, or the target
+	// node is unknown, the source node, or takes no placements (offline,
+	// cordoned, draining).
+	MigrateJob(ctx context.Context, in *MigrateJobRequest, opts ...grpc.CallOption) (*MigrateJobResponse, error)
+	// Added (newer NorskManager SDK): abort a move in progress; the source
+	// keeps running, the target is stopped. Idempotent: a move that already
+	// ended or is already backing out (or never existed) answers OK and
+	// nothing changes. FailedPrecondition once the move has begun stopping
+	// its source (too late: the target is the one that runs).
+	// InvalidArgument for a bad job_id, source_role, target_role or reason.
+	AbortMigration(ctx context.Context, in *AbortMigrationRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 }
 
 type managerClient struct {
@@ -711,6 +732,26 @@ func (c *managerClient) ListAuditEntries(ctx context.Context, in *ListAuditEntri
 	return out, nil
 }
 
+func (c *managerClient) MigrateJob(ctx context.Context, in *MigrateJobRequest, opts ...grpc.CallOption) (*MigrateJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrateJobResponse)
+	err := c.cc.Invoke(ctx, Manager_MigrateJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *managerClient) AbortMigration(ctx context.Context, in *AbortMigrationRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Manager_AbortMigration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagerServer is the server API for Manager service.
 // All implementations must embed UnimplementedManagerServer
 // for forward compatibility.
@@ -821,6 +862,25 @@ type ManagerServer interface {
 	// Added (ours): the audit entries with from_seq <= seq <= to_seq, oldest
 	// first, at most limit of them. InvalidArgument for to_seq < from_seq.
 	ListAuditEntries(context.Context, *ListAuditEntriesRequest) (*ListAuditEntriesResponse, error)
+	// Added (ours; issue 13 §2, docs/design/placement.md "Moves"): move a
+	// running role of a job to another node make-before-break: the placement
+	// engine starts the role's target (role "<logical>~<n>") on the target
+	// node, waits until the worker reports it running, then stops the source.
+	// Answers once the move is recorded (the job record), not when it ends;
+	// follow it with the migration_* events or JobById. InvalidArgument for a
+	// bad job_id, role, target_node_id or reason; NotFound for an unknown job;
+	// FailedPrecondition (naming the field) when the role does not run, a move
+	// of it is in progress, the job is completed or given up, or the target
+	// node is unknown, the source node, or takes no placements (offline,
+	// cordoned, draining).
+	MigrateJob(context.Context, *MigrateJobRequest) (*MigrateJobResponse, error)
+	// Added (newer NorskManager SDK): abort a move in progress; the source
+	// keeps running, the target is stopped. Idempotent: a move that already
+	// ended or is already backing out (or never existed) answers OK and
+	// nothing changes. FailedPrecondition once the move has begun stopping
+	// its source (too late: the target is the one that runs).
+	// InvalidArgument for a bad job_id, source_role, target_role or reason.
+	AbortMigration(context.Context, *AbortMigrationRequest) (*emptypb.Empty, error)
 	mustEmbedUnimplementedManagerServer()
 }
 
@@ -971,6 +1031,12 @@ func (UnimplementedManagerServer) AppendAuditEntry(context.Context, *AppendAudit
 }
 func (UnimplementedManagerServer) ListAuditEntries(context.Context, *ListAuditEntriesRequest) (*ListAuditEntriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEntries not implemented")
+}
+func (UnimplementedManagerServer) MigrateJob(context.Context, *MigrateJobRequest) (*MigrateJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MigrateJob not implemented")
+}
+func (UnimplementedManagerServer) AbortMigration(context.Context, *AbortMigrationRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortMigration not implemented")
 }
 func (UnimplementedManagerServer) mustEmbedUnimplementedManagerServer() {}
 func (UnimplementedManagerServer) testEmbeddedByValue()                 {}
@@ -1811,6 +1877,42 @@ func _Manager_ListAuditEntries_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Manager_MigrateJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MigrateJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).MigrateJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_MigrateJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).MigrateJob(ctx, req.(*MigrateJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Manager_AbortMigration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortMigrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagerServer).AbortMigration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Manager_AbortMigration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagerServer).AbortMigration(ctx, req.(*AbortMigrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Manager_ServiceDesc is the grpc.ServiceDesc for Manager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1989,6 +2091,14 @@ var Manager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditEntries",
 			Handler:    _Manager_ListAuditEntries_Handler,
+		},
+		{
+			MethodName: "MigrateJob",
+			Handler:    _Manager_MigrateJob_Handler,
+		},
+		{
+			MethodName: "AbortMigration",
+			Handler:    _Manager_AbortMigration_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -131,6 +131,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"snapshot":  runSnapshot,
 	"placement": runPlacement,
 	"provision": runProvision,
+	"move":      runMove,
 
 	"storeopen":  runStoreOpen,
 	"storecrash": runStoreCrash,
@@ -187,6 +188,7 @@ func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
 		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile]\n" +
 		"       go run ./test/bench provision [--trials N]   (at most 10 rounds)\n" +
+		"       go run ./test/bench move [--quick]\n" +
 		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +

@@ -19,9 +19,11 @@ import (
 // a-1 (z1, pool a): the primaries of a bundle's jobs x and y (backups in
 // pool b, on b-1 in z2), an auto-placed job p, and a job m started by
 // hand; a-2 (z1, pool a) joins empty. `norsk-ctl node drain a-1`: x, y
-// and p run on a-2 with new processes and their processes on a-1 are
-// gone; the bundle moves one job at a time (the off-air spans of x and y
-// do not overlap) while the backups' processes never stop; m keeps its
+// and p are moved make-before-break (placement.md, "Moves"): they run on
+// a-2 with new processes under the role primary~1 and their processes on
+// a-1 are gone; the bundle moves one job at a time (the moves of x and y,
+// target started to source stopped, do not overlap) and no job is ever
+// off air, while the backups' processes never stop; m keeps its
 // process on a-1; the engine logs the node drained. Then a-2 is cordoned:
 // a new job of pool a fits only there and is not placed (the engine's
 // explanation counts the cordoned and draining nodes), and nothing on a-2
@@ -79,10 +81,11 @@ func TestE2E_PlacementDrainCordon(t *testing.T) {
 
 	out, code := ctl(t, f.m.addr, "node", "drain", a1, "--reason", "kernel update")
 	require.Equal(t, 0, code, out)
-	for _, r := range movers {
-		pid := await(r, "a-2", a1)
-		require.False(t, testproc.PIDAlive(pids[r]), "%s/%s: its process on a-1 is gone", r.job, r.role)
-		pids[r] = pid
+	moved := make([]role, len(movers))
+	for i, r := range movers {
+		moved[i] = role{r.job, r.role + "~1"}
+		pids[moved[i]] = await(moved[i], "a-2", a1)
+		testproc.Eventually(t, 30*time.Second, r.job+": its process on a-1 is gone", func() bool { return !testproc.PIDAlive(pids[r]) })
 	}
 	drained := regexp.MustCompile(`msg="node drained" .*node_id=` + regexp.QuoteMeta(a1))
 	testproc.Eventually(t, 20*time.Second, "the engine logs a-1 drained", func() bool { return drained.MatchString(f.m.Output()) })
@@ -99,9 +102,10 @@ func TestE2E_PlacementDrainCordon(t *testing.T) {
 		}
 	}
 	keeps("the drain of a-1", backups...)
-	xOff, yOff := offAir(t, f, x.job, x.role), offAir(t, f, y.job, y.role)
-	require.True(t, !xOff[1].After(yOff[0]) || !yOff[1].After(xOff[0]),
-		"one bundle job moved at a time: x off air %v, y off air %v", xOff, yOff)
+	xMove, yMove := moveSpan(t, f, x.job, x.role), moveSpan(t, f, y.job, y.role)
+	require.True(t, !xMove[1].After(yMove[0]) || !yMove[1].After(xMove[0]),
+		"one bundle job moved at a time: x moving %v, y moving %v", xMove, yMove)
+	movers = moved
 
 	// Cordoned, a-2 (the only schedulable node of pool a) gets nothing new.
 	require.NoError(t, f.mc.CordonNode(ctx, client.NodeID(a2), "test"))
@@ -118,23 +122,27 @@ func TestE2E_PlacementDrainCordon(t *testing.T) {
 	keeps("uncordoning a-2", movers...)
 }
 
-// offAir returns when (job, role) stopped (its last job_stopping) and
-// when it ran again (the job_running after it), from the manager's
-// history; the test fails if either is missing.
-func offAir(t *testing.T, f *fleet, job, role string) [2]time.Time {
+// moveSpan returns the span of (job, role)'s move: when its target
+// (role~1) was provisioned and when the source (role) stopped, from the manager's history; the test fails if either is missing
+// or the source stopped before the target ran (the job off air).
+func moveSpan(t *testing.T, f *fleet, job, role string) [2]time.Time {
 	t.Helper()
 	r, err := f.mc.JobByID(context.Background(), client.JobID(job))
 	require.NoError(t, err)
 	var span [2]time.Time
+	var running time.Time
 	for _, e := range r.GetJob().GetHistoryEntry() {
 		switch {
-		case e.GetJobStopping().GetRole() == role:
-			span = [2]time.Time{e.GetJobStopping().GetTimestamp().AsTime(), {}}
-		case e.GetJobRunning().GetRole() == role && !span[0].IsZero():
-			span[1] = e.GetJobRunning().GetTimestamp().AsTime()
+		case e.GetJobProvisioned().GetRole() == role+"~1":
+			span[0] = e.GetJobProvisioned().GetTimestamp().AsTime()
+		case e.GetJobRunning().GetRole() == role+"~1":
+			running = e.GetJobRunning().GetTimestamp().AsTime()
+		case e.GetJobStopped().GetRole() == role:
+			span[1] = e.GetJobStopped().GetTimestamp().AsTime()
 		}
 	}
-	require.False(t, span[0].IsZero() || span[1].IsZero(), "%s/%s: no stop and run again in its history %v", job, role, r.GetJob().GetHistoryEntry())
+	require.False(t, span[0].IsZero() || span[1].IsZero() || running.IsZero(), "%s/%s: no move in its history %v", job, role, r.GetJob().GetHistoryEntry())
+	require.False(t, span[1].Before(running), "%s/%s: the source stopped (%v) before the target ran (%v)", job, role, span[1], running)
 	return span
 }
 

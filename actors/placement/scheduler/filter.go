@@ -109,6 +109,9 @@ func needOf(a *Ask) need {
 // out.
 func chain(v *View, a *Ask, n need) []filter {
 	fs := []filter{schedulableFilter{}, newTierFilter(a.Pool, a.Tiers)}
+	if len(a.Nodes) > 0 || len(a.ExcludeNodes) > 0 {
+		fs = append(fs, nodesFilter{only: a.Nodes, exclude: a.ExcludeNodes})
+	}
 	fs = append(fs, constraintFilters(a.Constraints)...)
 	if len(n.capabilities) > 0 {
 		fs = append(fs, capabilitiesFilter{caps: n.capabilities})

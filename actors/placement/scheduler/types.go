@@ -203,4 +203,9 @@ type Ask struct {
 	// SecurityGroups are the job's extra security groups: only a node
 	// whose instance has every one fits (FilterSecurityGroups).
 	SecurityGroups []string
+	// Nodes, when set, are the only nodes the ask may go to, and
+	// ExcludeNodes are never chosen: a move to the node an operator named,
+	// or anywhere but the move's source (the "node" filter).
+	Nodes        []NodeID
+	ExcludeNodes []NodeID
 }

@@ -1,0 +1,217 @@
+package placement
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// begin records an operator's move of job id's role, as the grain's
+// BeginMigration does.
+func (f *fixture) begin(id, role, node string) {
+	f.t.Helper()
+	r, err := f.router.Request(context.Background(), "job", id, &internalpb.JobCommand{RequestId: "op/" + id + "/" + role, JobId: id,
+		Cmd: &internalpb.JobCommand_BeginMigration{BeginMigration: &internalpb.BeginMigration{Role: role, RequestedNodeId: node,
+			Why: managerpb.Migration_MIGRATION_OPERATOR}}})
+	require.NoError(f.t, err)
+	require.Equal(f.t, "", r.GetMessage())
+}
+
+// The driver through every phase of an operator's move to a named node.
+func TestEngine_Move_ToNamedNode(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	require.Equal(t, "a", f.nodeOf("j", "primary"))
+	f.putNode("b", 4, "z1", nil)
+	f.putNode("c", 4, "z1", nil)
+	f.router.provisioning = true
+
+	f.begin("j", "primary", "c")
+	f.pass()
+	require.Equal(t, "c", f.nodeOf("j", "primary~1"), "the named node, though b fits as well")
+	require.Equal(t, "c", f.moveOf("j").GetTargetNodeId())
+	f.pass()
+	require.Equal(t, managerpb.Migration_MIGRATION_STARTING, f.moveOf("j").GetPhase(), "waits for the target to run")
+	require.Equal(t, 0, f.router.stopCount("j", "primary"))
+	f.run("j", "primary~1")
+	f.pass()
+	require.Equal(t, 1, f.router.stopCount("j", "primary"))
+	f.confirmStops()
+	from := f.head()
+	f.pass()
+	require.Nil(t, f.moveOf("j"))
+	require.Len(t, events[*managerpb.EventStreamEvent_MigrationCompleted](f, from), 1)
+	require.Equal(t, "c", f.nodeOf("j", "primary~1"))
+	require.Equal(t, 1, f.router.startCount("j", "primary"), "the logical role is never placed again meanwhile")
+}
+
+// A move the chain refuses (the named node lacks room) is backed out with
+// the chain's explanation; the source keeps running.
+func TestEngine_Move_RefusedByTheChain(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 2, nil))
+	f.pass()
+	f.putNode("small", 1, "z1", nil)
+	f.begin("j", "primary", "small")
+	from := f.head()
+	f.pass()
+	f.pass()
+	ab := events[*managerpb.EventStreamEvent_MigrationAborted](f, from)
+	require.NotEmpty(t, ab)
+	require.Contains(t, ab[0].MigrationAborted.GetReason(), "capacity")
+	require.Nil(t, f.moveOf("j"))
+	require.Equal(t, "a", f.nodeOf("j", "primary"), "the source keeps running")
+	require.Empty(t, f.nodeOf("j", "primary~1"))
+}
+
+// "any" excludes the source node; a target that fails before it runs backs
+// the move out, and the target role's failure counts for the logical role
+// ("primary") in the restart history.
+func TestEngine_Move_TargetFailsBacksOut(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.begin("j", "primary", "")
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"), "any node but the source's")
+	f.fail("j", "primary~1", "exit 1")
+	from := f.head()
+	f.pass()
+	ab := events[*managerpb.EventStreamEvent_MigrationAborted](f, from)
+	require.Len(t, ab, 1)
+	require.Contains(t, ab[0].MigrationAborted.GetReason(), "exit 1")
+	require.True(t, ab[0].MigrationAborted.GetDone())
+	require.Nil(t, f.moveOf("j"))
+	require.Equal(t, "a", f.nodeOf("j", "primary"))
+	h := failuresOf(f.job("j"), "primary")
+	require.Len(t, h.times, 1, "the target's failure counts for its logical role")
+}
+
+// A target that never runs is backed out after moveStartTimeout; a target
+// node lost during the back-out ends it.
+func TestEngine_Move_TimesOut(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.begin("j", "primary", "")
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"))
+	f.now = f.now.Add(moveStartTimeout + time.Second)
+	f.pass()
+	require.Equal(t, managerpb.Migration_MIGRATION_BACKING_OUT, f.moveOf("j").GetPhase())
+	require.Contains(t, f.moveOf("j").GetBackOutReason(), "not running")
+	require.Equal(t, 1, f.router.stopCount("j", "primary~1"))
+	f.stopNode("b")
+	f.pass()
+	require.Nil(t, f.moveOf("j"))
+	require.Equal(t, "a", f.nodeOf("j", "primary"))
+}
+
+// After a move, the job's moved role is its logical role for the engine:
+// not placed again, a bundle peer found by it.
+func TestEngine_Move_LogicalRoleIsPlaced(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	rec := autoJob("j", 1, nil)
+	f.putJob(rec)
+	f.manualStart("j", "primary~3", "a")
+	f.pass()
+	f.pass()
+	require.Equal(t, 0, f.router.startCount("j", "primary"), "primary~3 is primary")
+	require.Equal(t, "a", f.eng.mustWhere(t, "j", "primary"))
+}
+
+// mustWhere reads where a pass finds job id's role.
+func (e *Engine) mustWhere(t *testing.T, id, role string) string {
+	t.Helper()
+	w, err := readWorld(e.cfg.Store, e.cfg.Clock())
+	require.NoError(t, err)
+	return w.where[key{scheduler.JobID(id), scheduler.Role(role)}]
+}
+
+// A drain move whose target fails is backed out and not begun again
+// before drainMovePause: a target that fails at once does not churn.
+func TestEngine_Move_DrainPausesAfterAFailedMove(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("d", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("o", 4, "z1", nil)
+	f.router.provisioning = true
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+	f.pass() // begin
+	f.pass() // start the target
+	require.Equal(t, "o", f.nodeOf("j", "primary~1"))
+	f.fail("j", "primary~1", "exit 1")
+	f.pass() // backed out
+	require.Nil(t, f.moveOf("j"))
+	f.pass()
+	f.pass()
+	require.Equal(t, 1, f.router.beginCount("j", "primary"), "paused after the failure")
+	f.now = f.now.Add(drainMovePause)
+	f.pass()
+	require.Equal(t, 2, f.router.beginCount("j", "primary"), "moved again once the pause is over")
+	require.Equal(t, "primary~2", f.moveOf("j").GetTargetRole())
+}
+
+// The target's node is lost before the target runs: the move is backed out
+// with a reason naming the node, the source keeps running.
+func TestEngine_Move_TargetNodeLostBacksOut(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.begin("j", "primary", "b")
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"))
+	f.stopNode("b")
+	from := f.head()
+	f.pass()
+	ab := events[*managerpb.EventStreamEvent_MigrationAborted](f, from)
+	require.Len(t, ab, 1)
+	require.Contains(t, ab[0].MigrationAborted.GetReason(), "node b")
+	require.Nil(t, f.moveOf("j"))
+	require.Equal(t, "a", f.nodeOf("j", "primary"))
+	f.pass()
+	require.Equal(t, 1, f.router.startCount("j", "primary"), "the source was never off air: nothing placed again")
+}
+
+// CheckMove runs the driver's chain for MigrateJob: a named node without
+// room, or "any" with no node but the source, is refused with the chain's
+// explanation; a node with room, an unknown job or role answer nil.
+func TestCheckMove(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 2, nil))
+	f.pass()
+	check := func(role, node string) error { return CheckMove(f.store, f.now, "j", role, node) }
+	err := check("primary", "")
+	require.ErrorIs(t, err, ErrMoveDoesNotFit)
+	require.Contains(t, err.Error(), "the move's source")
+	f.putNode("small", 1, "z1", nil)
+	err = check("primary", "small")
+	require.ErrorIs(t, err, ErrMoveDoesNotFit)
+	require.Contains(t, err.Error(), "capacity")
+	f.putNode("big", 4, "z1", nil)
+	require.NoError(t, check("primary", "big"))
+	require.NoError(t, check("primary", ""))
+	require.NoError(t, check("backup", "big"), "no such role: the grain's to answer")
+	require.NoError(t, CheckMove(f.store, f.now, "nope", "primary", ""))
+}

@@ -48,6 +48,10 @@ type provState struct {
 	// notes holds, per waiting role ("job/role"), what the last plan did
 	// for it, added to its placement failure by the next pass (provNote).
 	notes map[string]string
+	// coming and planned are what the last plan counts on and saw, for
+	// NodeComing (coming.go).
+	coming  map[string]comingNode
+	planned map[string]bool
 }
 
 // provisionRetry is how long a refused create (or idle/release write)
@@ -92,6 +96,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	e.releasePass(ctx, w, nodes)
 	if len(w.waiting) == 0 {
 		e.keepNotes(provisioner.Decision{})
+		e.keepComing(provisioner.Decision{}, nil, nil, w.now)
 		return
 	}
 	health, err := readHealth(e.cfg.Store)
@@ -102,6 +107,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health, OtherIDs: others})
 	e.logUnserved(d.Unserved)
 	e.keepNotes(d)
+	e.keepComing(d, nodes, w.waiting, w.now)
 	for _, c := range d.Creates {
 		e.create(ctx, w.now, c)
 	}

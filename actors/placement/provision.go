@@ -220,7 +220,8 @@ func (e *Engine) releasePass(ctx context.Context, w *world, nodes []provisioner.
 		if rec == nil {
 			continue
 		}
-		idle := provisioner.Idle{Started: n.State == provisioner.Running, Cordoned: node.Cordoned(rec) || node.Draining(rec),
+		idle := provisioner.Idle{Started: n.State == provisioner.Running, Creating: n.State == provisioner.Creating, CreatedAt: n.CreatedAt,
+			Cordoned:  node.Cordoned(rec) || node.Draining(rec),
 			Instances: busy[n.ID], Linger: provisioner.LingerOf(w.pools, n.Pool, n.Tier)}
 		if t := rec.GetIdleSince(); t != nil {
 			idle.IdleSince = t.AsTime()
@@ -238,6 +239,9 @@ func (e *Engine) releasePass(ctx context.Context, w *world, nodes []provisioner.
 			cmd = &internalpb.NodeCommand{RequestId: fmt.Sprintf("provision/release/%s/%d", n.ID, idle.IdleSince.UnixNano()),
 				Cmd: &internalpb.NodeCommand_Terminate{Terminate: &internalpb.TerminateNode{ReleaseIdleSince: rec.GetIdleSince()}}}
 			result = ProvisionReleased
+		case provisioner.GiveUp:
+			cmd = &internalpb.NodeCommand{RequestId: "provision/giveup/" + n.ID, Cmd: &internalpb.NodeCommand_Terminate{Terminate: &internalpb.TerminateNode{}}}
+			result = ProvisionGaveUp
 		default:
 			continue
 		}
@@ -269,6 +273,10 @@ func (e *Engine) nodeOp(ctx context.Context, n provisioner.Node, cmd *internalpb
 		}
 		e.prov.mu.Unlock()
 		switch {
+		case err == nil && result == ProvisionGaveUp:
+			e.cfg.Metrics.countProvisioned(n.Pool, n.Tier, result)
+			e.log.Warn("node given up: still being created after the create timeout; terminated", "node_id", n.ID, "pool", n.Pool, "tier", n.Tier,
+				"created_at", n.CreatedAt, "timeout", provisioner.CreateTimeout, "for_jobs", strings.Join(n.ForJobs, ","))
 		case err == nil && result != "":
 			e.cfg.Metrics.countProvisioned(n.Pool, n.Tier, result)
 			e.log.Info("node released: it ran nothing for its tier's linger", "node_id", n.ID, "pool", n.Pool, "tier", n.Tier)

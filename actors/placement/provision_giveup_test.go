@@ -8,6 +8,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors/provisioner"
 	"github.com/norsk-oss/norsk-manager/persistence"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
@@ -40,4 +41,23 @@ func TestEngine_Provision_GivesUpStuckNode(t *testing.T) {
 	f.pass()
 	require.Equal(t, "elastic-mock-2", f.nodeOf("a", "primary"))
 	require.Equal(t, []string{"elastic-mock-1"}, n.released, "the running node is kept")
+}
+
+// TestEngine_BronzeDrop_NoNodeCreated: a LOW job dropped for waiting past
+// its pool's limit gets no node created for it in the pass that drops it
+// (before the fix the plan, run after the decisions, created one, which
+// then ran nothing and lingered until released).
+func TestEngine_BronzeDrop_NoNodeCreated(t *testing.T) {
+	f, n := newProvisionFixture(t)
+	t0 := f.now
+	f.put(persistence.PlacementPoolKey("elastic"), &internalpb.PoolRecord{Pool: &managerpb.Pool{Name: "elastic", LowPriorityMaxWaitSeconds: 60,
+		Tiers: []*managerpb.PoolTier{{Name: "mock", MaxNodes: 2, LingerSeconds: 60,
+			Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{Offering: &managerpb.TierInstanceType{Capacity: 8}}}}}}})
+	f.bandJob("l", 2, low, "elastic")
+	f.now = t0.Add(61 * time.Second) // e.g. the manager was down, or the pool was just made elastic
+	f.pass()
+	require.NotNil(t, f.job("l").GetJob().GetJob().GetTerminalState(), "dropped")
+	require.Empty(t, n.creates, "no node for a job given up")
+	f.pass()
+	require.Empty(t, n.creates)
 }

@@ -45,6 +45,10 @@ type provState struct {
 	retryAt map[string]time.Time
 	// unserved is the last reason logged per waiting role.
 	unserved map[string]string
+	// refused holds, per node id, the error of its last refused create
+	// (logged at warn once per change of it, said in the note of its
+	// jobs); forgotten when a create of it is accepted.
+	refused map[string]string
 	// notes holds, per waiting role ("job/role"), what the last plan did
 	// for it, added to its placement failure by the next pass (provNote).
 	notes map[string]string
@@ -76,7 +80,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	e.prov.mu.Lock()
 	if e.prov.creating == nil {
 		e.prov.creating, e.prov.nodeOps = map[string]provisioner.Node{}, map[string]bool{}
-		e.prov.retryAt, e.prov.unserved = map[string]time.Time{}, map[string]string{}
+		e.prov.retryAt, e.prov.unserved, e.prov.refused = map[string]time.Time{}, map[string]string{}, map[string]string{}
 	}
 	var nodes []provisioner.Node
 	var others []string
@@ -120,15 +124,19 @@ func (e *Engine) keepNotes(d provisioner.Decision) {
 	for k, id := range d.Coming {
 		notes[k] = "; node " + id + " is being created for it"
 	}
+	e.prov.mu.Lock()
 	for _, c := range d.Creates {
+		note := "; node " + c.NodeID + " is being created for it"
+		if why, ok := e.prov.refused[c.NodeID]; ok {
+			note = "; node " + c.NodeID + " cannot be created (" + why + "); tried again every " + provisionRetry.String()
+		}
 		for _, k := range c.ForJobs {
-			notes[k] = "; node " + c.NodeID + " is being created for it"
+			notes[k] = note
 		}
 	}
 	for k, why := range d.Unserved {
 		notes[k] = "; " + why
 	}
-	e.prov.mu.Lock()
 	e.prov.notes = notes
 	e.prov.mu.Unlock()
 }
@@ -161,6 +169,9 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 		var re *actors.ReplyError
 		switch {
 		case err == nil:
+			e.prov.mu.Lock()
+			delete(e.prov.refused, c.NodeID)
+			e.prov.mu.Unlock()
 			e.cfg.Metrics.countProvisioned(c.Pool, c.Tier.GetName(), ProvisionCreated)
 			log.Info("node created for waiting jobs")
 		case errors.As(err, &re) && re.Code == errorpb.Code_ALREADY_EXISTS:
@@ -168,11 +179,20 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 		case ctx.Err() != nil:
 		default:
 			e.cfg.Metrics.countProvisioned(c.Pool, c.Tier.GetName(), ProvisionFailed)
-			log.Warn("create a node for waiting jobs", "error", err)
 			e.prov.mu.Lock()
 			delete(e.prov.creating, c.NodeID)
 			e.prov.retryAt[c.NodeID] = e.cfg.Clock().Add(provisionRetry)
+			same := e.prov.refused[c.NodeID] == err.Error()
+			if len(e.prov.refused) >= maxPreemptLogged {
+				e.prov.refused = map[string]string{} // bounded: forgetting only logs a line again
+			}
+			e.prov.refused[c.NodeID] = err.Error()
 			e.prov.mu.Unlock()
+			if same {
+				log.Debug("create a node for waiting jobs: refused again", "error", err)
+			} else {
+				log.Warn("create a node for waiting jobs (retried every "+provisionRetry.String()+", logged again when the error changes)", "error", err)
+			}
 		}
 	}()
 }

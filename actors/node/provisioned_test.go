@@ -7,10 +7,13 @@ import (
 
 // TestProvisionUnrecorded: a release of an engine-created node is refused
 // while a provision is queued for the worker session, and for
-// releaseSettle after one was sent (the job grain records its instance
-// only after this grain's answer, so the records show nothing yet).
+// releaseSettle after one was sent after the node's idle instant (the job
+// grain records its instance only after this grain's answer, so the
+// records show nothing yet); one sent before the idle instant was seen
+// ended, and delays nothing.
 func TestProvisionUnrecorded(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	idle := now.Add(-time.Minute)
 	cases := []struct {
 		name   string
 		queued int
@@ -22,10 +25,11 @@ func TestProvisionUnrecorded(t *testing.T) {
 		{"one sent just now", 0, now, true},
 		{"one sent just under the settle time ago", 0, now.Add(-releaseSettle + time.Millisecond), true},
 		{"one sent the settle time ago: recorded by now", 0, now.Add(-releaseSettle), false},
+		{"one sent before the idle instant", 0, idle.Add(-time.Second), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := provisionUnrecorded(tc.queued, tc.sentAt, now); got != tc.want {
+			if got := provisionUnrecorded(tc.queued, tc.sentAt, idle, now); got != tc.want {
 				t.Fatalf("provisionUnrecorded = %v, want %v", got, tc.want)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/provisioner"
 	"github.com/norsk-oss/norsk-manager/persistence"
 )
 
@@ -36,6 +37,11 @@ type Config struct {
 	// take from its create to a worker that takes jobs, for NodeComing.
 	// Default DefaultNodeBootTime.
 	NodeBootTime time.Duration
+	// NodeCreateTimeout is how long a node the engine created may stay
+	// being created before the engine terminates it (provision.go).
+	// Default provisioner.CreateTimeout; keep it above the node grains'
+	// pending and startup timeouts, so cloud nodes end by those.
+	NodeCreateTimeout time.Duration
 	// Clock reads the time. Default time.Now.
 	Clock   func() time.Time
 	Logger  *slog.Logger
@@ -115,6 +121,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.NodeBootTime <= 0 {
 		cfg.NodeBootTime = def.NodeBootTime
+	}
+	if cfg.NodeCreateTimeout <= 0 {
+		cfg.NodeCreateTimeout = provisioner.CreateTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock

@@ -241,8 +241,9 @@ func (e *Engine) releasePass(ctx context.Context, w *world, nodes []provisioner.
 			continue
 		}
 		idle := provisioner.Idle{Started: n.State == provisioner.Running, Creating: n.State == provisioner.Creating, CreatedAt: n.CreatedAt,
-			Cordoned:  node.Cordoned(rec) || node.Draining(rec),
-			Instances: busy[n.ID], Linger: provisioner.LingerOf(w.pools, n.Pool, n.Tier)}
+			CreateTimeout: e.cfg.NodeCreateTimeout,
+			Cordoned:      node.Cordoned(rec) || node.Draining(rec),
+			Instances:     busy[n.ID], Linger: provisioner.LingerOf(w.pools, n.Pool, n.Tier)}
 		if t := rec.GetIdleSince(); t != nil {
 			idle.IdleSince = t.AsTime()
 		}
@@ -296,7 +297,7 @@ func (e *Engine) nodeOp(ctx context.Context, n provisioner.Node, cmd *internalpb
 		case err == nil && result == ProvisionGaveUp:
 			e.cfg.Metrics.countProvisioned(n.Pool, n.Tier, result)
 			e.log.Warn("node given up: still being created after the create timeout; terminated", "node_id", n.ID, "pool", n.Pool, "tier", n.Tier,
-				"created_at", n.CreatedAt, "timeout", provisioner.CreateTimeout, "for_jobs", strings.Join(n.ForJobs, ","))
+				"created_at", n.CreatedAt, "timeout", e.cfg.NodeCreateTimeout, "for_jobs", strings.Join(n.ForJobs, ","))
 		case err == nil && result != "":
 			e.cfg.Metrics.countProvisioned(n.Pool, n.Tier, result)
 			e.log.Info("node released: it ran nothing for its tier's linger", "node_id", n.ID, "pool", n.Pool, "tier", n.Tier)

@@ -10,7 +10,7 @@ import (
 // before linger_seconds existed); the gateway stores the same default.
 const DefaultLinger = 300 * time.Second
 
-// CreateTimeout is how long an engine-created node may stay being created
+// CreateTimeout is the default of how long an engine-created node may stay being created
 // (its record not yet STARTED with its worker's resources) before the
 // engine gives it up and terminates it: longer than a cloud node's own
 // pending and startup timeouts together (the node grain's, 10 + 10 min),
@@ -44,9 +44,11 @@ type Idle struct {
 	// stopped does not linger.
 	Started bool
 	// Creating: it is being created (provisioner.Creating); CreatedAt is
-	// when it was recorded, for CreateTimeout.
-	Creating  bool
-	CreatedAt time.Time
+	// when it was recorded; after CreateTimeout (0: the package's
+	// CreateTimeout) it is given up.
+	Creating      bool
+	CreatedAt     time.Time
+	CreateTimeout time.Duration
 	// Cordoned: an operator cordoned or drains it; the engine leaves it
 	// to the operator.
 	Cordoned bool
@@ -75,7 +77,11 @@ func Release(n Idle, now time.Time) Action {
 	case n.Cordoned:
 		return Keep
 	case !n.Started:
-		if n.Creating && !n.CreatedAt.IsZero() && now.Sub(n.CreatedAt) >= CreateTimeout {
+		timeout := n.CreateTimeout
+		if timeout <= 0 {
+			timeout = CreateTimeout
+		}
+		if n.Creating && !n.CreatedAt.IsZero() && now.Sub(n.CreatedAt) >= timeout {
 			return GiveUp
 		}
 		return Keep

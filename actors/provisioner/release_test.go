@@ -22,6 +22,7 @@ func TestRelease(t *testing.T) {
 		{"being created: keep", Idle{Linger: linger}, Keep},
 		{"being created for less than the create timeout: keep", Idle{Creating: true, CreatedAt: t0.Add(-CreateTimeout + time.Second), Linger: linger}, Keep},
 		{"being created for the create timeout: give up", Idle{Creating: true, CreatedAt: t0.Add(-CreateTimeout), Linger: linger}, GiveUp},
+		{"a longer create timeout configured: keep", Idle{Creating: true, CreatedAt: t0.Add(-CreateTimeout), CreateTimeout: time.Hour, Linger: linger}, Keep},
 		{"stopped long ago: keep", Idle{CreatedAt: t0.Add(-time.Hour), Linger: linger}, Keep},
 		{"being created, cordoned: left to the operator", Idle{Creating: true, Cordoned: true, CreatedAt: t0.Add(-time.Hour), Linger: linger}, Keep},
 		{"cordoned: left to the operator", Idle{Started: true, Cordoned: true, IdleSince: t0.Add(-time.Hour), Linger: linger}, Keep},

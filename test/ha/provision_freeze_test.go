@@ -18,7 +18,8 @@ import (
 )
 
 // TestHA_ProvisionSurvivesLeaderFreeze: three managers sharing a mock pool
-// of three workers, a pool whose tier creates mock nodes (linger 4 s).
+// of three workers, a pool whose tier creates mock nodes (linger
+// provisionFreezeLinger).
 // Two waiting jobs are created and the Raft leader, whose engine is
 // creating their node, is frozen (SIGSTOP) for freezeFor: the next leader
 // places both on one node; thawed, the old leader creates no second node.
@@ -53,7 +54,7 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 	c.StartAll()
 	cl := clientOf(t, 10*time.Second, c.Managers...)
 	testproc.Await(t, 60*time.Second, "pool created", func() error {
-		err := cl.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{Name: "mock", MaxNodes: 3, LingerSeconds: 4,
+		err := cl.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{Name: "mock", MaxNodes: 3, LingerSeconds: provisionFreezeLinger,
 			Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{Offering: &managerpb.TierInstanceType{Capacity: 4}}}}}})
 		if err != nil && !strings.Contains(err.Error(), "already exists") {
 			return err
@@ -73,7 +74,7 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 			AutoPlacement: &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}}
 	}
 	const node = "elastic-mock-1"
-	runsOnNode := func(ids ...int) func() error {
+	runsOnNode := func(cl *client.NorskManager, ids ...int) func() error {
 		return func() error {
 			for _, i := range ids {
 				r, err := cl.JobByID(ctx, client.JobID(fmt.Sprintf("frz-%d", i)))
@@ -110,7 +111,8 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 	}
 	thaw := freeze(t, first)
 	t.Logf("froze leader %s while its engine creates the node", first.Name)
-	testproc.Await(t, 90*time.Second, "both jobs on one node under the next leader", runsOnNode(0, 1))
+	live := clientOf(t, 10*time.Second, others(c.Managers, first)...) // calls through the frozen one only time out
+	testproc.Await(t, 90*time.Second, "both jobs on one node under the next leader", runsOnNode(live, 0, 1))
 	thaw()
 	first.WaitServing(60 * time.Second)
 	awaitOtherLeader(t, c, nil)
@@ -129,7 +131,7 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 	if ids, err := engineNodes(); err != nil || !slices.Equal(ids, started) {
 		t.Fatalf("engine-created nodes %v (%v), want only %v", ids, err, started)
 	}
-	if err := runsOnNode(0, 1)(); err != nil {
+	if err := runsOnNode(cl, 0, 1)(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,10 +143,21 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 	}
 	second := c.Leader(30 * time.Second)
 	thaw = freeze(t, second)
+	frozen := time.Now()
 	t.Logf("froze leader %s while the node lingers", second.Name)
 	awaitOtherLeader(t, c, second)
-	createJobAcked(t, cl, job(2))
-	testproc.Await(t, 90*time.Second, "frz-2 placed on the lingering node", runsOnNode(2))
+	live = clientOf(t, 10*time.Second, others(c.Managers, second)...)
+	createJobAcked(t, live, job(2))
+	testproc.Await(t, 90*time.Second, "frz-2 placed on the lingering node", runsOnNode(live, 2))
+	// The fault lasts past the linger, so that the thawed engine's first
+	// pass, on the store it read before the freeze, finds the node idle
+	// for longer than its linger and would release it.
+	for time.Since(frozen) < provisionFreezeLinger*time.Second+2*time.Second {
+		if err := runsOnNode(live, 2)(); err != nil {
+			t.Fatalf("while %s is frozen: %v", second.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the freeze's duration, not a synchronisation
+	}
 	thaw()
 	second.WaitServing(60 * time.Second)
 	testproc.Await(t, 30*time.Second, "the thawed manager sees frz-2 running", func() error {
@@ -170,13 +183,18 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 		}
 		return nil
 	})
-	if err := runsOnNode(2)(); err != nil {
+	if err := runsOnNode(cl, 2)(); err != nil {
 		t.Fatalf("after the thaw: %v", err)
 	}
 	if ids, err := engineNodes(); err != nil || !slices.Equal(ids, started) {
 		t.Fatalf("engine-created nodes %v (%v), want only %v", ids, err, started)
 	}
 }
+
+// provisionFreezeLinger is the tier's linger in seconds: long enough
+// for the next leader to place a job on the node before it would release
+// it, short enough to be passed while the old leader is frozen.
+const provisionFreezeLinger = 15
 
 // freeze SIGSTOPs m and returns the function that SIGCONTs it (also run
 // at cleanup).

@@ -16,6 +16,9 @@ import (
 func (a *Agent) runPlacement(ctx context.Context) {
 	cfg := placement.DefaultConfig()
 	cfg.Store, cfg.Router, cfg.Logger, cfg.Metrics = a.store, a.router, a.log, a.metrics.placement
+	if a.cfg.NodeBootTime > 0 {
+		cfg.NodeBootTime = a.cfg.NodeBootTime
+	}
 	// A node the engine created is given up only well after the node
 	// grain's own cloud timeouts (--node-pending-timeout and
 	// --node-startup-timeout) would have ended it.

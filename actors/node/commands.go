@@ -263,6 +263,7 @@ func (g *grain) provision(ctx actor.Context, c *internalpb.Provision, deadline *
 		return g.notOnline()
 	}
 	g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: c.GetJob()}})
+	g.provisionSentAt = g.cfg.Clock()
 	return &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}}
 }
 

@@ -202,6 +202,9 @@ type grain struct {
 	superseded bool
 	// provisions wait for the session being dialled (queueProvision).
 	provisions []pendingProvision
+	// provisionSentAt is when a provision was last sent to the worker:
+	// a release waits releaseSettle after it (provisioned.go).
+	provisionSentAt time.Time
 	// cancelResend stops the stop-resend ticker (nil: not running).
 	cancelResend scheduler.CancelFunc
 	// activatedAt is when this activation started.

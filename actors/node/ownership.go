@@ -156,6 +156,7 @@ func (g *grain) flushProvisions() {
 	for _, p := range g.provisions {
 		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: p.cmd.GetJob()}})
 		g.system.Root.Send(p.sender, &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}})
+		g.provisionSentAt = g.cfg.Clock()
 	}
 	g.provisions = nil
 }

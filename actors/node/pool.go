@@ -78,9 +78,33 @@ func (p *pool) load() {
 	p.rec = rec
 }
 
+// handed returns the URL request reqID was handed, if it is one of the
+// recent requests: its own (recent_indexes), or in a record of before
+// that field the last one handed out (the old answer).
+func (p *pool) handed(reqID string) (string, bool) {
+	if reqID == "" {
+		return "", false
+	}
+	k := slices.Index(p.rec.GetRecentRequests(), reqID)
+	if k < 0 {
+		return "", false
+	}
+	idx := int(p.rec.GetNext()) - 1
+	if ix := p.rec.GetRecentIndexes(); len(ix) == len(p.rec.GetRecentRequests()) {
+		idx = int(ix[k])
+	}
+	if idx < 0 || idx >= len(p.cfg.URLs) {
+		return "", false // the URL list shrank since: hand out a new one
+	}
+	return p.cfg.URLs[idx], true
+}
+
+// pop hands out the next URL, once per request id: a repeated request
+// (a retried create, a second leader) gets the URL it was handed first,
+// not the last one handed out (which another node may have taken since).
 func (p *pool) pop(reqID string) *internalpb.Reply {
-	if reqID != "" && slices.Contains(p.rec.GetRecentRequests(), reqID) {
-		return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: p.cfg.URLs[p.rec.GetNext()-1]}}
+	if url, ok := p.handed(reqID); ok {
+		return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: url}}
 	}
 	i := int(p.rec.GetNext())
 	if i >= len(p.cfg.URLs) {
@@ -89,12 +113,27 @@ func (p *pool) pop(reqID string) *internalpb.Reply {
 	}
 	next := proto.Clone(p.rec).(*internalpb.MockPoolRecord)
 	next.Next++
-	next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
+	if reqID != "" {
+		if len(next.RecentIndexes) != len(next.RecentRequests) {
+			// A record of before recent_indexes: its requests keep the
+			// answer they had then, the last URL handed out.
+			next.RecentIndexes = make([]uint32, len(next.RecentRequests))
+			for k := range next.RecentIndexes {
+				next.RecentIndexes[k] = uint32(max(i-1, 0))
+			}
+		}
+		next.RecentRequests = actors.RememberRequest(next.RecentRequests, reqID)
+		next.RecentIndexes = append(next.RecentIndexes, uint32(i))
+		next.RecentIndexes = next.RecentIndexes[len(next.RecentIndexes)-len(next.RecentRequests):]
+	}
 	res, fail := actors.Commit(p.cfg.Journal, persistence.MockPoolKey, p.seq, reqID, next, nil, p.cfg.Clock(), 10*time.Second)
 	if fail != nil || res.Duplicate {
 		p.load()
 		if fail != nil {
 			return fail
+		}
+		if url, ok := p.handed(reqID); ok {
+			return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: url}}
 		}
 		return &internalpb.Reply{Payload: &internalpb.Reply_MockUrl{MockUrl: p.cfg.URLs[p.rec.GetNext()-1]}}
 	}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
@@ -59,10 +61,35 @@ func (g *grain) setIdle(reqID string, c *internalpb.SetIdle) *internalpb.Reply {
 	return actors.OK()
 }
 
+// releaseSettle is how long after a provision was sent to the worker a
+// release of the node is refused, when the provision came after the idle
+// instant the release names. The job grain records the instance only once
+// this grain answered the provision (its commit bounded by its append
+// timeout, 10 s by default), so until then the records show nothing on the
+// node, and a release in that window would terminate the node under a job
+// just sent to it (a StartJob by hand, or a previous leader's, racing the
+// engine's release). After it the records say: a provision the worker
+// refused leaves nothing recorded, and the node is released.
+const releaseSettle = 30 * time.Second
+
+// provisionUnrecorded reports whether a provision may not be recorded yet
+// at now for a release of a node idle since idleSince: one queued for the
+// session (queued), or one sent at sentAt (zero: never) after idleSince
+// and less than releaseSettle ago. A provision before idleSince was seen
+// ended by the engine that marked the node idle.
+func provisionUnrecorded(queued int, sentAt, idleSince, now time.Time) bool {
+	return queued > 0 || !sentAt.IsZero() && sentAt.After(idleSince) && now.Sub(sentAt) < releaseSettle
+}
+
 // release terminates the engine-created node idle since c's instant
 // (TerminateNode.release_idle_since), with node_released, unless it no
-// longer is: another idle instant recorded, or an instance recorded on it
-// (a StartJob the engine's view had not seen yet).
+// longer is: another idle instant recorded, a provision queued, or sent
+// after the idle instant within releaseSettle (its instance may not be
+// recorded yet), or an
+// instance recorded on it (a StartJob the engine's view had not seen
+// yet). The provision guard is this activation's memory: one sent by an
+// activation that ended just before (a topology change in that window)
+// is not seen.
 func (g *grain) release(ctx actor.Context, reqID string, c *internalpb.TerminateNode) *internalpb.Reply {
 	switch {
 	case g.rec == nil:
@@ -73,6 +100,8 @@ func (g *grain) release(ctx actor.Context, reqID string, c *internalpb.Terminate
 		return g.terminate(ctx, reqID, nil)
 	case !proto.Equal(g.rec.GetIdleSince(), c.GetReleaseIdleSince()):
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %s: idle since %v, not %v: not released", g.id, g.rec.GetIdleSince().AsTime(), c.GetReleaseIdleSince().AsTime())
+	case provisionUnrecorded(len(g.provisions), g.provisionSentAt, c.GetReleaseIdleSince().AsTime(), g.cfg.Clock()):
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %s was just given a job to run (its instance may not be recorded yet): not released", g.id)
 	case len(g.instancesOnNode()) > 0:
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "node %s runs an instance: not released", g.id)
 	}

@@ -31,6 +31,7 @@ func (e *Engine) bronzeDrop(ctx context.Context, w *world, c *candidate, pool *m
 	if waited < limit {
 		return
 	}
+	w.unwait(c.key) // given up: no node is created for it
 	e.mu.Lock()
 	seq, sent := e.terminalSent[c.job]
 	e.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/provisioner"
 	"github.com/norsk-oss/norsk-manager/persistence"
 )
 
@@ -29,9 +30,18 @@ type Config struct {
 	// (above the job grain's wait for its node).
 	RequestTimeout time.Duration
 	// Provisioning tells whether a node being created will take a HIGH
-	// priority job that fits no node now (preempt.go); nil: none is ever
-	// coming, so such a job preempts at once.
+	// priority job that fits no node now (preempt.go); nil: the engine's
+	// own provisioning answers (Engine.NodeComing, coming.go).
 	Provisioning Provisioning
+	// NodeBootTime is how long a node the engine creates is expected to
+	// take from its create to a worker that takes jobs, for NodeComing.
+	// Default DefaultNodeBootTime.
+	NodeBootTime time.Duration
+	// NodeCreateTimeout is how long a node the engine created may stay
+	// being created before the engine terminates it (provision.go).
+	// Default provisioner.CreateTimeout; keep it above the node grains'
+	// pending and startup timeouts, so cloud nodes end by those.
+	NodeCreateTimeout time.Duration
 	// Clock reads the time. Default time.Now.
 	Clock   func() time.Time
 	Logger  *slog.Logger
@@ -41,7 +51,7 @@ type Config struct {
 // DefaultConfig returns a Config with the defaults and no store or router.
 func DefaultConfig() Config {
 	return Config{Interval: 500 * time.Millisecond, MinGap: 50 * time.Millisecond, RequestTimeout: 15 * time.Second,
-		Clock: time.Now, Logger: slog.New(slog.DiscardHandler)}
+		NodeBootTime: DefaultNodeBootTime, Clock: time.Now, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // ErrInvalidConfig is returned (wrapped, naming the field) by New.
@@ -110,6 +120,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = def.RequestTimeout
+	}
+	if cfg.NodeBootTime <= 0 {
+		cfg.NodeBootTime = def.NodeBootTime
+	}
+	if cfg.NodeCreateTimeout <= 0 {
+		cfg.NodeCreateTimeout = provisioner.CreateTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock

@@ -114,6 +114,7 @@ func (e *Engine) noFit(ctx context.Context, w *world, view *scheduler.View, c *c
 func (e *Engine) preemptFor(ctx context.Context, w *world, view *scheduler.View, c *candidate, pool *managerpb.Pool, ask scheduler.Ask, nf *scheduler.Failure) {
 	if node, ok := e.preemptionInProgress(w, c.key); ok {
 		holdRoom(w, view, ask, node)
+		w.unwait(c.key)
 		return
 	}
 	if pool.GetPreemptionDisabled() {
@@ -142,6 +143,7 @@ func (e *Engine) preemptFor(ctx context.Context, w *world, view *scheduler.View,
 	delete(e.preempt.logged, c.key)
 	e.preempt.mu.Unlock()
 	holdRoom(w, view, ask, string(p.Decision.Node))
+	w.unwait(c.key)
 	e.log.Warn("preempting low priority jobs for a high priority job", "job_id", c.job, "role", c.role, "node_id", p.Decision.Node,
 		"victims", len(p.Victims), "reason", reason)
 	for _, v := range p.Victims {
@@ -163,14 +165,12 @@ func preemptReason(c *candidate, nf *scheduler.Failure, p scheduler.Preemption) 
 // waitsForProvisioner reports whether c waits for a node a provisioner is
 // creating for it instead of preempting: one is coming, expected within
 // the pool's high_priority_provision_wait_seconds counted from when c
-// became unplaced, and that time has not passed.
+// became unplaced, and that time has not passed; or c's pool can
+// provision and no plan has seen c yet (comingFor: this pass's plan
+// decides, the next pass preempts if nothing is coming in time).
 func (e *Engine) waitsForProvisioner(w *world, c *candidate, pool *managerpb.Pool) (time.Time, bool) {
 	wait := time.Duration(pool.GetHighPriorityProvisionWaitSeconds()) * time.Second
-	if wait <= 0 || e.cfg.Provisioning == nil {
-		return time.Time{}, false
-	}
-	by, ok := e.cfg.Provisioning.NodeComing(string(c.job), string(c.role))
-	if !ok {
+	if wait <= 0 {
 		return time.Time{}, false
 	}
 	since, known := unplacedSince(c.rec, string(c.role))
@@ -178,6 +178,13 @@ func (e *Engine) waitsForProvisioner(w *world, c *candidate, pool *managerpb.Poo
 		since = w.now
 	}
 	deadline := since.Add(wait)
+	by, ok, unplanned := e.comingFor(w, c, pool, deadline)
+	if unplanned {
+		return by, w.now.Before(deadline)
+	}
+	if !ok {
+		return time.Time{}, false
+	}
 	return by, w.now.Before(deadline) && !by.After(deadline)
 }
 

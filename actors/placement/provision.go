@@ -45,9 +45,17 @@ type provState struct {
 	retryAt map[string]time.Time
 	// unserved is the last reason logged per waiting role.
 	unserved map[string]string
+	// refused holds, per node id, the error of its last refused create
+	// (logged at warn once per change of it, said in the note of its
+	// jobs); forgotten when a create of it is accepted.
+	refused map[string]string
 	// notes holds, per waiting role ("job/role"), what the last plan did
 	// for it, added to its placement failure by the next pass (provNote).
 	notes map[string]string
+	// coming and planned are what the last plan counts on and saw, for
+	// NodeComing (coming.go).
+	coming  map[string]comingNode
+	planned map[string]bool
 }
 
 // provisionRetry is how long a refused create (or idle/release write)
@@ -72,7 +80,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	e.prov.mu.Lock()
 	if e.prov.creating == nil {
 		e.prov.creating, e.prov.nodeOps = map[string]provisioner.Node{}, map[string]bool{}
-		e.prov.retryAt, e.prov.unserved = map[string]time.Time{}, map[string]string{}
+		e.prov.retryAt, e.prov.unserved, e.prov.refused = map[string]time.Time{}, map[string]string{}, map[string]string{}
 	}
 	var nodes []provisioner.Node
 	var others []string
@@ -92,6 +100,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	e.releasePass(ctx, w, nodes)
 	if len(w.waiting) == 0 {
 		e.keepNotes(provisioner.Decision{})
+		e.keepComing(provisioner.Decision{}, nil, nil, w.now)
 		return
 	}
 	health, err := readHealth(e.cfg.Store)
@@ -102,6 +111,7 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health, OtherIDs: others})
 	e.logUnserved(d.Unserved)
 	e.keepNotes(d)
+	e.keepComing(d, nodes, w.waiting, w.now)
 	for _, c := range d.Creates {
 		e.create(ctx, w.now, c)
 	}
@@ -114,15 +124,19 @@ func (e *Engine) keepNotes(d provisioner.Decision) {
 	for k, id := range d.Coming {
 		notes[k] = "; node " + id + " is being created for it"
 	}
+	e.prov.mu.Lock()
 	for _, c := range d.Creates {
+		note := "; node " + c.NodeID + " is being created for it"
+		if why, ok := e.prov.refused[c.NodeID]; ok {
+			note = "; node " + c.NodeID + " cannot be created (" + why + "); tried again every " + provisionRetry.String()
+		}
 		for _, k := range c.ForJobs {
-			notes[k] = "; node " + c.NodeID + " is being created for it"
+			notes[k] = note
 		}
 	}
 	for k, why := range d.Unserved {
 		notes[k] = "; " + why
 	}
-	e.prov.mu.Lock()
 	e.prov.notes = notes
 	e.prov.mu.Unlock()
 }
@@ -155,6 +169,9 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 		var re *actors.ReplyError
 		switch {
 		case err == nil:
+			e.prov.mu.Lock()
+			delete(e.prov.refused, c.NodeID)
+			e.prov.mu.Unlock()
 			e.cfg.Metrics.countProvisioned(c.Pool, c.Tier.GetName(), ProvisionCreated)
 			log.Info("node created for waiting jobs")
 		case errors.As(err, &re) && re.Code == errorpb.Code_ALREADY_EXISTS:
@@ -162,11 +179,20 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 		case ctx.Err() != nil:
 		default:
 			e.cfg.Metrics.countProvisioned(c.Pool, c.Tier.GetName(), ProvisionFailed)
-			log.Warn("create a node for waiting jobs", "error", err)
 			e.prov.mu.Lock()
 			delete(e.prov.creating, c.NodeID)
 			e.prov.retryAt[c.NodeID] = e.cfg.Clock().Add(provisionRetry)
+			same := e.prov.refused[c.NodeID] == err.Error()
+			if len(e.prov.refused) >= maxPreemptLogged {
+				e.prov.refused = map[string]string{} // bounded: forgetting only logs a line again
+			}
+			e.prov.refused[c.NodeID] = err.Error()
 			e.prov.mu.Unlock()
+			if same {
+				log.Debug("create a node for waiting jobs: refused again", "error", err)
+			} else {
+				log.Warn("create a node for waiting jobs (retried every "+provisionRetry.String()+", logged again when the error changes)", "error", err)
+			}
 		}
 	}()
 }
@@ -214,8 +240,10 @@ func (e *Engine) releasePass(ctx context.Context, w *world, nodes []provisioner.
 		if rec == nil {
 			continue
 		}
-		idle := provisioner.Idle{Started: n.State == provisioner.Running, Cordoned: node.Cordoned(rec) || node.Draining(rec),
-			Instances: busy[n.ID], Linger: provisioner.LingerOf(w.pools, n.Pool, n.Tier)}
+		idle := provisioner.Idle{Started: n.State == provisioner.Running, Creating: n.State == provisioner.Creating, CreatedAt: n.CreatedAt,
+			CreateTimeout: e.cfg.NodeCreateTimeout,
+			Cordoned:      node.Cordoned(rec) || node.Draining(rec),
+			Instances:     busy[n.ID], Linger: provisioner.LingerOf(w.pools, n.Pool, n.Tier)}
 		if t := rec.GetIdleSince(); t != nil {
 			idle.IdleSince = t.AsTime()
 		}
@@ -232,6 +260,9 @@ func (e *Engine) releasePass(ctx context.Context, w *world, nodes []provisioner.
 			cmd = &internalpb.NodeCommand{RequestId: fmt.Sprintf("provision/release/%s/%d", n.ID, idle.IdleSince.UnixNano()),
 				Cmd: &internalpb.NodeCommand_Terminate{Terminate: &internalpb.TerminateNode{ReleaseIdleSince: rec.GetIdleSince()}}}
 			result = ProvisionReleased
+		case provisioner.GiveUp:
+			cmd = &internalpb.NodeCommand{RequestId: "provision/giveup/" + n.ID, Cmd: &internalpb.NodeCommand_Terminate{Terminate: &internalpb.TerminateNode{}}}
+			result = ProvisionGaveUp
 		default:
 			continue
 		}
@@ -263,6 +294,10 @@ func (e *Engine) nodeOp(ctx context.Context, n provisioner.Node, cmd *internalpb
 		}
 		e.prov.mu.Unlock()
 		switch {
+		case err == nil && result == ProvisionGaveUp:
+			e.cfg.Metrics.countProvisioned(n.Pool, n.Tier, result)
+			e.log.Warn("node given up: still being created after the create timeout; terminated", "node_id", n.ID, "pool", n.Pool, "tier", n.Tier,
+				"created_at", n.CreatedAt, "timeout", e.cfg.NodeCreateTimeout, "for_jobs", strings.Join(n.ForJobs, ","))
 		case err == nil && result != "":
 			e.cfg.Metrics.countProvisioned(n.Pool, n.Tier, result)
 			e.log.Info("node released: it ran nothing for its tier's linger", "node_id", n.ID, "pool", n.Pool, "tier", n.Tier)

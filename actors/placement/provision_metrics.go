@@ -13,6 +13,9 @@ const (
 	// ProvisionReleased: an engine-created node was terminated after its
 	// linger.
 	ProvisionReleased = "released"
+	// ProvisionGaveUp: an engine-created node still being created after
+	// provisioner.CreateTimeout was terminated.
+	ProvisionGaveUp = "gave_up"
 )
 
 // newProvisionedCounter is norsk_manager_nodes_provisioned_total{pool,
@@ -23,7 +26,7 @@ const (
 func newProvisionedCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "norsk_manager_nodes_provisioned_total",
-		Help: "Nodes the placement engine created or released on this manager, by pool, tier and result (created, failed, released).",
+		Help: "Nodes the placement engine created or released on this manager, by pool, tier and result (created, failed, released, gave_up).",
 	}, []string{"pool", "tier", "result"})
 }
 

@@ -28,14 +28,18 @@ type Backoff struct {
 }
 
 // Backoffs returns the offerings kept out at now, read from the records of
-// the nodes whose create failed with a capacity error (Node.CapacityError;
+// the nodes whose create failed (Node.CapacityError, Node.CreateFailed;
 // the failure's time is the node's CreatedAt: the launch is the first
-// thing a create does). Sorted by pool, tier, offering.
+// thing a create does). A failure other than capacity (a launch template
+// that does not exist, a rejected request) is backed off the same way:
+// such a launch fails at once, so without it every pass would create the
+// next node of the tier (a record and a cloud call each). Sorted by pool,
+// tier, offering.
 func Backoffs(nodes []Node, now time.Time) []Backoff {
 	type off struct{ pool, tier, offering string }
 	fails := map[off][]Node{}
 	for _, n := range nodes {
-		if n.CapacityError && now.Sub(n.CreatedAt) < BackoffWindow {
+		if (n.CapacityError || n.CreateFailed) && now.Sub(n.CreatedAt) < BackoffWindow {
 			k := off{n.Pool, n.Tier, n.Offering}
 			fails[k] = append(fails[k], n)
 		}
@@ -46,8 +50,12 @@ func Backoffs(nodes []Node, now time.Time) []Backoff {
 		last := fs[len(fs)-1]
 		d := min(BackoffBase<<min(len(fs)-1, 10), BackoffMax)
 		if until := last.CreatedAt.Add(d); until.After(now) {
+			what := "capacity failure(s)"
+			if slices.ContainsFunc(fs, func(n Node) bool { return !n.CapacityError }) {
+				what = "failed create(s)"
+			}
 			out = append(out, Backoff{Pool: k.pool, Tier: k.tier, Offering: k.offering, Until: until, Failures: len(fs),
-				Reason: fmt.Sprintf("%d capacity failure(s) in the last hour; the last on node %s: %s", len(fs), last.ID, last.LastError)})
+				Reason: fmt.Sprintf("%d %s in the last hour; the last on node %s: %s", len(fs), what, last.ID, last.LastError)})
 		}
 	}
 	slices.SortFunc(out, func(a, b Backoff) int {

@@ -45,6 +45,10 @@ type Node struct {
 	// CapacityError is set when its create failed because the cloud had
 	// no capacity for the offering (ErrCapacity in CloudNode.last_error).
 	CapacityError bool
+	// CreateFailed is set when its create failed for any reason
+	// (NodeStopping CREATE_FAILED: the launch was refused); the offering
+	// is backed off (Backoffs).
+	CreateFailed bool
 	// LastError is the cloud's last error, for the backoff's reason.
 	LastError string
 }
@@ -78,7 +82,8 @@ func NodeOf(rec *internalpb.NodeRecord) (Node, bool) {
 		}
 	case managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED:
 		n.State = Stopped
-		n.CapacityError = rec.GetStopReason() == managerpb.NodeStopping_CREATE_FAILED && strings.Contains(n.LastError, capacityErrorText)
+		n.CreateFailed = rec.GetStopReason() == managerpb.NodeStopping_CREATE_FAILED
+		n.CapacityError = n.CreateFailed && strings.Contains(n.LastError, capacityErrorText)
 	default:
 		n.State = Creating
 	}

@@ -214,7 +214,9 @@ func TestBackoffs(t *testing.T) {
 		{"two failures: doubled from the last", []Node{fail("n1", 3*time.Minute), fail("n2", time.Minute)}, t0.Add(2*BackoffBase - time.Minute)},
 		{"expired", []Node{fail("n1", BackoffBase+time.Second)}, time.Time{}},
 		{"out of the window", []Node{fail("n1", 2*time.Hour)}, time.Time{}},
-		{"a failure that was not capacity", []Node{{ID: "n1", Pool: "p", Tier: "t", Offering: "x@z", State: Stopped, CreatedAt: t0}}, time.Time{}},
+		{"a stop that was no failed create", []Node{{ID: "n1", Pool: "p", Tier: "t", Offering: "x@z", State: Stopped, CreatedAt: t0}}, time.Time{}},
+		{"a failed create that was not capacity: backed off too", []Node{{ID: "n1", Pool: "p", Tier: "t", Offering: "x@z", State: Stopped, CreateFailed: true,
+			CreatedAt: t0.Add(-time.Minute), LastError: "providers: request rejected: InvalidLaunchTemplateName"}}, t0.Add(BackoffBase - time.Minute)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +226,7 @@ func TestBackoffs(t *testing.T) {
 				t.Fatalf("backoffs = %v, want none", bs)
 			case !tc.until.IsZero() && (len(bs) != 1 || !bs[0].Until.Equal(tc.until)):
 				t.Fatalf("backoffs = %v, want one until %s", bs, tc.until)
-			case len(bs) == 1 && !strings.Contains(bs[0].Reason, "Out of host capacity"):
+			case len(bs) == 1 && !strings.Contains(bs[0].Reason, tc.nodes[len(tc.nodes)-1].LastError):
 				t.Fatalf("reason %q does not say the cloud's error", bs[0].Reason)
 			}
 		})

@@ -20,6 +20,11 @@ func TestRelease(t *testing.T) {
 		{"runs something: keep", Idle{Started: true, Instances: 1, Linger: linger}, Keep},
 		{"runs something again: clear", Idle{Started: true, Instances: 1, IdleSince: t0.Add(-time.Hour), Linger: linger}, ClearIdle},
 		{"being created: keep", Idle{Linger: linger}, Keep},
+		{"being created for less than the create timeout: keep", Idle{Creating: true, CreatedAt: t0.Add(-CreateTimeout + time.Second), Linger: linger}, Keep},
+		{"being created for the create timeout: give up", Idle{Creating: true, CreatedAt: t0.Add(-CreateTimeout), Linger: linger}, GiveUp},
+		{"a longer create timeout configured: keep", Idle{Creating: true, CreatedAt: t0.Add(-CreateTimeout), CreateTimeout: time.Hour, Linger: linger}, Keep},
+		{"stopped long ago: keep", Idle{CreatedAt: t0.Add(-time.Hour), Linger: linger}, Keep},
+		{"being created, cordoned: left to the operator", Idle{Creating: true, Cordoned: true, CreatedAt: t0.Add(-time.Hour), Linger: linger}, Keep},
 		{"cordoned: left to the operator", Idle{Started: true, Cordoned: true, IdleSince: t0.Add(-time.Hour), Linger: linger}, Keep},
 	}
 	for _, tc := range cases {

@@ -52,6 +52,10 @@ type Config struct {
 	// Node configures node grains (health and reconnect timeouts). Its
 	// Journal, Store, Router, Liveness and Logger are set by the agent.
 	Node node.Config
+	// NodeBootTime is how long a node the placement engine creates is
+	// expected to take until its worker takes jobs
+	// (placement.Config.NodeBootTime; 0: its default).
+	NodeBootTime time.Duration
 	// Job configures job grains (history limit, timeouts). Its Journal,
 	// Router, Store and Logger are set by the agent.
 	Job job.Config

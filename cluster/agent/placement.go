@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors/placement"
+	"github.com/norsk-oss/norsk-manager/actors/provisioner"
 	"github.com/norsk-oss/norsk-manager/cluster/gateway"
 )
 
@@ -14,6 +16,13 @@ import (
 func (a *Agent) runPlacement(ctx context.Context) {
 	cfg := placement.DefaultConfig()
 	cfg.Store, cfg.Router, cfg.Logger, cfg.Metrics = a.store, a.router, a.log, a.metrics.placement
+	if a.cfg.NodeBootTime > 0 {
+		cfg.NodeBootTime = a.cfg.NodeBootTime
+	}
+	// A node the engine created is given up only well after the node
+	// grain's own cloud timeouts (--node-pending-timeout and
+	// --node-startup-timeout) would have ended it.
+	cfg.NodeCreateTimeout = max(provisioner.CreateTimeout, a.cfg.Node.PendingTimeout+a.cfg.Node.StartupTimeout+10*time.Minute)
 	e, err := placement.New(cfg)
 	if err != nil {
 		a.log.Error("placement engine not started", "error", err)

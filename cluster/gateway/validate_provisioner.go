@@ -59,6 +59,14 @@ func checkAwsTier(field string, a *managerpb.AwsTierProvisioner) error {
 	if err := checkNames(field+".availability_zones", a.GetAvailabilityZones(), maxTierOfferings, false); err != nil {
 		return err
 	}
+	for i, z := range a.GetAvailabilityZones() {
+		// Every AWS zone name starts with its region's (eu-west-2a, a Local
+		// Zone us-west-2-lax-1a): one of another region would fail every
+		// launch of the offering.
+		if !strings.HasPrefix(z, a.GetRegion()) {
+			return invalid(fmt.Sprintf("%s.availability_zones[%d]", field, i), "%q is not a zone of region %s (zone names start with the region's, like %sa)", z, a.GetRegion(), a.GetRegion())
+		}
+	}
 	if n := len(a.GetInstanceTypes()); n == 0 || n > maxTierOfferings {
 		return invalid(field+".instance_types", "has %d entries; it must have 1 to %d, in order of preference", n, maxTierOfferings)
 	}

@@ -56,6 +56,8 @@ func TestValidatePool_Provisioner(t *testing.T) {
 		{"aws duplicate type", aws(func(a *managerpb.AwsTierProvisioner) { a.InstanceTypes = append(a.InstanceTypes, it("c6i.2xlarge", 8)) }), "pool.tiers[0].aws.instance_types[1].instance_type"},
 		{"aws duplicate zone", aws(func(a *managerpb.AwsTierProvisioner) { a.AvailabilityZones = []string{"eu-west-2a", "eu-west-2a"} }), "pool.tiers[0].aws.availability_zones[1]"},
 		{"aws bad zone", aws(func(a *managerpb.AwsTierProvisioner) { a.AvailabilityZones = []string{"eu/west"} }), "pool.tiers[0].aws.availability_zones[0]"},
+		{"aws zone of another region", aws(func(a *managerpb.AwsTierProvisioner) { a.AvailabilityZones = []string{"eu-west-2a", "us-east-1a"} }), "pool.tiers[0].aws.availability_zones[1]"},
+		{"aws local zone of the region", aws(func(a *managerpb.AwsTierProvisioner) { a.AvailabilityZones = []string{"eu-west-2-lon-1a"} }), ""},
 		{"aws too many tags with the selector", func() *managerpb.PoolTier {
 			tr := aws(func(a *managerpb.AwsTierProvisioner) {
 				a.Tags = map[string]string{}

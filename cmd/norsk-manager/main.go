@@ -358,6 +358,7 @@ func run(ctx context.Context, o *options) error {
 		cfg.Node.OrphanGrace = o.orphanGrace
 	}
 	cfg.Node.PendingTimeout, cfg.Node.StartupTimeout = o.providers.pendingTimeout, o.providers.startupTimeout
+	cfg.NodeBootTime = o.providers.bootTime
 	cfg.Node.ManagerURLs = splitList(o.providers.workerURLs)
 	if len(provs) > 0 && len(cfg.Node.ManagerURLs) == 0 {
 		if host, _, err := net.SplitHostPort(cfg.APIAddr); err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/oracle/oci-go-sdk/v65/common/auth"
 	"github.com/spf13/pflag"
 
+	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 	"github.com/norsk-oss/norsk-manager/providers"
 )
@@ -28,6 +29,7 @@ type providerOptions struct {
 	ociMemoryGB    float64
 	pendingTimeout time.Duration
 	startupTimeout time.Duration
+	bootTime       time.Duration
 	workerURLs     string
 }
 
@@ -43,6 +45,7 @@ func (p *providerOptions) addFlags(f *pflag.FlagSet) {
 	f.Float64Var(&p.ociMemoryGB, "oci-flex-memory-gb", 0, "with --oci-compartment: memory in GB of instances of flexible shapes (default: OCI's for the OCPUs)")
 	f.DurationVar(&p.pendingTimeout, "node-pending-timeout", 10*time.Minute, "cloud nodes: terminate an instance not running this long after its create (PENDING_TIME_EXCEEDED)")
 	f.DurationVar(&p.startupTimeout, "node-startup-timeout", 10*time.Minute, "cloud nodes: terminate an instance whose worker has not registered and pinged this long after it runs (STARTUP_TIME_EXCEEDED)")
+	f.DurationVar(&p.bootTime, "node-boot-time", placement.DefaultNodeBootTime, "nodes the placement engine creates: how long one is expected to take from its create to a worker taking jobs; a HIGH priority job whose pool sets highPriorityProvisionWaitSeconds waits for such a node instead of preempting only if it is expected within that wait")
 	f.StringVar(&p.workerURLs, "worker-manager-url", "", "cloud nodes: comma-separated manager API addresses written into an instance's user data for its worker (default: --api-addr)")
 }
 
@@ -52,6 +55,8 @@ func (p *providerOptions) validate() error {
 		return fmt.Errorf("--node-pending-timeout %s must be positive", p.pendingTimeout)
 	case p.startupTimeout <= 0:
 		return fmt.Errorf("--node-startup-timeout %s must be positive", p.startupTimeout)
+	case p.bootTime <= 0:
+		return fmt.Errorf("--node-boot-time %s must be positive", p.bootTime)
 	case p.awsEndpoint != "" && !p.aws:
 		return fmt.Errorf("--aws-endpoint needs --aws")
 	case p.ociCompartment == "" && (p.ociConfig != "" || p.ociPrincipals || p.ociEndpoint != "" || p.ociOCPUs != 0 || p.ociMemoryGB != 0):

@@ -1453,8 +1453,12 @@ type MockPoolRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Next           uint32                 `protobuf:"varint,1,opt,name=next,proto3" json:"next,omitempty"`
 	RecentRequests []string               `protobuf:"bytes,2,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The index into the pool's URLs each of recent_requests was handed
+	// (same length and order), so a repeated request gets its own URL, not
+	// the last one handed out. Empty in a record written before it existed.
+	RecentIndexes []uint32 `protobuf:"varint,3,rep,packed,name=recent_indexes,json=recentIndexes,proto3" json:"recent_indexes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MockPoolRecord) Reset() {
@@ -1497,6 +1501,13 @@ func (x *MockPoolRecord) GetNext() uint32 {
 func (x *MockPoolRecord) GetRecentRequests() []string {
 	if x != nil {
 		return x.RecentRequests
+	}
+	return nil
+}
+
+func (x *MockPoolRecord) GetRecentIndexes() []uint32 {
+	if x != nil {
+		return x.RecentIndexes
 	}
 	return nil
 }
@@ -5643,10 +5654,11 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x11_terminate_reason\"z\n" +
 	"\x14ProviderHealthRecord\x129\n" +
 	"\x06health\x18\x01 \x01(\v2!.norsk.api.manager.ProviderHealthR\x06health\x12'\n" +
-	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"M\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"t\n" +
 	"\x0eMockPoolRecord\x12\x12\n" +
 	"\x04next\x18\x01 \x01(\rR\x04next\x12'\n" +
-	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\"\xc5\x02\n" +
+	"\x0frecent_requests\x18\x02 \x03(\tR\x0erecentRequests\x12%\n" +
+	"\x0erecent_indexes\x18\x03 \x03(\rR\rrecentIndexes\"\xc5\x02\n" +
 	"\fBundleRecord\x121\n" +
 	"\x06bundle\x18\x01 \x01(\v2\x19.norsk.api.manager.BundleR\x06bundle\x12\x1e\n" +
 	"\n" +

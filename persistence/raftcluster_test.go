@@ -126,9 +126,14 @@ func (c *testCluster) start(node *testNode) {
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = node.id
-	rc.HeartbeatTimeout = 50 * time.Millisecond
-	rc.ElectionTimeout = 50 * time.Millisecond
-	rc.LeaderLeaseTimeout = 50 * time.Millisecond
+	// Short for a quick test, but not so short that a -race build on a
+	// loaded 2-core box misses heartbeats: at 50 ms the cluster changed
+	// leader under load in the middle of a test that needs one leader
+	// ("leadership lost while committing log"; CI red once). These are
+	// raft's liveness settings, not waits of the test.
+	rc.HeartbeatTimeout = 250 * time.Millisecond
+	rc.ElectionTimeout = 250 * time.Millisecond
+	rc.LeaderLeaseTimeout = 125 * time.Millisecond
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.SnapshotInterval = time.Hour // snapshots only when a test asks
 	rc.NoSnapshotRestoreOnStart = !need
@@ -400,10 +405,18 @@ func TestRaftFSM_Cluster_InstallSnapshot(t *testing.T) {
 	}
 	leader = c.leader()
 	require.NotEqual(t, f, leader)
-	require.NoError(t, leader.raft.Snapshot().Error())
-	first, err := leader.logs.FirstIndex()
-	require.NoError(t, err)
-	require.Greater(t, first, f.store.FSM().AppliedIndex()+1, "the leader compacted the logs the follower needs")
+	// Every other member compacts, not only the leader: when f rejoins, its
+	// higher term can make the cluster elect again, and a new leader that
+	// still had the logs would replay them to f instead of sending a
+	// snapshot (CI red once under load).
+	for _, m := range c.followers(f) {
+		if err := m.raft.Snapshot().Error(); !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			require.NoError(t, err)
+		}
+		first, err := m.logs.FirstIndex()
+		require.NoError(t, err)
+		require.Greater(t, first, f.store.FSM().AppliedIndex()+1, "%s compacted the logs the follower needs", m.id)
+	}
 
 	c.connectAll()
 	c.waitConverged()

@@ -1,0 +1,90 @@
+package placement
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// moveTo moves job id's role to node (the fixture's fake grain and the
+// engine's driver, every phase) and returns the role it runs under after.
+func (f *fixture) moveTo(id, role, node string) string {
+	f.t.Helper()
+	f.begin(id, role, node)
+	f.pass()
+	target := f.moveOf(id).GetTargetRole()
+	f.run(id, target)
+	f.pass()
+	f.confirmStops()
+	f.pass()
+	require.Nil(f.t, f.moveOf(id), "the move ended")
+	require.Equal(f.t, node, f.nodeOf(id, target))
+	return target
+}
+
+// A LOW job that was moved once runs as "primary~1"; preempted, its
+// bronze-drop wait counts from its preemption (the stop of primary~1 is a
+// stop of the logical role primary), not from its creation long before,
+// and the verdict names the HIGH job that preempted it.
+func TestEngine_BronzeDrop_MovedRole(t *testing.T) {
+	f := newFixture(t)
+	t0 := f.now
+	f.router.provisioning = true
+	f.putPriorityPool("live", &managerpb.Pool{LowPriorityMaxWaitSeconds: 60})
+	f.putNode("n1", 10, "", nil)
+	f.bandJob("l", 10, low, "live")
+	f.pass()
+	f.run("l", "primary")
+	require.Equal(t, "n1", f.nodeOf("l", "primary"))
+	f.putNode("n2", 10, "", nil)
+	moved := f.moveTo("l", "primary", "n2")
+	require.Equal(t, "primary~1", moved)
+	f.stopNode("n1")
+
+	f.now = t0.Add(10 * time.Minute)
+	f.bandJob("h", 10, high, "live")
+	f.pass() // h preempts l's primary~1 on n2
+	require.Equal(t, 1, f.router.preemptCount())
+	f.now = t0.Add(10*time.Minute + 5*time.Second)
+	f.endStopping()
+	f.pass()
+	require.Equal(t, "n2", f.nodeOf("h", "primary"))
+	require.Nil(t, f.job("l").GetJob().GetJob().GetTerminalState(), "unplaced for 0s, not since its creation 10m ago")
+
+	f.eng = newEngineOn(t, f)
+	f.now = t0.Add(10*time.Minute + 66*time.Second)
+	f.pass()
+	ts := f.job("l").GetJob().GetJob().GetTerminalState()
+	require.NotNil(t, ts)
+	require.Contains(t, ts.GetFailureReason(), "had no instance for 1m1s")
+	require.Contains(t, ts.GetFailureReason(), "preempted by job h role primary on node n2")
+}
+
+// The record helpers that answer by role compare logical roles: a moved
+// role's preemption and stop are its logical role's.
+func TestPreemptionOf_LogicalRole(t *testing.T) {
+	at := func(s int64) *timestamppb.Timestamp { return timestamppb.New(time.Unix(1000+s, 0)) }
+	rec := &internalpb.JobRecord{
+		Job: &managerpb.JobWithHistory{Job: &managerpb.Job{}, HistoryEntry: []*managerpb.JobHistoryEntry{
+			{HistoryEntry: &managerpb.JobHistoryEntry_JobStopping{JobStopping: &managerpb.JobHistoryJobStopping{Timestamp: at(1), Role: "primary",
+				Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_MIGRATED}}},
+			{HistoryEntry: &managerpb.JobHistoryEntry_JobStopping{JobStopping: &managerpb.JobHistoryJobStopping{Timestamp: at(9), Role: "primary~1",
+				Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_PREEMPTED}}},
+		}},
+		Preemptions: []*internalpb.PreemptionRecord{
+			{Role: "primary", ForJobId: "old", At: at(0)},
+			{Role: "primary~1", ForJobId: "h", At: at(9)},
+		},
+	}
+	require.Equal(t, managerpb.JobHistoryJobStopping_JOB_STOPPED_PREEMPTED, lastStopReason(rec, "primary"))
+	require.Equal(t, "h", preemptionOf(rec, "primary").GetForJobId(), "the newest preemption of the logical role")
+	require.Equal(t, "h", preemptionOf(rec, "primary~1").GetForJobId())
+	since, ok := unplacedSince(rec, "primary")
+	require.True(t, ok)
+	require.Equal(t, at(9).AsTime(), since)
+}

@@ -1,0 +1,63 @@
+package placement
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+// CheckMove leaves to the job grain what the grain explains better than
+// the chain (which, with no other node free, would answer "fits no
+// node"): a job whose role is already moving, a completed job, a job with
+// a terminal verdict. A dormant bundle job is refused: its
+// instances are being stopped, a move would start one the drain of
+// dormant jobs stops again.
+func TestCheckMove_LeavesTheJobsStateToTheGrain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(f *fixture)
+		want    error
+	}{
+		{"moving", func(f *fixture) {
+			f.putNode("b", 4, "z1", nil)
+			f.begin("j", "primary", "b")
+			f.pass() // the target holds b's room
+		}, nil},
+		{"completed", func(f *fixture) {
+			rec := f.job("j")
+			rec.Job.Job.State = managerpb.Job_POST
+			f.putJob(rec)
+		}, nil},
+		{"terminal", func(f *fixture) {
+			rec := f.job("j")
+			rec.Job.Job.TerminalState = &managerpb.TerminalState{FailureReason: "restart ceiling"}
+			f.putJob(rec)
+		}, nil},
+		{"dormant", func(f *fixture) {
+			rec := f.job("j")
+			rec.Job.Job.Tags = map[string]string{bundle.TagDormant: "true"}
+			f.putJob(rec)
+		}, ErrMoveRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.router.provisioning = true
+			f.putNode("a", 4, "z1", nil)
+			f.putJob(autoJob("j", 3, nil))
+			f.pass()
+			f.run("j", "primary")
+			tc.prepare(f) // no node but the source's has room
+
+			err := CheckMove(f.store, f.now, "j", "primary", "")
+			if tc.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+			require.Contains(t, err.Error(), "dormant")
+		})
+	}
+}

@@ -175,16 +175,24 @@ func (g *grain) handOverMigration(reqID string, c *internalpb.HandOverMigration)
 	return actors.OK()
 }
 
-// abortMigration backs a move out (see Manager.AbortMigration).
+// abortMigration backs a move out (see Manager.AbortMigration). A target
+// role with another source than its move's is INVALID_ARGUMENT naming
+// source_role.
 func (g *grain) abortMigration(reqID string, c *internalpb.AbortMigration) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
 	}
 	mi := migrationByTarget(g.rec, c.GetTargetRole())
-	if mi < 0 || g.rec.GetMigrations()[mi].GetSourceRole() != c.GetSourceRole() {
+	if mi < 0 {
 		return actors.OK() // ended already, or never was: nothing to do
 	}
 	m := g.rec.GetMigrations()[mi]
+	if m.GetSourceRole() != c.GetSourceRole() {
+		// A target role names one move (the move counter): the pair is
+		// wrong, and OK would say the move was stopped while it goes on.
+		return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "source_role: job %q move to role %q is from role %q, not %q",
+			g.id, m.GetTargetRole(), m.GetSourceRole(), c.GetSourceRole())
+	}
 	switch m.GetPhase() {
 	case managerpb.Migration_MIGRATION_BACKING_OUT:
 		return actors.OK()

@@ -202,3 +202,22 @@ func TestJob_MigrationAbortWhileTargetProvisioning(t *testing.T) {
 	require.Empty(t, e.record(t, "j").GetMigrations())
 	require.Equal(t, "primary", e.record(t, "j").GetInstances()[0].GetRole())
 }
+
+// An abort that names a move in progress by its target role with another
+// source role is a wrong pair: InvalidArgument naming source_role (and the
+// move's real source), the move unchanged — not OK as for a move that
+// ended, which would tell the operator the move was stopped while it goes
+// on.
+func TestJob_MigrationAbortWrongPair(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", beginMove("primary", ""))))
+	before := e.record(t, "j")
+	r := e.do(t, "j", abortMove("primary~7", "primary~1"))
+	require.Equal(t, errorpb.Code_INVALID_ARGUMENT, r.GetCode(), r.GetMessage())
+	require.Contains(t, r.GetMessage(), "source_role:")
+	require.Contains(t, r.GetMessage(), `"primary"`)
+	after := e.record(t, "j")
+	require.Equal(t, managerpb.Migration_MIGRATION_STARTING, after.GetMigrations()[0].GetPhase())
+	require.Len(t, after.GetJob().GetHistoryEntry(), len(before.GetJob().GetHistoryEntry()))
+}

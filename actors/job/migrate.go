@@ -89,6 +89,19 @@ func (g *grain) beginMigration(reqID string, c *internalpb.BeginMigration) *inte
 	return &internalpb.Reply{Payload: &internalpb.Reply_Job{Job: g.rec}}
 }
 
+// movedIndex returns, for a role that is not a move's ("primary"), the
+// index in rec of an instance of it under a move's role ("primary~1":
+// the role after a move), or -1. That instance runs the role: a second
+// one under the plain name would run the job twice.
+func movedIndex(rec *internalpb.JobRecord, role string) int {
+	if roles.IsMoved(role) {
+		return -1
+	}
+	return slices.IndexFunc(rec.GetInstances(), func(in *internalpb.Instance) bool {
+		return in.GetRole() != role && roles.LogicalRole(in.GetRole()) == role
+	})
+}
+
 // checkMoveStart answers whether a StartJob of role, a move's role
 // ("primary~2"), may go ahead: only as the target of a move that is
 // STARTING. Nil for any other role.

@@ -221,3 +221,30 @@ func TestJob_MigrationAbortWrongPair(t *testing.T) {
 	require.Equal(t, managerpb.Migration_MIGRATION_STARTING, after.GetMigrations()[0].GetPhase())
 	require.Len(t, after.GetJob().GetHistoryEntry(), len(before.GetJob().GetHistoryEntry()))
 }
+
+// After a move the role runs as primary~1. A StartJob of the logical role
+// ("primary", an operator's habit or script) is ALREADY_EXISTS naming the
+// instance that runs it, not a second instance of the job; and a worker
+// reporting the logical role running while the moved role runs elsewhere
+// is stopped, not adopted as a second running instance.
+func TestJob_MovedRoleIsTheLogicalRole(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", beginMove("primary", "n2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", start("primary~1", "n2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary~1", "n2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", handOver("primary~1"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "primary", "n1"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", endMove("primary~1"))))
+
+	r := e.do(t, "j", start("primary", "n1"))
+	require.Equal(t, errorpb.Code_ALREADY_EXISTS, r.GetCode(), r.GetMessage())
+	require.Contains(t, r.GetMessage(), "primary~1")
+	require.Contains(t, r.GetMessage(), `"n2"`)
+
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))))
+	e.nodes.waitStop(t, "n1/j/primary")
+	rec := e.record(t, "j")
+	require.Len(t, rec.GetInstances(), 1, "one instance of the logical role")
+	require.Equal(t, "primary~1", rec.GetInstances()[0].GetRole())
+}

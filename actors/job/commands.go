@@ -316,6 +316,11 @@ func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *in
 	role, node := c.GetRole(), c.GetNodeId()
 	i := instanceIndex(g.rec, role)
 	if i < 0 {
+		if mi := movedIndex(g.rec, role); mi >= 0 {
+			m := g.rec.GetInstances()[mi]
+			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has no instance with role %q: it was moved and runs as role %q on node %q (stop that role)",
+				g.id, role, m.GetRole(), m.GetNodeId())
+		}
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has no instance with role %q", g.id, role)
 	}
 	in := g.rec.GetInstances()[i]

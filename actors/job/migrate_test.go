@@ -242,6 +242,11 @@ func TestJob_MovedRoleIsTheLogicalRole(t *testing.T) {
 	require.Contains(t, r.GetMessage(), "primary~1")
 	require.Contains(t, r.GetMessage(), `"n2"`)
 
+	// A StopJob of the logical role says which role to stop.
+	r = e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n2"}}})
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Contains(t, r.GetMessage(), `runs as role "primary~1" on node "n2"`)
+
 	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))))
 	e.nodes.waitStop(t, "n1/j/primary")
 	rec := e.record(t, "j")

@@ -327,6 +327,10 @@ func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *in
 	if in.GetNodeId() != node {
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q runs on node %q, not on node %q", g.id, role, in.GetNodeId(), node)
 	}
+	if id := c.GetInstanceId(); id != "" && in.GetInstanceId() != id {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q on node %q is instance %q, not %q: a stale stop",
+			g.id, role, node, in.GetInstanceId(), id)
+	}
 	if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
 		g.sendStop(node, role, in.GetInstanceId()) // idempotent: ask again
 		return actors.OK()

@@ -253,3 +253,23 @@ func TestJob_MovedRoleIsTheLogicalRole(t *testing.T) {
 	require.Len(t, rec.GetInstances(), 1, "one instance of the logical role")
 	require.Equal(t, "primary~1", rec.GetInstances()[0].GetRole())
 }
+
+// A StopJob naming an instance id stops only that instance: a stop decided
+// on an older read (a move's repeated stop, sent late by a leader that was
+// frozen) finds another instance of the role on the node and changes
+// nothing.
+func TestJob_StopOfAnotherInstanceIsStale(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	in := e.record(t, "j").GetInstances()[0]
+	require.NotEmpty(t, in.GetInstanceId())
+	stop := func(id string) *internalpb.Reply {
+		return e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n1", InstanceId: id}}})
+	}
+	r := stop("j-primary-earlier")
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Contains(t, r.GetMessage(), "stale stop")
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_RUNNING, e.record(t, "j").GetInstances()[0].GetStatus(), "nothing changed")
+	require.Equal(t, errorpb.Code_OK, stop(in.GetInstanceId()).GetCode())
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_STOPPING, e.record(t, "j").GetInstances()[0].GetStatus())
+}

@@ -298,8 +298,11 @@ func (e *Engine) resendStop(ctx context.Context, w *world, k key, in *internalpb
 	}
 	e.moves.resent[rk] = w.now
 	e.moves.mu.Unlock()
+	// The instance id: a repeat sent late (this leader frozen meanwhile)
+	// must not stop an instance started on that node under that role since.
 	e.moveStep(ctx, k, "stop", &move{m: &managerpb.Migration{SourceRole: in.GetRole()}, seq: persistence.Seq(w.now.UnixMilli())},
-		&internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: in.GetRole(), NodeId: in.GetNodeId()}}})
+		&internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: in.GetRole(), NodeId: in.GetNodeId(),
+			InstanceId: in.GetInstanceId()}}})
 }
 
 // beginMove asks the job grain to begin a move of r (a drain's, why), with

@@ -88,3 +88,37 @@ func TestPreemptionOf_LogicalRole(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, at(9).AsTime(), since)
 }
+
+// A move's repeated stop of its source names the source's instance id, so
+// that one sent late (by a leader frozen between its read and its send)
+// cannot stop another instance of that role on that node.
+func TestEngine_Move_ResentStopNamesTheInstance(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.run("j", "primary")
+	f.begin("j", "primary", "b")
+	f.pass()
+	f.run("j", "primary~1")
+	f.pass() // the hand-over: the source STOPPING, its stop not confirmed
+	require.Equal(t, managerpb.Migration_MIGRATION_HANDING_OVER, f.moveOf("j").GetPhase())
+	rec := f.job("j")
+	instanceOf(rec, "primary").InstanceId = "j-primary-1"
+	f.putJob(rec)
+	f.pass() // first sight in this term
+	f.now = f.now.Add(moveResend + time.Second)
+	f.pass()
+	var stops []*internalpb.StopJob
+	f.router.mu.Lock()
+	for _, c := range f.router.cmds {
+		if s := c.GetStop(); s != nil && s.GetRole() == "primary" {
+			stops = append(stops, s)
+		}
+	}
+	f.router.mu.Unlock()
+	require.NotEmpty(t, stops, "the source's stop sent again")
+	require.Equal(t, "j-primary-1", stops[len(stops)-1].GetInstanceId())
+}

@@ -352,7 +352,8 @@ func (e *Engine) stop(ctx context.Context, r *running, why string) {
 	e.drain.mu.Unlock()
 	log := e.log.With("job_id", k.job, "role", k.role, "node_id", r.node, "reason", why)
 	cmd := &internalpb.JobCommand{RequestId: StopRequestID(string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
-		Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: string(k.role), NodeId: r.node}}}
+		Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: string(k.role), NodeId: r.node,
+			InstanceId: instanceOf(r.rec, string(k.role)).GetInstanceId()}}} // a late send stops no later instance
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

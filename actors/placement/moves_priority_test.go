@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -121,4 +122,29 @@ func TestEngine_Move_ResentStopNamesTheInstance(t *testing.T) {
 	f.router.mu.Unlock()
 	require.NotEmpty(t, stops, "the source's stop sent again")
 	require.Equal(t, "j-primary-1", stops[len(stops)-1].GetInstanceId())
+}
+
+// The engine's stop of a dormant bundle job (and of a drain's co-located
+// group) names the instance it read, as a move's repeated stop does.
+func TestEngine_Dormant_StopNamesTheInstance(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 4, "z1", nil)
+	svc := &managerpb.Job{Services: []*commonpb.Service{{Name: "s"}}}
+	b := &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "bd"},
+		Jobs: []*managerpb.BundleJobSpec{{JobName: "web", Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}, Job: svc}}}
+	f.putBundle(b, nil)
+	f.pass()
+	rec := f.job("bd.0.web")
+	instanceOf(rec, "primary").InstanceId = "bd.0.web-primary-1"
+	f.putJob(rec)
+	setDormant(f, "bd", "web", true)
+	f.pass()
+	require.Equal(t, 1, f.router.stopCount("bd.0.web", "primary"))
+	f.router.mu.Lock()
+	defer f.router.mu.Unlock()
+	for _, c := range f.router.cmds {
+		if s := c.GetStop(); s != nil {
+			require.Equal(t, "bd.0.web-primary-1", s.GetInstanceId())
+		}
+	}
 }

@@ -29,8 +29,8 @@ var ErrMoveRefused = errors.New("the job cannot be moved")
 // engine's driver runs (migrate.go, startTarget), with the same inputs (the
 // job's requirements, pool and constraints, its bundle's rules), on the
 // records of store read at now. It returns nil when a node fits, and when
-// the job or its role is not found, the role is already moving or not
-// running, the job is completed or has a terminal verdict (the job grain answers those, naming
+// the job or its role is not found, the role is already moving, not
+// running or on node already, the job is completed or has a terminal verdict (the job grain answers those, naming
 // the field: the chain would only say that no node fits); an error
 // wrapping ErrMoveRefused for a dormant bundle job; an error
 // wrapping ErrMoveDoesNotFit with the chain's explanation when none does;
@@ -49,7 +49,7 @@ func CheckMove(store *persistence.Store, now time.Time, jobID, role, node string
 	j := rec.GetJob().GetJob()
 	src := instanceOf(rec, role)
 	if job.MigrationOf(rec, role) != nil || j.GetState() == managerpb.Job_POST || j.GetTerminalState() != nil ||
-		src.GetStatus() != internalpb.InstanceStatus_INSTANCE_RUNNING {
+		src.GetStatus() != internalpb.InstanceStatus_INSTANCE_RUNNING || (node != "" && node == src.GetNodeId()) {
 		return nil
 	}
 	var b *internalpb.BundleRecord

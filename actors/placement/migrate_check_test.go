@@ -11,8 +11,8 @@ import (
 
 // CheckMove leaves to the job grain what the grain explains better than
 // the chain (which, with no other node free, would answer "fits no
-// node"): a job whose role is already moving, a completed job, a job with
-// a terminal verdict. A dormant bundle job is refused: its
+// node"): a job whose role is already moving, a move to the node the role
+// runs on, a completed job, a job with a terminal verdict. A dormant bundle job is refused: its
 // instances are being stopped, a move would start one the drain of
 // dormant jobs stops again.
 func TestCheckMove_LeavesTheJobsStateToTheGrain(t *testing.T) {
@@ -36,6 +36,7 @@ func TestCheckMove_LeavesTheJobsStateToTheGrain(t *testing.T) {
 			rec.Job.Job.TerminalState = &managerpb.TerminalState{FailureReason: "restart ceiling"}
 			f.putJob(rec)
 		}, nil},
+		{"to its own node", func(f *fixture) {}, nil},
 		{"dormant", func(f *fixture) {
 			rec := f.job("j")
 			rec.Job.Job.Tags = map[string]string{bundle.TagDormant: "true"}
@@ -51,7 +52,11 @@ func TestCheckMove_LeavesTheJobsStateToTheGrain(t *testing.T) {
 			f.run("j", "primary")
 			tc.prepare(f) // no node but the source's has room
 
-			err := CheckMove(f.store, f.now, "j", "primary", "")
+			to := ""
+			if tc.name == "to its own node" {
+				to = "a"
+			}
+			err := CheckMove(f.store, f.now, "j", "primary", to)
 			if tc.want == nil {
 				require.NoError(t, err)
 				return

@@ -148,3 +148,32 @@ func TestEngine_Dormant_StopNamesTheInstance(t *testing.T) {
 		}
 	}
 }
+
+// A node drained while a move's target starts on it: the move is backed
+// out before the hand-over (the source keeps running), instead of handing
+// over onto the draining node and moving the job off it again at once.
+func TestEngine_Move_TargetNodeDrainedBacksOut(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.run("j", "primary")
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.begin("j", "primary", "b")
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"))
+	f.setScheduling("b", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+	f.run("j", "primary~1")
+	from := f.head()
+	f.pass()
+	require.Equal(t, 0, f.router.stopCount("j", "primary"), "no hand-over onto a draining node")
+	require.Equal(t, managerpb.Migration_MIGRATION_BACKING_OUT, f.moveOf("j").GetPhase())
+	f.confirmStops()
+	f.pass()
+	require.Nil(t, f.moveOf("j"))
+	ab := events[*managerpb.EventStreamEvent_MigrationAborted](f, from)
+	require.NotEmpty(t, ab)
+	require.Contains(t, ab[0].MigrationAborted.GetReason(), "node b is draining")
+	require.Equal(t, "a", f.nodeOf("j", "primary"), "the source kept running")
+}

@@ -41,7 +41,9 @@ func migrationByTarget(rec *internalpb.JobRecord, target string) int {
 	return slices.IndexFunc(rec.GetMigrations(), func(m *managerpb.Migration) bool { return m.GetTargetRole() == target })
 }
 
-// beginMigration records a move of c.role (see internalpb.BeginMigration).
+// beginMigration records a move of c.role (see internalpb.BeginMigration):
+// a logical role ("primary") that runs under a move's role since a move
+// ("primary~1") moves that instance.
 func (g *grain) beginMigration(reqID string, c *internalpb.BeginMigration) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
@@ -49,6 +51,11 @@ func (g *grain) beginMigration(reqID string, c *internalpb.BeginMigration) *inte
 	j := g.rec.GetJob().GetJob()
 	role := c.GetRole()
 	i := instanceIndex(g.rec, role)
+	if mi := movedIndex(g.rec, role); i < 0 && mi >= 0 {
+		// The logical role, which runs under a move's role since a move:
+		// that instance is the one to move ("primary" → "primary~1").
+		i, role = mi, g.rec.GetInstances()[mi].GetRole()
+	}
 	switch {
 	case j.GetState() == managerpb.Job_POST:
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q is completed (POST): nothing to move", g.id)

@@ -242,6 +242,13 @@ func TestJob_MovedRoleIsTheLogicalRole(t *testing.T) {
 	require.Contains(t, r.GetMessage(), "primary~1")
 	require.Contains(t, r.GetMessage(), `"n2"`)
 
+	// A move of the logical role moves the instance that runs it.
+	r = e.do(t, "j", beginMove("primary", "n1"))
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	require.Equal(t, "primary~1", r.GetJob().GetMigrations()[0].GetSourceRole())
+	require.Equal(t, "primary~2", r.GetJob().GetMigrations()[0].GetTargetRole())
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", abortMove("primary~1", "primary~2"))))
+
 	// A StopJob of the logical role says which role to stop.
 	r = e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n2"}}})
 	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())

@@ -43,6 +43,14 @@ func CheckMove(store *persistence.Store, now time.Time, jobID, role, node string
 		return err
 	}
 	rec := w.jobs[jobID]
+	if rec != nil && instanceOf(rec, role) == nil && !roles.IsMoved(role) {
+		for _, in := range rec.GetInstances() {
+			if roles.LogicalRole(in.GetRole()) == role {
+				role = in.GetRole() // the grain moves the instance that runs the logical role
+				break
+			}
+		}
+	}
 	if rec == nil || instanceOf(rec, role) == nil {
 		return nil
 	}

@@ -66,3 +66,22 @@ func TestCheckMove_LeavesTheJobsStateToTheGrain(t *testing.T) {
 		})
 	}
 }
+
+// After a move the role runs as primary~1: a MigrateJob of "primary" is
+// checked as the grain will carry it out, a move of that instance (its
+// node excluded from "any").
+func TestCheckMove_LogicalRoleOfAMovedRole(t *testing.T) {
+	f := newFixture(t)
+	f.router.provisioning = true
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 3, nil))
+	f.pass()
+	f.run("j", "primary")
+	f.putNode("b", 4, "z1", nil)
+	require.Equal(t, "primary~1", f.moveTo("j", "primary", "b"))
+	err := CheckMove(f.store, f.now, "j", "primary", "b")
+	require.NoError(t, err, "the grain answers: it already runs on b")
+	f.putNode("small", 1, "z1", nil)
+	err = CheckMove(f.store, f.now, "j", "primary", "small")
+	require.ErrorIs(t, err, ErrMoveDoesNotFit, "the moved instance's requirements, checked")
+}

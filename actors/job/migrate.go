@@ -196,8 +196,8 @@ func (g *grain) handOverMigration(reqID string, c *internalpb.HandOverMigration)
 }
 
 // abortMigration backs a move out (see Manager.AbortMigration). A target
-// role with another source than its move's is INVALID_ARGUMENT naming
-// source_role.
+// role with another source than its move's (or that source's logical
+// role, as MigrateJob accepts it) is INVALID_ARGUMENT naming source_role.
 func (g *grain) abortMigration(reqID string, c *internalpb.AbortMigration) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
@@ -207,7 +207,7 @@ func (g *grain) abortMigration(reqID string, c *internalpb.AbortMigration) *inte
 		return actors.OK() // ended already, or never was: nothing to do
 	}
 	m := g.rec.GetMigrations()[mi]
-	if m.GetSourceRole() != c.GetSourceRole() {
+	if src := c.GetSourceRole(); src != m.GetSourceRole() && (roles.IsMoved(src) || src != roles.LogicalRole(m.GetSourceRole())) {
 		// A target role names one move (the move counter): the pair is
 		// wrong, and OK would say the move was stopped while it goes on.
 		return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "source_role: job %q move to role %q is from role %q, not %q",

@@ -247,7 +247,9 @@ func TestJob_MovedRoleIsTheLogicalRole(t *testing.T) {
 	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
 	require.Equal(t, "primary~1", r.GetJob().GetMigrations()[0].GetSourceRole())
 	require.Equal(t, "primary~2", r.GetJob().GetMigrations()[0].GetTargetRole())
-	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", abortMove("primary~1", "primary~2"))))
+	require.Equal(t, errorpb.Code_INVALID_ARGUMENT, code(t, e.do(t, "j", abortMove("primary~5", "primary~2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", abortMove("primary", "primary~2"))), "the logical source names it too")
+	require.Empty(t, e.record(t, "j").GetMigrations(), "aborted: nothing had started")
 
 	// A StopJob of the logical role says which role to stop.
 	r = e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n2"}}})

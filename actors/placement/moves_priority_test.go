@@ -177,3 +177,34 @@ func TestEngine_Move_TargetNodeDrainedBacksOut(t *testing.T) {
 	require.Contains(t, ab[0].MigrationAborted.GetReason(), "node b is draining")
 	require.Equal(t, "a", f.nodeOf("j", "primary"), "the source kept running")
 }
+
+// A LOW job mid-move whose source is chosen as a preemption victim: the
+// HIGH job gets the source's node, the move goes on (the hand-over finds
+// its source already stopping) and ends with the LOW job running on the
+// target, one instance, no move left behind.
+func TestEngine_Preempt_SourceOfAMove(t *testing.T) {
+	f := newFixture(t)
+	f.router.provisioning = true
+	f.putNode("n1", 4, "", nil)
+	f.bandJob("l", 4, low, "")
+	f.pass()
+	f.run("l", "primary")
+	f.putNode("n2", 4, "", nil)
+	f.begin("l", "primary", "n2")
+	f.pass()
+	require.Equal(t, "n2", f.nodeOf("l", "primary~1"), "the target provisioning")
+	f.bandJob("h", 4, high, "")
+	f.pass()
+	require.Equal(t, 1, f.router.preemptCount())
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_STOPPING, instanceOf(f.job("l"), "primary").GetStatus())
+	f.endStopping()
+	f.pass()
+	require.Equal(t, "n1", f.nodeOf("h", "primary"))
+	f.run("l", "primary~1")
+	f.pass()
+	f.pass()
+	require.Nil(t, f.moveOf("l"), "the move ended")
+	require.Len(t, f.job("l").GetInstances(), 1)
+	require.Equal(t, "n2", f.nodeOf("l", "primary~1"))
+	require.Nil(t, f.job("l").GetJob().GetJob().GetTerminalState())
+}

@@ -85,3 +85,20 @@ func TestCheckMove_LogicalRoleOfAMovedRole(t *testing.T) {
 	err = CheckMove(f.store, f.now, "j", "primary", "small")
 	require.ErrorIs(t, err, ErrMoveDoesNotFit, "the moved instance's requirements, checked")
 }
+
+// A job started by hand (no auto_placement) moves too: to "any" node the
+// chain chooses (never its source's), and CheckMove agrees.
+func TestEngine_Move_ManualJobToAny(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	manual := autoJob("m", 1, nil)
+	manual.Job.Job.AutoPlacement = nil
+	f.putJob(manual)
+	f.manualStart("m", "primary", "a")
+	f.putNode("b", 4, "z1", nil)
+	require.NoError(t, CheckMove(f.store, f.now, "m", "primary", ""))
+	f.router.provisioning = true
+	require.Equal(t, "primary~1", f.moveTo("m", "primary", ""))
+	require.Equal(t, "b", f.nodeOf("m", "primary~1"))
+	require.Len(t, f.job("m").GetInstances(), 1)
+}

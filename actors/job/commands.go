@@ -208,7 +208,8 @@ func startCPUs(j *managerpb.Job, c *internalpb.StartJob) []uint32 {
 // NOT_FOUND for no job; FAILED_PRECONDITION for a completed job, one with
 // a terminal verdict, or one with nothing to run (docs/design/jobs.md:
 // no services and no norsk_service_parameters); ALREADY_EXISTS for a
-// role that has an instance or a start in flight.
+// role that has an instance or a start in flight, also under a move's
+// role ("primary" running as "primary~1").
 func (g *grain) checkStartable(role string) *internalpb.Reply {
 	j := g.rec.GetJob().GetJob()
 	switch {
@@ -231,6 +232,11 @@ func (g *grain) checkStartable(role string) *internalpb.Reply {
 	}
 	if p, ok := g.pending[role]; ok {
 		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already being started on node %q", g.id, role, p.node)
+	}
+	if i := movedIndex(g.rec, role); i >= 0 {
+		in := g.rec.GetInstances()[i]
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q is already %s on node %q as role %q (moved there)",
+			g.id, role, statusName(in.GetStatus()), in.GetNodeId(), in.GetRole())
 	}
 	return g.checkMoveStart(role)
 }
@@ -310,11 +316,20 @@ func (g *grain) stop(ctx actor.Context, reqID string, c *internalpb.StopJob) *in
 	role, node := c.GetRole(), c.GetNodeId()
 	i := instanceIndex(g.rec, role)
 	if i < 0 {
+		if mi := movedIndex(g.rec, role); mi >= 0 {
+			m := g.rec.GetInstances()[mi]
+			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has no instance with role %q: it was moved and runs as role %q on node %q (stop that role)",
+				g.id, role, m.GetRole(), m.GetNodeId())
+		}
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has no instance with role %q", g.id, role)
 	}
 	in := g.rec.GetInstances()[i]
 	if in.GetNodeId() != node {
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q runs on node %q, not on node %q", g.id, role, in.GetNodeId(), node)
+	}
+	if id := c.GetInstanceId(); id != "" && in.GetInstanceId() != id {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q on node %q is instance %q, not %q: a stale stop",
+			g.id, role, node, in.GetInstanceId(), id)
 	}
 	if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
 		g.sendStop(node, role, in.GetInstanceId()) // idempotent: ask again

@@ -41,7 +41,9 @@ func migrationByTarget(rec *internalpb.JobRecord, target string) int {
 	return slices.IndexFunc(rec.GetMigrations(), func(m *managerpb.Migration) bool { return m.GetTargetRole() == target })
 }
 
-// beginMigration records a move of c.role (see internalpb.BeginMigration).
+// beginMigration records a move of c.role (see internalpb.BeginMigration):
+// a logical role ("primary") that runs under a move's role since a move
+// ("primary~1") moves that instance.
 func (g *grain) beginMigration(reqID string, c *internalpb.BeginMigration) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
@@ -49,6 +51,11 @@ func (g *grain) beginMigration(reqID string, c *internalpb.BeginMigration) *inte
 	j := g.rec.GetJob().GetJob()
 	role := c.GetRole()
 	i := instanceIndex(g.rec, role)
+	if mi := movedIndex(g.rec, role); i < 0 && mi >= 0 {
+		// The logical role, which runs under a move's role since a move:
+		// that instance is the one to move ("primary" → "primary~1").
+		i, role = mi, g.rec.GetInstances()[mi].GetRole()
+	}
 	switch {
 	case j.GetState() == managerpb.Job_POST:
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q is completed (POST): nothing to move", g.id)
@@ -87,6 +94,19 @@ func (g *grain) beginMigration(reqID string, c *internalpb.BeginMigration) *inte
 	g.log.Info("move begun", "role", role, "target_role", m.GetTargetRole(), "node_id", in.GetNodeId(),
 		"requested_node_id", c.GetRequestedNodeId(), "why", c.GetWhy().String(), "reason", c.GetReason())
 	return &internalpb.Reply{Payload: &internalpb.Reply_Job{Job: g.rec}}
+}
+
+// movedIndex returns, for a role that is not a move's ("primary"), the
+// index in rec of an instance of it under a move's role ("primary~1":
+// the role after a move), or -1. That instance runs the role: a second
+// one under the plain name would run the job twice.
+func movedIndex(rec *internalpb.JobRecord, role string) int {
+	if roles.IsMoved(role) {
+		return -1
+	}
+	return slices.IndexFunc(rec.GetInstances(), func(in *internalpb.Instance) bool {
+		return in.GetRole() != role && roles.LogicalRole(in.GetRole()) == role
+	})
 }
 
 // checkMoveStart answers whether a StartJob of role, a move's role
@@ -175,16 +195,24 @@ func (g *grain) handOverMigration(reqID string, c *internalpb.HandOverMigration)
 	return actors.OK()
 }
 
-// abortMigration backs a move out (see Manager.AbortMigration).
+// abortMigration backs a move out (see Manager.AbortMigration). A target
+// role with another source than its move's (or that source's logical
+// role, as MigrateJob accepts it) is INVALID_ARGUMENT naming source_role.
 func (g *grain) abortMigration(reqID string, c *internalpb.AbortMigration) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
 	}
 	mi := migrationByTarget(g.rec, c.GetTargetRole())
-	if mi < 0 || g.rec.GetMigrations()[mi].GetSourceRole() != c.GetSourceRole() {
+	if mi < 0 {
 		return actors.OK() // ended already, or never was: nothing to do
 	}
 	m := g.rec.GetMigrations()[mi]
+	if src := c.GetSourceRole(); src != m.GetSourceRole() && (roles.IsMoved(src) || src != roles.LogicalRole(m.GetSourceRole())) {
+		// A target role names one move (the move counter): the pair is
+		// wrong, and OK would say the move was stopped while it goes on.
+		return actors.Fail(errorpb.Code_INVALID_ARGUMENT, "source_role: job %q move to role %q is from role %q, not %q",
+			g.id, m.GetTargetRole(), m.GetSourceRole(), c.GetSourceRole())
+	}
 	switch m.GetPhase() {
 	case managerpb.Migration_MIGRATION_BACKING_OUT:
 		return actors.OK()

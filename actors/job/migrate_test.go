@@ -202,3 +202,83 @@ func TestJob_MigrationAbortWhileTargetProvisioning(t *testing.T) {
 	require.Empty(t, e.record(t, "j").GetMigrations())
 	require.Equal(t, "primary", e.record(t, "j").GetInstances()[0].GetRole())
 }
+
+// An abort that names a move in progress by its target role with another
+// source role is a wrong pair: InvalidArgument naming source_role (and the
+// move's real source), the move unchanged — not OK as for a move that
+// ended, which would tell the operator the move was stopped while it goes
+// on.
+func TestJob_MigrationAbortWrongPair(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", beginMove("primary", ""))))
+	before := e.record(t, "j")
+	r := e.do(t, "j", abortMove("primary~7", "primary~1"))
+	require.Equal(t, errorpb.Code_INVALID_ARGUMENT, r.GetCode(), r.GetMessage())
+	require.Contains(t, r.GetMessage(), "source_role:")
+	require.Contains(t, r.GetMessage(), `"primary"`)
+	after := e.record(t, "j")
+	require.Equal(t, managerpb.Migration_MIGRATION_STARTING, after.GetMigrations()[0].GetPhase())
+	require.Len(t, after.GetJob().GetHistoryEntry(), len(before.GetJob().GetHistoryEntry()))
+}
+
+// After a move the role runs as primary~1. A StartJob of the logical role
+// ("primary", an operator's habit or script) is ALREADY_EXISTS naming the
+// instance that runs it, not a second instance of the job; and a worker
+// reporting the logical role running while the moved role runs elsewhere
+// is stopped, not adopted as a second running instance.
+func TestJob_MovedRoleIsTheLogicalRole(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", beginMove("primary", "n2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", start("primary~1", "n2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary~1", "n2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", handOver("primary~1"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "primary", "n1"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", endMove("primary~1"))))
+
+	r := e.do(t, "j", start("primary", "n1"))
+	require.Equal(t, errorpb.Code_ALREADY_EXISTS, r.GetCode(), r.GetMessage())
+	require.Contains(t, r.GetMessage(), "primary~1")
+	require.Contains(t, r.GetMessage(), `"n2"`)
+
+	// A move of the logical role moves the instance that runs it.
+	r = e.do(t, "j", beginMove("primary", "n1"))
+	require.Equal(t, errorpb.Code_OK, r.GetCode(), r.GetMessage())
+	require.Equal(t, "primary~1", r.GetJob().GetMigrations()[0].GetSourceRole())
+	require.Equal(t, "primary~2", r.GetJob().GetMigrations()[0].GetTargetRole())
+	require.Equal(t, errorpb.Code_INVALID_ARGUMENT, code(t, e.do(t, "j", abortMove("primary~5", "primary~2"))))
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", abortMove("primary", "primary~2"))), "the logical source names it too")
+	require.Empty(t, e.record(t, "j").GetMigrations(), "aborted: nothing had started")
+
+	// A StopJob of the logical role says which role to stop.
+	r = e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n2"}}})
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Contains(t, r.GetMessage(), `runs as role "primary~1" on node "n2"`)
+
+	require.Equal(t, errorpb.Code_OK, code(t, e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))))
+	e.nodes.waitStop(t, "n1/j/primary")
+	rec := e.record(t, "j")
+	require.Len(t, rec.GetInstances(), 1, "one instance of the logical role")
+	require.Equal(t, "primary~1", rec.GetInstances()[0].GetRole())
+}
+
+// A StopJob naming an instance id stops only that instance: a stop decided
+// on an older read (a move's repeated stop, sent late by a leader that was
+// frozen) finds another instance of the role on the node and changes
+// nothing.
+func TestJob_StopOfAnotherInstanceIsStale(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	in := e.record(t, "j").GetInstances()[0]
+	require.NotEmpty(t, in.GetInstanceId())
+	stop := func(id string) *internalpb.Reply {
+		return e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: "primary", NodeId: "n1", InstanceId: id}}})
+	}
+	r := stop("j-primary-earlier")
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Contains(t, r.GetMessage(), "stale stop")
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_RUNNING, e.record(t, "j").GetInstances()[0].GetStatus(), "nothing changed")
+	require.Equal(t, errorpb.Code_OK, stop(in.GetInstanceId()).GetCode())
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_STOPPING, e.record(t, "j").GetInstances()[0].GetStatus())
+}

@@ -140,6 +140,12 @@ func (g *grain) reportStarted(reqID string, r *internalpb.InstanceReport) *inter
 			g.sendStop(node, role, id)
 			return actors.OK()
 		}
+		if mi := movedIndex(g.rec, role); mi >= 0 {
+			g.log.Warn("worker runs a role that now runs moved, under another role; stopping it, not adopting it",
+				"role", role, "node_id", node, "moved_role", g.rec.GetInstances()[mi].GetRole(), "moved_node_id", g.rec.GetInstances()[mi].GetNodeId())
+			g.sendStop(node, role, id)
+			return actors.OK()
+		}
 		if _, starting := g.pending[role]; !starting && owedIndex(g.rec, role, node) >= 0 {
 			g.log.Warn("worker runs an instance whose acknowledged stop it never confirmed (its node was lost meanwhile); stopping it, not adopting it",
 				"role", role, "node_id", node)

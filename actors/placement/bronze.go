@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -77,9 +78,9 @@ func unplacedSince(rec *internalpb.JobRecord, role string) (time.Time, bool) {
 			later(h.GetJobCreated().GetTimestamp().AsTime())
 		case h.GetJobUpdated() != nil:
 			later(h.GetJobUpdated().GetTimestamp().AsTime())
-		case h.GetJobStopping() != nil && h.GetJobStopping().GetRole() == role:
+		case h.GetJobStopping() != nil && roles.LogicalRole(h.GetJobStopping().GetRole()) == roles.LogicalRole(role):
 			later(h.GetJobStopping().GetTimestamp().AsTime())
-		case h.GetJobStopped() != nil && h.GetJobStopped().GetRole() == role:
+		case h.GetJobStopped() != nil && roles.LogicalRole(h.GetJobStopped().GetRole()) == roles.LogicalRole(role):
 			later(h.GetJobStopped().GetTimestamp().AsTime())
 		}
 	}

@@ -131,17 +131,17 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 	left := map[string]int{} // auto-placed instances left on each draining node
 	waiting := map[key]string{}
 	var placedBy map[key]scheduler.Placed
-	elsewhere := func(group []*running) string {
+	elsewhere := func(group []*running, wait bool) string {
 		if placedBy == nil {
 			placedBy = make(map[key]scheduler.Placed, len(w.placed))
 			for _, p := range w.placed {
 				placedBy[key{p.Job, p.Role}] = p
 			}
 		}
-		return e.fitsElsewhere(w, view, group, placedBy)
+		return e.fitsElsewhere(w, view, group, placedBy, wait)
 	}
 	fits := func(group []*running) bool {
-		why := elsewhere(group)
+		why := elsewhere(group, true)
 		if why != "" {
 			waiting[group[0].key] = why
 		}
@@ -209,14 +209,14 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 // elsewhere (fitsElsewhere on the pass's view, which holds the room it
 // finds) is called for each; one that fits nowhere now holds nothing and
 // is not logged as waiting (it is leaving anyway).
-func (e *Engine) holdMovesInProgress(w *world, inflight map[key]bool, elsewhere func([]*running) string) {
+func (e *Engine) holdMovesInProgress(w *world, inflight map[key]bool, elsewhere func([]*running, bool) string) {
 	for i := range w.running {
 		r := &w.running[i]
 		if r.js.GetDormant() || !node.Draining(w.nodeRecs[r.node]) || isMoving(r) ||
 			(r.status != internalpb.InstanceStatus_INSTANCE_STOPPING && !inflight[r.key]) {
 			continue
 		}
-		elsewhere([]*running{r})
+		elsewhere([]*running{r}, false)
 	}
 }
 
@@ -226,7 +226,10 @@ func (e *Engine) holdMovesInProgress(w *world, inflight map[key]bool, elsewhere 
 // one pass do not count on the same free units; else why not (the chain's
 // explanation), with view as it was. A drain never stops a job that has
 // nowhere to go. placedBy is the pass's placed instances by (job, role).
-func (e *Engine) fitsElsewhere(w *world, view *scheduler.View, group []*running, placedBy map[key]scheduler.Placed) string {
+// With wait, a group no node fits waits for room in w (provision.go), as
+// an unplaced job does: the pool's provisioner may create the node its
+// move needs.
+func (e *Engine) fitsElsewhere(w *world, view *scheduler.View, group []*running, placedBy map[key]scheduler.Placed, wait bool) string {
 	var removed []scheduler.Placed
 	for _, m := range group {
 		if p, ok := placedBy[m.key]; ok && view.Remove(m.job, m.role) {
@@ -250,6 +253,9 @@ func (e *Engine) fitsElsewhere(w *world, view *scheduler.View, group []*running,
 	d, err := view.Select(ask)
 	if err != nil {
 		view.Add(removed...)
+		if nf := (*scheduler.Failure)(nil); wait && errors.As(err, &nf) {
+			w.waitFor(&c, ask)
+		}
 		return err.Error()
 	}
 	view.Add(d.Placed...)
@@ -346,7 +352,8 @@ func (e *Engine) stop(ctx context.Context, r *running, why string) {
 	e.drain.mu.Unlock()
 	log := e.log.With("job_id", k.job, "role", k.role, "node_id", r.node, "reason", why)
 	cmd := &internalpb.JobCommand{RequestId: StopRequestID(string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
-		Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: string(k.role), NodeId: r.node}}}
+		Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: string(k.role), NodeId: r.node,
+			InstanceId: instanceOf(r.rec, string(k.role)).GetInstanceId()}}} // a late send stops no later instance
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -263,6 +263,9 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 		if i < 0 || rec.Instances[i].GetNodeId() != x.Stop.GetNodeId() {
 			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q: no instance on node %q", id, x.Stop.GetRole(), x.Stop.GetNodeId()), nil
 		}
+		if want := x.Stop.GetInstanceId(); want != "" && rec.Instances[i].GetInstanceId() != want {
+			return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q: a stale stop of instance %q", id, x.Stop.GetRole(), want), nil
+		}
 		rec.Instances[i].Status = internalpb.InstanceStatus_INSTANCE_STOPPING
 		if r.stops == nil {
 			r.stops = map[string]int{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
+	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
 	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
@@ -23,6 +24,7 @@ import (
 // grain, with a request id derived from the record's sequence:
 //
 //	STARTING, no target yet      → choose the node (the chain), StartJob the target role
+//	STARTING, target's node draining → AbortMigration (failed: handing over would move it again)
 //	STARTING, target RUNNING     → HandOverMigration (the grain stops the source)
 //	STARTING, target ended       → AbortMigration (failed: the target's last failure)
 //	STARTING, too long           → AbortMigration (failed: not running after moveStartTimeout)
@@ -158,6 +160,10 @@ func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.Vi
 			SourceRole: mv.m.GetSourceRole(), TargetRole: string(k.role), Reason: reason, Failed: true}}})
 	}
 	switch {
+	case target != nil && target.GetStatus() != internalpb.InstanceStatus_INSTANCE_STOPPING && node.Draining(w.nodeRecs[target.GetNodeId()]):
+		// Handing over would only move the job off the node again.
+		abort(fmt.Sprintf("the target's node %s is draining", target.GetNodeId()))
+		return
 	case target != nil && target.GetStatus() == internalpb.InstanceStatus_INSTANCE_RUNNING:
 		e.moveStep(ctx, k, "handover", mv, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_HandOverMigration{HandOverMigration: &internalpb.HandOverMigration{TargetRole: string(k.role)}}})
 		return
@@ -298,8 +304,11 @@ func (e *Engine) resendStop(ctx context.Context, w *world, k key, in *internalpb
 	}
 	e.moves.resent[rk] = w.now
 	e.moves.mu.Unlock()
+	// The instance id: a repeat sent late (this leader frozen meanwhile)
+	// must not stop an instance started on that node under that role since.
 	e.moveStep(ctx, k, "stop", &move{m: &managerpb.Migration{SourceRole: in.GetRole()}, seq: persistence.Seq(w.now.UnixMilli())},
-		&internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: in.GetRole(), NodeId: in.GetNodeId()}}})
+		&internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: in.GetRole(), NodeId: in.GetNodeId(),
+			InstanceId: in.GetInstanceId()}}})
 }
 
 // beginMove asks the job grain to begin a move of r (a drain's, why), with

@@ -11,6 +11,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -357,22 +358,26 @@ func (e *Engine) logPreempt(k key, msg string, args ...any) {
 	}
 }
 
-// preemptionOf returns rec's last preemption of role, nil if none.
+// preemptionOf returns rec's last preemption of role's logical role (the
+// newest of "primary", "primary~1", ...: the record keeps one per role the
+// instance ran under), nil if none.
 func preemptionOf(rec *internalpb.JobRecord, role string) *internalpb.PreemptionRecord {
+	var last *internalpb.PreemptionRecord
 	for _, p := range rec.GetPreemptions() {
-		if p.GetRole() == role {
-			return p
+		if roles.LogicalRole(p.GetRole()) == roles.LogicalRole(role) && (last == nil || !p.GetAt().AsTime().Before(last.GetAt().AsTime())) {
+			last = p
 		}
 	}
-	return nil
+	return last
 }
 
 // lastStopReason is the reason of the newest job_stopping history entry
-// of role in rec; JOB_STOPPED_NODE_STOPPED (0) if there is none.
+// of role's logical role in rec; JOB_STOPPED_NODE_STOPPED (0) if there is
+// none.
 func lastStopReason(rec *internalpb.JobRecord, role string) managerpb.JobHistoryJobStopping_Reason {
 	h := rec.GetJob().GetHistoryEntry()
 	for i := len(h) - 1; i >= 0; i-- {
-		if s := h[i].GetJobStopping(); s != nil && s.GetRole() == role {
+		if s := h[i].GetJobStopping(); s != nil && roles.LogicalRole(s.GetRole()) == roles.LogicalRole(role) {
 			return s.GetReason()
 		}
 	}

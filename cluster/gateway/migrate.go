@@ -65,6 +65,8 @@ func (s *Server) MigrateJob(ctx context.Context, in *managerpb.MigrateJobRequest
 		switch {
 		case errors.Is(err, placement.ErrMoveDoesNotFit):
 			return nil, status.Errorf(codes.FailedPrecondition, "target_node_id: %v", err)
+		case errors.Is(err, placement.ErrMoveRefused):
+			return nil, status.Errorf(codes.FailedPrecondition, "job_id: %v", err)
 		case err != nil:
 			return nil, err
 		}

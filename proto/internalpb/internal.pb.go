@@ -3081,10 +3081,16 @@ func (x *RecheckPlacement) GetMessage() string {
 	return ""
 }
 
+// StopJob stops the instance of role on node_id. instance_id, when set,
+// names the instance meant: a recorded instance of role on node_id with
+// another id is FAILED_PRECONDITION and nothing changes (a stop decided on
+// an older read, by a leader that was frozen meanwhile, must not stop the
+// instance started there since). Empty: whichever instance it is.
 type StopJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	InstanceId    string                 `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3129,6 +3135,13 @@ func (x *StopJob) GetRole() string {
 func (x *StopJob) GetNodeId() string {
 	if x != nil {
 		return x.NodeId
+	}
+	return ""
+}
+
+func (x *StopJob) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -5776,10 +5789,12 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\vdegradation\x18\x04 \x01(\x0e2*.norsk.api.manager.PlacementDegraded.StateR\vdegradation\x12 \n" +
 	"\fpeer_node_id\x18\x05 \x01(\tR\n" +
 	"peerNodeId\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"6\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"W\n" +
 	"\aStopJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x8a\x01\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\"\x8a\x01\n" +
 	"\n" +
 	"PreemptJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +

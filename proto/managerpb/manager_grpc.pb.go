@@ -205,7 +205,8 @@ type ManagerClient interface {
 	// follow it with the migration_* events or JobById. InvalidArgument for a
 	// bad job_id, role, target_node_id or reason; NotFound for an unknown job;
 	// FailedPrecondition (naming the field) when the role does not run, a move
-	// of it is in progress, the job is completed or given up, or the target
+	// of it is in progress, the job is completed or given up or is a dormant
+	// bundle job (job_id), or the target
 	// node is unknown, the source node, or takes no placements (offline,
 	// cordoned, draining).
 	MigrateJob(ctx context.Context, in *MigrateJobRequest, opts ...grpc.CallOption) (*MigrateJobResponse, error)
@@ -214,7 +215,8 @@ type ManagerClient interface {
 	// ended or is already backing out (or never existed) answers OK and
 	// nothing changes. FailedPrecondition once the move has begun stopping
 	// its source (too late: the target is the one that runs).
-	// InvalidArgument for a bad job_id, source_role, target_role or reason.
+	// InvalidArgument for a bad job_id, source_role, target_role or reason,
+	// and for a target_role of a move in progress from another source_role.
 	AbortMigration(ctx context.Context, in *AbortMigrationRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 }
 
@@ -870,7 +872,8 @@ type ManagerServer interface {
 	// follow it with the migration_* events or JobById. InvalidArgument for a
 	// bad job_id, role, target_node_id or reason; NotFound for an unknown job;
 	// FailedPrecondition (naming the field) when the role does not run, a move
-	// of it is in progress, the job is completed or given up, or the target
+	// of it is in progress, the job is completed or given up or is a dormant
+	// bundle job (job_id), or the target
 	// node is unknown, the source node, or takes no placements (offline,
 	// cordoned, draining).
 	MigrateJob(context.Context, *MigrateJobRequest) (*MigrateJobResponse, error)
@@ -879,7 +882,8 @@ type ManagerServer interface {
 	// ended or is already backing out (or never existed) answers OK and
 	// nothing changes. FailedPrecondition once the move has begun stopping
 	// its source (too late: the target is the one that runs).
-	// InvalidArgument for a bad job_id, source_role, target_role or reason.
+	// InvalidArgument for a bad job_id, source_role, target_role or reason,
+	// and for a target_role of a move in progress from another source_role.
 	AbortMigration(context.Context, *AbortMigrationRequest) (*emptypb.Empty, error)
 	mustEmbedUnimplementedManagerServer()
 }

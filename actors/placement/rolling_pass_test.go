@@ -274,3 +274,77 @@ func TestEngine_Rolling_NoRoomPauses(t *testing.T) {
 	require.Equal(t, 1, f.router.beginCount("j", "primary"))
 	require.Equal(t, "a", f.nodeOf("j", "primary"))
 }
+
+// A bundle whose backup's new instance fails holds its primary on the old
+// definition: the backup is the canary, the primary is never begun.
+func TestEngine_Rolling_BundleCanaryHoldsPrimary(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putNode("b", 4, "z2", nil)
+	svc := &managerpb.Job{Services: []*commonpb.Service{{Name: "s"}}}
+	bd := &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "bd"}, UpdateStrategy: managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE,
+		Jobs:             []*managerpb.BundleJobSpec{{JobName: "web", Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}, Job: svc}},
+		ResiliencePolicy: &managerpb.ResiliencePolicy{SameNode: managerpb.AntiAffinity_ANTI_AFFINITY_FORBID}}
+	f.putBundle(bd, nil)
+	p, b := "bd.0.web", "bd.1.web"
+	f.setStrategy(p, managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE)
+	f.setStrategy(b, managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE)
+	f.pass()
+	f.redefine(p)
+	f.redefine(b)
+	f.router.provisioning = true
+	f.pass() // the backup's move begins
+	f.pass() // its target starts
+	f.fail(b, "backup~1", "exit 1")
+	f.pass() // backed out
+	require.Nil(t, f.moveOf(b))
+	for range 3 {
+		f.pass()
+	}
+	require.Equal(t, 1, f.router.beginCount(b, "backup"))
+	require.Equal(t, 0, f.router.beginCount(p, "primary"), "the primary waits for its backup")
+	require.Equal(t, []string{"primary"}, f.staleRoles(p))
+	require.Equal(t, []string{"backup"}, f.staleRoles(b))
+}
+
+// A new leader (a new engine on the same records) goes on with a rolling
+// update begun by the old one: the move is begun once and completes.
+func TestEngine_Rolling_NewLeaderGoesOn(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(migrateJob("j", 1))
+	f.pass()
+	f.redefine("j")
+	f.router.provisioning = true
+	f.pass() // begun by the first leader
+	require.NotNil(t, f.moveOf("j"))
+	e, err := New(f.eng.cfg)
+	require.NoError(t, err)
+	f.eng = e
+	f.pass() // the new leader starts the target
+	f.run("j", "primary~1")
+	f.pass()
+	f.confirmStops()
+	f.pass()
+	require.Nil(t, f.moveOf("j"))
+	require.Empty(t, f.staleRoles("j"))
+	require.Equal(t, 1, f.router.beginCount("j", "primary"))
+	require.Equal(t, 1, f.router.startCount("j", "primary~1"))
+}
+
+// rollingBusy holds a bundle with a move in any of its job records, even
+// when every instance runs (a move STARTING whose target runs, before its
+// hand-over): never both replicas moving.
+func TestRollingBusy_MoveInRecord(t *testing.T) {
+	f := newFixture(t)
+	bp, bb := derived("bd", 0, "enc", "stale"), derived("bd", 1, "enc", "stale")
+	bb.Instances = append(bb.Instances, &internalpb.Instance{Role: "backup~1", NodeId: "n2", Status: internalpb.InstanceStatus_INSTANCE_RUNNING})
+	bb.Migrations = []*managerpb.Migration{{SourceRole: "backup", TargetRole: "backup~1", Phase: managerpb.Migration_MIGRATION_STARTING}}
+	plain := rollingJob("p", "primary", "stale", nil)
+	w := &world{jobs: map[string]*internalpb.JobRecord{bp.GetJob().GetJob().GetJobId().GetJobId(): bp,
+		bb.GetJob().GetJob().GetJobId().GetJobId(): bb, "p": plain},
+		bundles: map[string]*internalpb.BundleRecord{"bd": liveBundle("bd", "enc")}}
+	busy := f.eng.rollingBusy(w)
+	require.True(t, busy["bd"], "the bundle is moving")
+	require.False(t, busy["p"], "a plain job is its own group")
+}

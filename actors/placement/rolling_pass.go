@@ -21,8 +21,11 @@ import (
 
 // rollingPass begins the rolling-update moves of pass w. It runs after
 // stopPass, so a drain move begun in this pass holds its bundle (its begin
-// is in flight in drain.stops).
-func (e *Engine) rollingPass(ctx context.Context, w *world) {
+// is in flight in drain.stops). A move is begun only when its target fits
+// a node now (view, the pass's view, which then holds that room for the
+// rest of the pass): one that fits nowhere waits, logged, rather than
+// being begun and backed out again and again.
+func (e *Engine) rollingPass(ctx context.Context, w *world, view *scheduler.View) {
 	order := rollingOrder(w.jobs, w.bundles, w.now)
 	if len(order) == 0 {
 		e.noteRollHeld(nil)
@@ -39,7 +42,11 @@ func (e *Engine) rollingPass(ctx context.Context, w *world) {
 		if r == nil {
 			continue
 		}
-		if why := e.rollHeld(w, r); why != "" {
+		why := e.rollHeld(w, r)
+		if why == "" {
+			why = e.rollFits(w, view, r)
+		}
+		if why != "" {
 			held[m.key] = why
 			continue
 		}
@@ -126,6 +133,28 @@ func (e *Engine) rollHeld(w *world, r *running) string {
 	case v.Wait > 0:
 		return fmt.Sprintf("restart backoff after the last failure of %s (last: %s)", logical, hist.last)
 	}
+	return ""
+}
+
+// rollFits returns "" if the target of r's rolling move fits a node now,
+// holding that room in view; else why not (the chain's explanation). The
+// ask is the move driver's (migrate.go, startTarget) for a move of why
+// update: the job's requirements, pool, constraints and bundle rules, any
+// node, the source's included.
+func (e *Engine) rollFits(w *world, view *scheduler.View, r *running) string {
+	c := newCandidate(r.rec, r.seq, r.bundle, r.js)
+	c.key = key{r.job, scheduler.Role(roles.TargetRole(string(r.role), r.rec.GetMoveCount()+1))}
+	var pool *managerpb.Pool
+	if c.pool != "" {
+		if pool = w.pools[c.pool]; pool == nil {
+			return fmt.Sprintf("pool %q does not exist", c.pool)
+		}
+	}
+	d, err := view.Select(e.askOf(w, &c, pool))
+	if err != nil {
+		return "no node fits the new instance: " + err.Error()
+	}
+	view.Add(d.Placed...)
 	return ""
 }
 

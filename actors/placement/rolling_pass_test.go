@@ -253,26 +253,31 @@ func TestEngine_Rolling_NewLeaderKeepsTheBackoff(t *testing.T) {
 }
 
 // A move no node fits (the source's node has no room for both, no other
-// node) is backed out with the chain's explanation and paused: no
-// begin/abort loop every pass.
-func TestEngine_Rolling_NoRoomPauses(t *testing.T) {
+// node) is not begun: it waits, with the chain's explanation, rather than
+// being begun and backed out every pass; once a node with room joins, it
+// moves there.
+func TestEngine_Rolling_NoRoomWaits(t *testing.T) {
 	f := newFixture(t)
 	f.putNode("a", 1, "z1", nil)
 	f.putJob(migrateJob("j", 1))
 	f.pass()
 	f.redefine("j")
 	from := f.head()
-	f.pass() // begin
-	f.pass() // no node: backed out
-	ab := events[*managerpb.EventStreamEvent_MigrationAborted](f, from)
-	require.NotEmpty(t, ab)
-	require.Contains(t, ab[0].MigrationAborted.GetReason(), "no node fits")
-	require.Nil(t, f.moveOf("j"))
 	for range 3 {
 		f.pass()
 	}
-	require.Equal(t, 1, f.router.beginCount("j", "primary"))
+	require.Equal(t, 0, f.router.beginCount("j", "primary"))
+	require.Empty(t, events[*managerpb.EventStreamEvent_MigrationStarted](f, from), "nothing begun, nothing backed out")
+	f.eng.moves.mu.Lock()
+	why := f.eng.moves.rollHeld[key{"j", "primary"}]
+	f.eng.moves.mu.Unlock()
+	require.Contains(t, why, "no node fits")
 	require.Equal(t, "a", f.nodeOf("j", "primary"))
+	require.Equal(t, []string{"primary"}, f.staleRoles("j"))
+	f.putNode("b", 4, "z1", nil)
+	f.pass() // begin
+	f.pass() // target
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"))
 }
 
 // A bundle whose backup's new instance fails holds its primary on the old

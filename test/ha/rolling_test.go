@@ -29,19 +29,19 @@ func TestHA_RollingUpdateSurvivesLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of real managers and workers")
 	}
-	// Known failover bug of a move's target (not of the rolling update):
-	// the leader dies while the job grain commits the target's provision
-	// (outcome unknown); the grain's started() then sends a stop of the
-	// instance it could not record (actors/job/commands.go, after a failed
-	// commit). That stop waits in the node grain, whose session was on the
-	// dead leader, while the new leader's engine starts the target again
-	// (same request id, so the same instance id) and the grain adopts the
-	// instance the worker reports. When the node's new session comes up it
-	// delivers both; the stale stop kills the adopted target, the hand-over
-	// then stops the source, and the job is off air until placed again.
-	// Seen in about one run in three; unskip once that stop cannot outlive
-	// a re-provision of the same instance.
-	t.Skip("known bug: a move target re-provisioned after a leader kill is stopped (see the comment above)")
+	// Known failover gap (not of the rolling update), about one run in
+	// seven: a worker's job_started report sent while the job grain moves
+	// to another manager is dropped ("one-way grain command dropped": the
+	// router gives up after its request timeout), and nothing sends it
+	// again until the node's next session hello (node reconcile). The
+	// instance stays PROVISIONING in the record though its process runs,
+	// so no move of it begins (a provisioning instance is "changing") and
+	// the job stays stale. Unskip once reports are redelivered (or
+	// reconciled periodically). The other failover bug this test found — a
+	// stop sent after a failed provision commit killing the same instance
+	// re-provisioned by the next leader — is fixed in the job grain
+	// (TestJob_MoveTargetNotStoppedAfterAFailedCommit).
+	t.Skip("known gap: a job_started report dropped during a grain's failover leaves the instance PROVISIONING (see the comment above)")
 	ctx := context.Background()
 	c := testproc.NewCluster(t, 3)
 	c.StartAll()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -292,6 +293,14 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 		// it would take down what that activation acknowledged.
 		if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
 			return actors.OK()
+		}
+		if roles.IsMoved(role) && moveTargetWanted(g.rec, role) {
+			// A move's target while its move is STARTING: left running
+			// for the worker's report to adopt (reportRunning; stopped
+			// there once the move moved on). A stop now may reach the
+			// worker late, after the next leader started the same
+			// instance again, and kill what that leader hands over to.
+			return r
 		}
 		g.sendStop(node, role, p.instance)
 		return r

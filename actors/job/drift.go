@@ -126,7 +126,7 @@ func driftEvent(rec *internalpb.JobRecord) *managerpb.EventStreamEvent {
 	}
 	apply := "restart or migrate to apply"
 	if j.GetUpdateStrategy() == managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE {
-		apply = "the placement engine is to move them (rolling updates are not carried out yet: restart to apply)"
+		apply = "rolling update: the placement engine moves them to the current definition, make-before-break"
 	}
 	msg := fmt.Sprintf("job %s: %s; current %d: %s", j.GetJobId().GetJobId(), strings.Join(parts, ", "), j.GetCurrentHash(), apply)
 	return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_DefinitionDrift{DefinitionDrift: &managerpb.DefinitionDrift{

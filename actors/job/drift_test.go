@@ -137,10 +137,10 @@ func TestJob_Drift_UpdateLeavesRunningInstance(t *testing.T) {
 	require.Equal(t, h2, evs[0].GetCurrentHash())
 	require.Len(t, evs[0].GetInstances(), 1)
 	require.Equal(t, h1, evs[0].GetInstances()[0].GetDefinitionHash())
-	// MIGRATE (set by the bookkeeping update) is not carried out yet: the
-	// message says a restart applies it.
+	// MIGRATE (set by the bookkeeping update): the message says the
+	// placement engine moves them.
 	require.Equal(t, fmt.Sprintf("job j: primary on node n1 runs definition hash %d; current %d: "+
-		"the placement engine is to move them (rolling updates are not carried out yet: restart to apply)", h1, h2), evs[0].GetMessage())
+		"rolling update: the placement engine moves them to the current definition, make-before-break", h1, h2), evs[0].GetMessage())
 
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", stopCmd("primary", "n1")).GetCode())
 	e.do(t, "j", reportID(internalpb.InstanceReport_STOPPED, "primary", "n1", id))

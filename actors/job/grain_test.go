@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -121,15 +122,20 @@ func (f *fakeNodes) waitStops(t *testing.T, n int) {
 }
 
 // crashyJournal panics inside Append while armed (simulating a bug hit by
-// one command).
+// one command); with failNext set, the next Append fails without
+// appending (a leader lost mid-append: outcome unknown, nothing kept).
 type crashyJournal struct {
 	persistence.Journal
-	armed atomic.Bool
+	armed    atomic.Bool
+	failNext atomic.Bool
 }
 
 func (c *crashyJournal) Append(ctx context.Context, k persistence.EntityKey, s persistence.Seq, ch persistence.Change) (persistence.AppendResult, error) {
 	if c.armed.CompareAndSwap(true, false) {
 		panic("injected crash")
+	}
+	if c.failNext.CompareAndSwap(true, false) {
+		return persistence.AppendResult{}, errors.New("injected: append via leader: outcome unknown")
 	}
 	return c.Journal.Append(ctx, k, s, ch)
 }

@@ -250,6 +250,9 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 		}
 		in := &internalpb.Instance{Role: role, NodeId: node, Status: status, Since: at,
 			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: node}}, CpuList: x.Start.GetCpuList()}
+		if j := rec.GetJob().GetJob(); j.GetCurrentHash() != 0 { // the definition the start sends, as the grain records it
+			in.DefinitionHash, in.RunHash = j.GetCurrentHash(), job.RunHash(j)
+		}
 		rec.Instances = append(rec.Instances, in)
 		fakeTargetStarted(rec, in, at)
 		events = append(events, job.NotePlaced(rec, in, x.Start.GetPlacement(), at)...)

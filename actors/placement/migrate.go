@@ -64,11 +64,15 @@ type moveState struct {
 	// resent holds when a stop a move waits for was last sent. Guarded by
 	// mu.
 	resent map[key]time.Time
-	// paused holds, by (job, logical role), until when a drain begins no
-	// new move of a role whose drain move this engine backed out as
-	// failed: a target that fails at once is not tried again every pass.
+	// paused holds, by (job, logical role), until when a drain or a
+	// rolling update begins no new move of a role whose drain or update
+	// move this engine backed out as failed: a target that fails at once
+	// (or fits no node) is not tried again every pass.
 	// Guarded by mu.
 	paused map[key]time.Time
+	// rollHeld holds the rolling-update moves the last pass held back, and
+	// why (rolling_pass.go). Guarded by mu.
+	rollHeld map[key]string
 }
 
 // drainMovePause is how long a drain waits before it moves a role again
@@ -148,7 +152,7 @@ func (e *Engine) migratePass(ctx context.Context, w *world, view *scheduler.View
 // driveStarting sends the step of a move that is STARTING its target.
 func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.View, mv *move, k key, source, target *internalpb.Instance) {
 	abort := func(reason string) {
-		if mv.m.GetWhy() == managerpb.Migration_MIGRATION_DRAIN {
+		if why := mv.m.GetWhy(); why == managerpb.Migration_MIGRATION_DRAIN || why == managerpb.Migration_MIGRATION_UPDATE {
 			e.moves.mu.Lock()
 			if e.moves.paused == nil {
 				e.moves.paused = map[key]time.Time{}
@@ -192,7 +196,8 @@ func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.Vi
 
 // startTarget chooses the target's node with the placement chain (the
 // job's requirements, pool and constraints; the node asked for, else any
-// node but the source's) and sends the StartJob of the target role. A move
+// node but the source's — for a rolling update any node, the source's
+// too when it has room for both) and sends the StartJob of the target role. A move
 // no node fits is backed out with the chain's explanation.
 func (e *Engine) startTarget(ctx context.Context, w *world, view *scheduler.View, mv *move, k key, abort func(string)) {
 	c := newCandidate(mv.rec, mv.seq, mv.bundle, mv.js)
@@ -207,7 +212,7 @@ func (e *Engine) startTarget(ctx context.Context, w *world, view *scheduler.View
 	ask := e.askOf(w, &c, pool)
 	if n := mv.m.GetRequestedNodeId(); n != "" {
 		ask.Nodes = []scheduler.NodeID{scheduler.NodeID(n)}
-	} else {
+	} else if mv.m.GetWhy() != managerpb.Migration_MIGRATION_UPDATE {
 		ask.ExcludeNodes = []scheduler.NodeID{scheduler.NodeID(mv.m.GetSourceNodeId())}
 	}
 	d, err := view.Select(ask)
@@ -311,9 +316,9 @@ func (e *Engine) resendStop(ctx context.Context, w *world, k key, in *internalpb
 			InstanceId: in.GetInstanceId()}}})
 }
 
-// beginMove asks the job grain to begin a move of r (a drain's, why), with
-// a request id of r's record sequence so that a repeated decision begins
-// it once. The role is held in flight (drain.stops) until the grain
+// beginMove asks the job grain to begin a move of r (a drain's or a
+// rolling update's, why), with a request id of r's record sequence so that
+// a repeated decision begins it once (step "begin", "roll" for an update). The role is held in flight (drain.stops) until the grain
 // answers.
 func (e *Engine) beginMove(ctx context.Context, r *running, why managerpb.Migration_Why, reason string) {
 	k := r.key
@@ -324,7 +329,11 @@ func (e *Engine) beginMove(ctx context.Context, r *running, why managerpb.Migrat
 	e.drain.stops[k] = true
 	e.drain.mu.Unlock()
 	log := e.log.With("job_id", k.job, "role", k.role, "node_id", r.node, "reason", reason)
-	cmd := &internalpb.JobCommand{RequestId: MoveRequestID("begin", string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
+	step := "begin"
+	if why == managerpb.Migration_MIGRATION_UPDATE {
+		step = "roll"
+	}
+	cmd := &internalpb.JobCommand{RequestId: MoveRequestID(step, string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
 		Cmd: &internalpb.JobCommand_BeginMigration{BeginMigration: &internalpb.BeginMigration{Role: string(k.role), Why: why, Reason: reason, Who: "placement"}}}
 	e.wg.Add(1)
 	go func() {

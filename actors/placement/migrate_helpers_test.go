@@ -54,7 +54,7 @@ func (r *fakeRouter) fakeMove(rec *internalpb.JobRecord, c *internalpb.JobComman
 		rec.MoveCount++
 		m := &managerpb.Migration{SourceRole: src.GetRole(), TargetRole: roles.TargetRole(src.GetRole(), rec.MoveCount), Move: rec.MoveCount,
 			SourceNodeId: src.GetNodeId(), RequestedNodeId: x.BeginMigration.GetRequestedNodeId(), Phase: managerpb.Migration_MIGRATION_STARTING,
-			Why: x.BeginMigration.GetWhy(), StartedAt: at}
+			Why: x.BeginMigration.GetWhy(), Reason: x.BeginMigration.GetReason(), StartedAt: at}
 		rec.Migrations = append(rec.Migrations, m)
 		r.count(&r.begins, c.GetJobId()+"/"+src.GetRole())
 		return &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_MigrationStarted{MigrationStarted: &managerpb.MigrationStarted{Migration: m}}}, nil

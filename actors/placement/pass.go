@@ -81,6 +81,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 	}
 	e.cfg.Metrics.setUnplaced(unplaced)
 	e.stopPass(ctx, w, view)
+	e.rollingPass(ctx, w, view) // rolling_pass.go
 	e.provisionPass(ctx, w)
 	e.recordFailures(ctx, w)
 	e.recheckPass(ctx, w, view)

@@ -16,10 +16,10 @@ import (
 // updates"). An UpdateJob (or UpdateBundle) of a job whose update_strategy
 // is UPDATE_STRATEGY_MIGRATE leaves its running instances stale
 // (job.Stale); the engine is to move each to a new instance, started with
-// the current definition, make-before-break. Not wired into the pass yet:
-// the moves themselves (MigrateJob's driver) come with the move state of
-// the job record. rollingOrder and nextRollingMoves say which instances
-// move and in what order.
+// the current definition, make-before-break. rollingOrder and
+// nextRollingMoves say which instances move and in what order;
+// rollingPass (rolling_pass.go) begins the moves, which the move driver
+// (migrate.go) carries out.
 
 // rollingMove is one instance a rolling update moves.
 type rollingMove struct {
@@ -51,10 +51,9 @@ type rollingMove struct {
 // is missing is skipped, as the pass skips it). An instance whose
 // definition is unknown (job.Stale: 0) never moves.
 //
-// Until MigrateJob's roles are merged, roles are compared as they are; a
-// move's target role ("primary~1") runs the current definition and is
-// never listed, while its source still is: nextRollingMoves holds the
-// group while the move is in flight.
+// A move's target role ("primary~1") runs the current definition and is
+// never listed, while its source still is: the caller's moving (see
+// nextRollingMoves) holds the group while the move is in progress.
 func rollingOrder(jobs map[string]*internalpb.JobRecord, bundles map[string]*internalpb.BundleRecord, now time.Time) []rollingMove {
 	var out []rollingMove
 	for id, rec := range jobs {

@@ -62,6 +62,8 @@ type world struct {
 	waiting []provisioner.Waiting
 	// moves holds the moves in progress (migrate.go).
 	moves []move
+	// bundles holds the bundle records the pass read, by id (nil: none).
+	bundles map[string]*internalpb.BundleRecord
 }
 
 // readWorld reads the store at now.
@@ -83,6 +85,7 @@ func readWorld(store *persistence.Store, now time.Time) (*world, error) {
 			return fmt.Errorf("read pools: %w", err)
 		}
 		bundles := map[string]*internalpb.BundleRecord{}
+		w.bundles = bundles
 		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
 			w.addJob(rec)
 			if err := w.addMove(r, bundles, rec, seq); err != nil {

@@ -149,7 +149,7 @@ func writeBundleDetails(w io.Writer, info *managerpb.BundleInfo) error {
 	if _, err := io.WriteString(w, sb.String()); err != nil {
 		return err
 	}
-	return writeBundleJobs(w, info.GetJobs())
+	return writeBundleJobs(w, info.GetBundle().GetUpdateStrategy(), info.GetJobs())
 }
 
 // bundleState is "live", "deleting", with ", converging" while work is left.
@@ -161,7 +161,7 @@ func bundleState(info *managerpb.BundleInfo) string {
 	return s
 }
 
-func writeBundleJobs(w io.Writer, jobs []*managerpb.BundleJobStatus) error {
+func writeBundleJobs(w io.Writer, strategy managerpb.UpdateStrategy, jobs []*managerpb.BundleJobStatus) error {
 	rows := make([][]string, 0, len(jobs))
 	for _, j := range jobs {
 		status := "synced"
@@ -171,7 +171,7 @@ func writeBundleJobs(w io.Writer, jobs []*managerpb.BundleJobStatus) error {
 		case !j.GetSynced():
 			status = "syncing"
 		}
-		status += bundleDriftNote(j)
+		status += bundleDriftNote(strategy, j)
 		if j.GetLastError() != "" {
 			status += ": " + j.GetLastError()
 		}

@@ -33,12 +33,21 @@ func TestWriteJobDetails_Drift(t *testing.T) {
 	for _, want := range []string{
 		"Updates:      migrate (running instances are moved to the new definition, make-before-break)\n",
 		"  backup on node n1\n",
-		"  primary on node n1: runs definition hash 11; current 22: restart or migrate to apply\n",
+		"  primary on node n1: runs definition hash 11; current 22: rolling update in progress\n",
 		"  spare on node n1\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("job get printed:\n%s\nwant a line %q", b.String(), want)
 		}
+	}
+	// IN_PLACE: nothing moves it; a restart or a move applies it.
+	resp.Job.Job.UpdateStrategy = managerpb.UpdateStrategy_UPDATE_STRATEGY_IN_PLACE
+	b.Reset()
+	if err := writeJobDetails(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  primary on node n1: runs definition hash 11; current 22: restart or migrate to apply\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("job get printed:\n%s\nwant a line %q", b.String(), want)
 	}
 }
 
@@ -59,7 +68,7 @@ func TestWriteBundleDetails_Drift(t *testing.T) {
 	if !strings.Contains(out, "Updates:    migrate (") {
 		t.Errorf("bundle get printed:\n%s\nwant the update strategy", out)
 	}
-	if !strings.Contains(out, "synced, runs a stale definition (restart or migrate to apply)") || strings.Count(out, "stale") != 1 {
+	if !strings.Contains(out, "synced, runs a stale definition (rolling update in progress)") || strings.Count(out, "stale") != 1 {
 		t.Errorf("bundle get printed:\n%s\nwant b.0.enc (only) shown stale", out)
 	}
 }

@@ -105,10 +105,11 @@ func TestE2E_DefinitionDrift(t *testing.T) {
 
 // TestE2E_DefinitionDrift_Bundle: a resilient bundle runs its primary and
 // backup on two workers. An UpdateBundle of its update_strategy alone
-// (to MIGRATE) reaches both derived jobs and leaves them current; one of
-// the template's command leaves both processes running (the engine does
-// not carry rolling updates out yet) and GetBundle, like `norsk-ctl bundle
-// get`, shows both stale.
+// (to MIGRATE) reaches both derived jobs and leaves them current; back
+// under IN_PLACE (the default), one of the template's command leaves both
+// processes running (nothing moves them: TestE2E_RollingUpdate_Bundle
+// shows MIGRATE) and GetBundle, like `norsk-ctl bundle get`, shows both
+// stale.
 func TestE2E_DefinitionDrift_Bundle(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, slotSpec{name: "w-z1", zone: "z1", capacity: 4}, slotSpec{name: "w-z2", zone: "z2", capacity: 4})
@@ -144,16 +145,19 @@ func TestE2E_DefinitionDrift_Bundle(t *testing.T) {
 		require.Equal(t, managerpb.UpdateStrategy_UPDATE_STRATEGY_MIGRATE, r.GetJob().GetJob().GetUpdateStrategy(), "forwarded to the derived job")
 	}
 	require.Equal(t, []bool{false, false}, stale(), "the strategy is not part of what the worker runs")
+	b.UpdateStrategy = managerpb.UpdateStrategy_UPDATE_STRATEGY_IN_PLACE
+	require.NoError(t, f.mc.UpdateBundle(ctx, b))
+	require.Equal(t, []bool{false, false}, stale())
 
 	b.Jobs[0].Job.Services[0].Command = strings.Replace(b.Jobs[0].Job.Services[0].Command, "sleep 600", "sleep 601", 1)
 	require.NoError(t, f.mc.UpdateBundle(ctx, b))
 	require.Equal(t, []bool{true, true}, stale())
 	out, code := ctl(t, f.m.addr, "bundle", "get", string(bid))
 	require.Zero(t, code, out)
-	require.Equal(t, 2, strings.Count(out, "runs a stale definition"), out)
+	require.Equal(t, 2, strings.Count(out, "runs a stale definition (restart or migrate to apply)"), out)
 	for r := range 2 {
 		_, pid, err := f.runsOn(bundleJob(bid, r, "enc"), roleOf(r))
 		require.NoError(t, err)
-		require.Equal(t, pids[r], pid, "replica %d keeps its process: rolling updates are not carried out yet", r)
+		require.Equal(t, pids[r], pid, "replica %d keeps its process under IN_PLACE", r)
 	}
 }

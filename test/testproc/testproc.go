@@ -129,8 +129,8 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM and waits up to 30 s (then SIGKILL, failing the
-// test). A graceful stop must exit 0: any other code fails the test.
+// Stop sends SIGTERM and waits up to 30 s (then SIGQUIT for a goroutine
+// dump in the log, and SIGKILL, failing the test). A graceful stop must exit 0: any other code fails the test.
 func (p *Proc) Stop() {
 	if !p.Running() {
 		return
@@ -142,7 +142,14 @@ func (p *Proc) Stop() {
 			p.t.Errorf("%s exited with code %d after SIGTERM (a graceful stop must exit 0)", p.Name, code)
 		}
 	case <-time.After(30 * time.Second):
-		p.t.Errorf("%s did not exit within 30 s of SIGTERM", p.Name)
+		p.t.Errorf("%s did not exit within 30 s of SIGTERM (its goroutines, dumped by SIGQUIT, end its log)", p.Name)
+		// A hung stop is a bug to find: the Go runtime answers SIGQUIT
+		// with every goroutine's stack on stderr (the log) and exits.
+		_ = p.Cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
 		p.Kill()
 	}
 }

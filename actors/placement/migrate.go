@@ -73,7 +73,30 @@ type moveState struct {
 	// rollHeld holds the rolling-update moves the last pass held back, and
 	// why (rolling_pass.go). Guarded by mu.
 	rollHeld map[key]string
+	// starting holds, by (job, target role), the target StartJobs the job
+	// grain answered ALREADY_EXISTS ("already being started": its start
+	// of the target is still pending on the node): not sent again until
+	// the record changes or moveStartResend passes. Guarded by mu.
+	starting map[key]startingTarget
 }
+
+// startingTarget is a move target's StartJob the grain is still carrying
+// out: decided on record sequence seq, answered at at, placing placed.
+type startingTarget struct {
+	seq    persistence.Seq
+	at     time.Time
+	placed scheduler.Placed
+}
+
+// moveStartResend paces the repeats of a move target's StartJob that the
+// job grain answered "already being started" (its own start of the target
+// still waits for the node, as during a failover): without it the driver
+// asked again on every pass the answer kicked, about every 50 ms.
+const moveStartResend = 5 * time.Second
+
+// maxStartingTargets bounds moveState.starting over a long term; forgetting
+// an entry only allows one repeat sooner.
+const maxStartingTargets = 10000
 
 // drainMovePause is how long a drain waits before it moves a role again
 // after its move failed (see moveState.paused).
@@ -191,7 +214,43 @@ func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.Vi
 		abort(u.Reason) // the target's StartJob was refused
 		return
 	}
+	if p, ok := e.targetStarting(k, mv.seq, w.now); ok {
+		// The grain is still starting it: hold its room, send nothing.
+		view.Add(p)
+		w.where[k] = string(p.Node)
+		return
+	}
 	e.startTarget(ctx, w, view, mv, k, abort)
+}
+
+// noteTargetStarting records that the job grain answered the StartJob of
+// move target k, decided on record sequence seq and placing p,
+// ALREADY_EXISTS at now: the grain's start of it is still in flight.
+func (e *Engine) noteTargetStarting(k key, seq persistence.Seq, p scheduler.Placed, now time.Time) {
+	e.moves.mu.Lock()
+	defer e.moves.mu.Unlock()
+	if e.moves.starting == nil || len(e.moves.starting) >= maxStartingTargets {
+		e.moves.starting = map[key]startingTarget{}
+	}
+	e.moves.starting[k] = startingTarget{seq: seq, at: now, placed: p}
+}
+
+// targetStarting reports whether the StartJob of move target k must not
+// be sent again now (see moveState.starting), with what it places: the
+// grain answered "already being started" on record sequence seq less than
+// moveStartResend before now. A stale entry is forgotten.
+func (e *Engine) targetStarting(k key, seq persistence.Seq, now time.Time) (scheduler.Placed, bool) {
+	e.moves.mu.Lock()
+	defer e.moves.mu.Unlock()
+	st, ok := e.moves.starting[k]
+	if !ok {
+		return scheduler.Placed{}, false
+	}
+	if st.seq != seq || now.Sub(st.at) >= moveStartResend {
+		delete(e.moves.starting, k)
+		return scheduler.Placed{}, false
+	}
+	return st.placed, true
 }
 
 // startTarget chooses the target's node with the placement chain (the

@@ -7,7 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/norsk-oss/norsk-manager/actors"
+
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -214,4 +217,56 @@ func TestCheckMove(t *testing.T) {
 	require.NoError(t, check("primary", ""))
 	require.NoError(t, check("backup", "big"), "no such role: the grain's to answer")
 	require.NoError(t, CheckMove(f.store, f.now, "nope", "primary", ""))
+}
+
+// startSends counts the StartJobs of job id's role the fake router was
+// sent (answered or refused).
+func (r *fakeRouter) startSends(id, role string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.cmds {
+		if s := c.GetStart(); s != nil && c.GetJobId() == id && s.GetRole() == role {
+			n++
+		}
+	}
+	return n
+}
+
+// A target StartJob the grain answers "already being started" (its own
+// start still waits for the node, as during a failover) is in flight, not
+// done: the driver does not send it again on every pass, only once the
+// record changes or moveStartResend has passed.
+func TestEngine_Move_TargetBeingStartedIsNotResent(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.begin("j", "primary", "b")
+	f.router.mu.Lock()
+	f.router.refuse = actors.Fail(errorpb.Code_ALREADY_EXISTS, `job "j" role "primary~1" is already being started on node "b"`)
+	f.router.mu.Unlock()
+	for range 5 {
+		f.pass()
+	}
+	require.Equal(t, 1, f.router.startSends("j", "primary~1"), "answered in flight: not sent again every pass")
+	require.Equal(t, managerpb.Migration_MIGRATION_STARTING, f.moveOf("j").GetPhase(), "the move waits, it is not backed out")
+
+	f.now = f.now.Add(moveStartResend)
+	f.pass()
+	f.pass()
+	require.Equal(t, 2, f.router.startSends("j", "primary~1"), "asked again once moveStartResend passed")
+
+	f.putJob(f.job("j")) // the record changed
+	f.pass()
+	f.pass()
+	require.Equal(t, 3, f.router.startSends("j", "primary~1"), "asked again once the record changed")
+
+	f.router.mu.Lock()
+	f.router.refuse = nil
+	f.router.mu.Unlock()
+	f.now = f.now.Add(moveStartResend)
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"), "started once the grain takes it")
 }

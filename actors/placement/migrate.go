@@ -434,10 +434,19 @@ func (e *Engine) drainOne(ctx context.Context, r *running) {
 	e.beginMove(ctx, r, managerpb.Migration_MIGRATION_DRAIN, "node "+r.node+" draining")
 }
 
-// drainPaused reports whether a drain must not move r now (see
-// moveState.paused); an expired pause is forgotten.
+// drainPaused reports whether a drain (or a rolling update) must not move
+// r now: this engine backed a move of its logical role out as failed less
+// than drainMovePause ago (moveState.paused; an expired pause is
+// forgotten), or r's record shows a target of it that failed without
+// taking over less than drainMovePause ago — read from the record, so a
+// new leader keeps the pause; such failures do not count towards the
+// restart ceiling (restart.go), this pause is what paces the retries.
 func (e *Engine) drainPaused(r *running, now time.Time) bool {
-	k := key{r.job, scheduler.Role(roles.LogicalRole(string(r.role)))}
+	logical := roles.LogicalRole(string(r.role))
+	if t, ok := lastUntakenFailure(r.rec, logical); ok && now.Before(t.Add(drainMovePause)) {
+		return true
+	}
+	k := key{r.job, scheduler.Role(logical)}
 	e.moves.mu.Lock()
 	defer e.moves.mu.Unlock()
 	until, ok := e.moves.paused[k]

@@ -24,6 +24,7 @@ import (
 // grain, with a request id derived from the record's sequence:
 //
 //	STARTING, no target yet      → choose the node (the chain), StartJob the target role
+//	                               (answered "already being started": wait, moveStartResend)
 //	STARTING, target's node draining → AbortMigration (failed: handing over would move it again)
 //	STARTING, target RUNNING     → HandOverMigration (the grain stops the source)
 //	STARTING, target ended       → AbortMigration (failed: the target's last failure)

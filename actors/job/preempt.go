@@ -18,7 +18,9 @@ import (
 // preempt is the placement engine's stop of a LOW priority instance to make
 // room for a HIGH priority job role (docs/design/placement.md,
 // "Priorities"): StopJob's rules (FAILED_PRECONDITION when role has no
-// instance on the node; an instance already stopping is asked again), with
+// instance on the node, or c names another instance id — a stale
+// preemption, nothing changes; an instance already stopping is asked
+// again), with
 // the history reason JOB_STOPPED_PREEMPTED, the preemption kept in the
 // record and job_preempted raised in the same commit.
 func (g *grain) preempt(ctx actor.Context, reqID string, c *internalpb.PreemptJob) *internalpb.Reply {
@@ -33,6 +35,10 @@ func (g *grain) preempt(ctx actor.Context, reqID string, c *internalpb.PreemptJo
 	in := g.rec.GetInstances()[i]
 	if in.GetNodeId() != node {
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q runs on node %q, not on node %q", g.id, role, in.GetNodeId(), node)
+	}
+	if id := c.GetInstanceId(); id != "" && in.GetInstanceId() != id {
+		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q role %q on node %q is instance %q, not %q: a stale preemption",
+			g.id, role, node, in.GetInstanceId(), id)
 	}
 	if in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
 		g.sendStop(node, role, in.GetInstanceId()) // idempotent: ask again

@@ -56,3 +56,31 @@ func TestJob_Preempt(t *testing.T) {
 	require.Equal(t, errorpb.Code_OK, e.do(t, "bulk", preempt("n1")).GetCode())
 	require.Empty(t, eventKinds(t, e.store, h), "a repeat writes nothing")
 }
+
+// TestJob_PreemptOfAnotherInstanceIsStale: a PreemptJob naming an instance
+// id stops only that instance: one decided on an older read (sent late by
+// a leader that was frozen) finds another instance of the role on the node
+// and changes nothing.
+func TestJob_PreemptOfAnotherInstanceIsStale(t *testing.T) {
+	e := newEnv(t)
+	runningJob(t, e, "j")
+	in := e.record(t, "j").GetInstances()[0]
+	require.NotEmpty(t, in.GetInstanceId())
+	preempt := func(reqID, id string) *internalpb.Reply {
+		return e.do(t, "j", &internalpb.JobCommand{RequestId: reqID, Cmd: &internalpb.JobCommand_Preempt{Preempt: &internalpb.PreemptJob{
+			Role: "primary", NodeId: "n1", ForJobId: "news", ForRole: "primary", Reason: "room", InstanceId: id}}})
+	}
+	h := head(e.store)
+	r := preempt("placement/preempt/j/primary/1", "j-primary-earlier")
+	require.Equal(t, errorpb.Code_FAILED_PRECONDITION, r.GetCode())
+	require.Contains(t, r.GetMessage(), "stale preemption")
+	require.Empty(t, eventKinds(t, e.store, h), "nothing written")
+	rec := e.record(t, "j")
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_RUNNING, rec.GetInstances()[0].GetStatus(), "nothing changed")
+	require.Empty(t, rec.GetPreemptions())
+
+	require.Equal(t, errorpb.Code_OK, preempt("placement/preempt/j/primary/2", in.GetInstanceId()).GetCode())
+	rec = e.record(t, "j")
+	require.Equal(t, internalpb.InstanceStatus_INSTANCE_STOPPING, rec.GetInstances()[0].GetStatus())
+	require.Len(t, rec.GetPreemptions(), 1)
+}

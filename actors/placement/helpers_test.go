@@ -254,6 +254,8 @@ func (r *fakeRouter) Request(ctx context.Context, kind, id string, cmd proto.Mes
 			in.DefinitionHash, in.RunHash = j.GetCurrentHash(), job.RunHash(j)
 		}
 		rec.Instances = append(rec.Instances, in)
+		rec.Job.HistoryEntry = append(rec.Job.HistoryEntry, &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobProvisioned{
+			JobProvisioned: &managerpb.JobHistoryJobProvisioned{Timestamp: at, Role: role, NodeMetadata: in.GetNodeMetadata()}}})
 		fakeTargetStarted(rec, in, at)
 		events = append(events, job.NotePlaced(rec, in, x.Start.GetPlacement(), at)...)
 		slices.SortFunc(rec.Instances, func(a, b *internalpb.Instance) int { return strings.Compare(a.GetRole(), b.GetRole()) })

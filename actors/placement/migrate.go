@@ -24,6 +24,7 @@ import (
 // grain, with a request id derived from the record's sequence:
 //
 //	STARTING, no target yet      → choose the node (the chain), StartJob the target role
+//	                               (answered "already being started": wait, moveStartResend)
 //	STARTING, target's node draining → AbortMigration (failed: handing over would move it again)
 //	STARTING, target RUNNING     → HandOverMigration (the grain stops the source)
 //	STARTING, target ended       → AbortMigration (failed: the target's last failure)
@@ -73,7 +74,30 @@ type moveState struct {
 	// rollHeld holds the rolling-update moves the last pass held back, and
 	// why (rolling_pass.go). Guarded by mu.
 	rollHeld map[key]string
+	// starting holds, by (job, target role), the target StartJobs the job
+	// grain answered ALREADY_EXISTS ("already being started": its start
+	// of the target is still pending on the node): not sent again until
+	// the record changes or moveStartResend passes. Guarded by mu.
+	starting map[key]startingTarget
 }
+
+// startingTarget is a move target's StartJob the grain is still carrying
+// out: decided on record sequence seq, answered at at, placing placed.
+type startingTarget struct {
+	seq    persistence.Seq
+	at     time.Time
+	placed scheduler.Placed
+}
+
+// moveStartResend paces the repeats of a move target's StartJob that the
+// job grain answered "already being started" (its own start of the target
+// still waits for the node, as during a failover): without it the driver
+// asked again on every pass the answer kicked, about every 50 ms.
+const moveStartResend = 5 * time.Second
+
+// maxStartingTargets bounds moveState.starting over a long term; forgetting
+// an entry only allows one repeat sooner.
+const maxStartingTargets = 10000
 
 // drainMovePause is how long a drain waits before it moves a role again
 // after its move failed (see moveState.paused).
@@ -191,7 +215,43 @@ func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.Vi
 		abort(u.Reason) // the target's StartJob was refused
 		return
 	}
+	if p, ok := e.targetStarting(k, mv.seq, w.now); ok {
+		// The grain is still starting it: hold its room, send nothing.
+		view.Add(p)
+		w.where[k] = string(p.Node)
+		return
+	}
 	e.startTarget(ctx, w, view, mv, k, abort)
+}
+
+// noteTargetStarting records that the job grain answered the StartJob of
+// move target k, decided on record sequence seq and placing p,
+// ALREADY_EXISTS at now: the grain's start of it is still in flight.
+func (e *Engine) noteTargetStarting(k key, seq persistence.Seq, p scheduler.Placed, now time.Time) {
+	e.moves.mu.Lock()
+	defer e.moves.mu.Unlock()
+	if e.moves.starting == nil || len(e.moves.starting) >= maxStartingTargets {
+		e.moves.starting = map[key]startingTarget{}
+	}
+	e.moves.starting[k] = startingTarget{seq: seq, at: now, placed: p}
+}
+
+// targetStarting reports whether the StartJob of move target k must not
+// be sent again now (see moveState.starting), with what it places: the
+// grain answered "already being started" on record sequence seq less than
+// moveStartResend before now. A stale entry is forgotten.
+func (e *Engine) targetStarting(k key, seq persistence.Seq, now time.Time) (scheduler.Placed, bool) {
+	e.moves.mu.Lock()
+	defer e.moves.mu.Unlock()
+	st, ok := e.moves.starting[k]
+	if !ok {
+		return scheduler.Placed{}, false
+	}
+	if st.seq != seq || now.Sub(st.at) >= moveStartResend {
+		delete(e.moves.starting, k)
+		return scheduler.Placed{}, false
+	}
+	return st.placed, true
 }
 
 // startTarget chooses the target's node with the placement chain (the
@@ -375,10 +435,19 @@ func (e *Engine) drainOne(ctx context.Context, r *running) {
 	e.beginMove(ctx, r, managerpb.Migration_MIGRATION_DRAIN, "node "+r.node+" draining")
 }
 
-// drainPaused reports whether a drain must not move r now (see
-// moveState.paused); an expired pause is forgotten.
+// drainPaused reports whether a drain (or a rolling update) must not move
+// r now: this engine backed a move of its logical role out as failed less
+// than drainMovePause ago (moveState.paused; an expired pause is
+// forgotten), or r's record shows a target of it that failed without
+// taking over less than drainMovePause ago — read from the record, so a
+// new leader keeps the pause; such failures do not count towards the
+// restart ceiling (restart.go), this pause is what paces the retries.
 func (e *Engine) drainPaused(r *running, now time.Time) bool {
-	k := key{r.job, scheduler.Role(roles.LogicalRole(string(r.role)))}
+	logical := roles.LogicalRole(string(r.role))
+	if t, ok := lastUntakenFailure(r.rec, logical); ok && now.Before(t.Add(drainMovePause)) {
+		return true
+	}
+	k := key{r.job, scheduler.Role(logical)}
 	e.moves.mu.Lock()
 	defer e.moves.mu.Unlock()
 	until, ok := e.moves.paused[k]

@@ -68,6 +68,9 @@ func (r *fakeRouter) fakeMove(rec *internalpb.JobRecord, c *internalpb.JobComman
 		m.Phase = managerpb.Migration_MIGRATION_HANDING_OVER
 		if src := inst(m.GetSourceRole()); src != nil {
 			src.Status = internalpb.InstanceStatus_INSTANCE_STOPPING
+			rec.Job.HistoryEntry = append(rec.Job.HistoryEntry, &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobStopping{
+				JobStopping: &managerpb.JobHistoryJobStopping{Timestamp: at, Role: src.GetRole(), NodeMetadata: src.GetNodeMetadata(),
+					Reason: managerpb.JobHistoryJobStopping_JOB_STOPPED_MIGRATED}}})
 			r.count(&r.stops, c.GetJobId()+"/"+src.GetRole())
 		}
 	case *internalpb.JobCommand_AbortMigration:

@@ -2,12 +2,16 @@ package placement
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/norsk-oss/norsk-manager/actors"
+
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -74,8 +78,9 @@ func TestEngine_Move_RefusedByTheChain(t *testing.T) {
 }
 
 // "any" excludes the source node; a target that fails before it runs backs
-// the move out, and the target role's failure counts for the logical role
-// ("primary") in the restart history.
+// the move out, and the target role's failure does not count for the
+// logical role ("primary") in the restart history: the source never
+// stopped.
 func TestEngine_Move_TargetFailsBacksOut(t *testing.T) {
 	f := newFixture(t)
 	f.putNode("a", 4, "z1", nil)
@@ -96,7 +101,7 @@ func TestEngine_Move_TargetFailsBacksOut(t *testing.T) {
 	require.Nil(t, f.moveOf("j"))
 	require.Equal(t, "a", f.nodeOf("j", "primary"))
 	h := failuresOf(f.job("j"), "primary")
-	require.Len(t, h.times, 1, "the target's failure counts for its logical role")
+	require.Empty(t, h.times, "a target that never took over: its failure is not the role's")
 }
 
 // A target that never runs is backed out after moveStartTimeout; a target
@@ -214,4 +219,114 @@ func TestCheckMove(t *testing.T) {
 	require.NoError(t, check("primary", ""))
 	require.NoError(t, check("backup", "big"), "no such role: the grain's to answer")
 	require.NoError(t, CheckMove(f.store, f.now, "nope", "primary", ""))
+}
+
+// startSends counts the StartJobs of job id's role the fake router was
+// sent (answered or refused).
+func (r *fakeRouter) startSends(id, role string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.cmds {
+		if s := c.GetStart(); s != nil && c.GetJobId() == id && s.GetRole() == role {
+			n++
+		}
+	}
+	return n
+}
+
+// A target StartJob the grain answers "already being started" (its own
+// start still waits for the node, as during a failover) is in flight, not
+// done: the driver does not send it again on every pass, only once the
+// record changes or moveStartResend has passed.
+func TestEngine_Move_TargetBeingStartedIsNotResent(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.begin("j", "primary", "b")
+	f.router.mu.Lock()
+	f.router.refuse = actors.Fail(errorpb.Code_ALREADY_EXISTS, `job "j" role "primary~1" is already being started on node "b"`)
+	f.router.mu.Unlock()
+	for range 5 {
+		f.pass()
+	}
+	require.Equal(t, 1, f.router.startSends("j", "primary~1"), "answered in flight: not sent again every pass")
+	require.Equal(t, managerpb.Migration_MIGRATION_STARTING, f.moveOf("j").GetPhase(), "the move waits, it is not backed out")
+
+	f.now = f.now.Add(moveStartResend)
+	f.pass()
+	f.pass()
+	require.Equal(t, 2, f.router.startSends("j", "primary~1"), "asked again once moveStartResend passed")
+
+	f.putJob(f.job("j")) // the record changed
+	f.pass()
+	f.pass()
+	require.Equal(t, 3, f.router.startSends("j", "primary~1"), "asked again once the record changed")
+
+	f.router.mu.Lock()
+	f.router.refuse = nil
+	f.router.mu.Unlock()
+	f.now = f.now.Add(moveStartResend)
+	f.pass()
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"), "started once the grain takes it")
+}
+
+// A drain whose target keeps failing (more times than the restart
+// ceiling, retried after each pause) does not use up the job's restart
+// budget: the source runs on, and one later crash of it is restarted, not
+// given up with terminal_state.
+func TestEngine_Move_FailingTargetsLeaveTheCeiling(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("d", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("o", 4, "z1", nil)
+	f.router.provisioning = true
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_DRAINING)
+	ceiling := scheduler.DefaultRestartPolicy().Ceiling
+	for n := 1; n <= ceiling+1; n++ {
+		f.pass() // begin
+		f.pass() // start the target
+		target := fmt.Sprintf("primary~%d", n)
+		require.Equal(t, "o", f.nodeOf("j", target), "move %d", n)
+		f.fail("j", target, "bad image")
+		f.pass() // backed out
+		require.Nil(t, f.moveOf("j"))
+		f.now = f.now.Add(drainMovePause)
+	}
+	require.Empty(t, failuresOf(f.job("j"), "primary").times)
+	require.Equal(t, "d", f.nodeOf("j", "primary"), "the source runs on")
+
+	f.setScheduling("d", managerpb.NodeScheduling_NODE_SCHEDULING_ELIGIBLE)
+	f.fail("j", "primary", "crash")
+	f.now = f.now.Add(time.Minute)
+	f.pass()
+	require.Nil(t, f.job("j").GetJob().GetJob().GetTerminalState(), "one crash of the source is not the ceiling")
+	require.NotEmpty(t, f.runningRole("j", "primary"), "restarted")
+	require.Len(t, failuresOf(f.job("j"), "primary").times, 1)
+}
+
+// After its move handed over, the target is the instance that runs: its
+// failure counts towards the logical role's ceiling as before.
+func TestEngine_Move_TargetThatTookOverCounts(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("a", 4, "z1", nil)
+	f.putJob(autoJob("j", 1, nil))
+	f.pass()
+	f.putNode("b", 4, "z1", nil)
+	f.router.provisioning = true
+	f.begin("j", "primary", "b")
+	f.pass()
+	f.run("j", "primary~1")
+	f.pass() // hand over
+	f.confirmStops()
+	f.pass() // end
+	require.Nil(t, f.moveOf("j"))
+	require.Equal(t, "b", f.nodeOf("j", "primary~1"))
+	f.fail("j", "primary~1", "crash")
+	h := failuresOf(f.job("j"), "primary")
+	require.Len(t, h.times, 1, "the instance that ran failed")
+	require.Equal(t, "crash", h.last)
 }

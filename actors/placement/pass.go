@@ -13,6 +13,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
+	"github.com/norsk-oss/norsk-manager/actors/roles"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -299,6 +300,11 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 		case errors.As(err, &re) && re.Code == errorpb.Code_ALREADY_EXISTS:
 			// Another decision (a previous leader's) got there first.
 			e.placedOK(k)
+			if roles.IsMoved(string(k.role)) {
+				// Perhaps still being started: the move driver waits
+				// rather than asking again every pass (migrate.go).
+				e.noteTargetStarting(k, c.seq, p, e.cfg.Clock())
+			}
 			log.Debug("job role already started", "reply", err)
 		case ctx.Err() != nil:
 		default:

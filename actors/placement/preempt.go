@@ -300,14 +300,19 @@ func PreemptRequestID(job, role string, seq uint64) string {
 func (e *Engine) sendPreempt(ctx context.Context, w *world, forK key, v scheduler.Placed, reason string) {
 	vk := key{v.Job, v.Role}
 	var seq uint64
+	var instance string
 	for i := range w.running {
-		if w.running[i].key == vk {
-			seq = uint64(w.running[i].seq)
+		if r := &w.running[i]; r.key == vk {
+			seq = uint64(r.seq)
+			instance = instanceOf(r.rec, string(v.Role)).GetInstanceId()
 		}
 	}
+	// The instance id: a PreemptJob delivered late (this leader frozen
+	// meanwhile) must not stop an instance started under that role on that
+	// node since; the grain refuses it as stale.
 	cmd := &internalpb.JobCommand{RequestId: PreemptRequestID(string(v.Job), string(v.Role), seq), JobId: string(v.Job),
 		Cmd: &internalpb.JobCommand_Preempt{Preempt: &internalpb.PreemptJob{Role: string(v.Role), NodeId: string(v.Node),
-			ForJobId: string(forK.job), ForRole: string(forK.role), Reason: reason}}}
+			ForJobId: string(forK.job), ForRole: string(forK.role), Reason: reason, InstanceId: instance}}}
 	log := e.log.With("job_id", v.Job, "role", v.Role, "node_id", v.Node, "for_job_id", forK.job, "for_role", forK.role)
 	e.wg.Add(1)
 	go func() {

@@ -27,6 +27,9 @@ func fakePreempt(rec *internalpb.JobRecord, c *internalpb.PreemptJob, at *timest
 		return nil, actors.Fail(errorpb.Code_FAILED_PRECONDITION, "role %q: no instance on node %q", c.GetRole(), c.GetNodeId())
 	}
 	in := rec.Instances[i]
+	if id := c.GetInstanceId(); id != "" && in.GetInstanceId() != id {
+		return nil, actors.Fail(errorpb.Code_FAILED_PRECONDITION, "role %q: a stale preemption of instance %q", c.GetRole(), id)
+	}
 	in.Status = internalpb.InstanceStatus_INSTANCE_STOPPING
 	rec.Job.HistoryEntry = append(rec.Job.HistoryEntry, &managerpb.JobHistoryEntry{HistoryEntry: &managerpb.JobHistoryEntry_JobStopping{
 		JobStopping: &managerpb.JobHistoryJobStopping{Timestamp: at, Role: in.GetRole(), NodeMetadata: in.GetNodeMetadata(),
@@ -456,4 +459,32 @@ func TestEngine_Preempt_StaleRead(t *testing.T) {
 	f.eng.preempt.mu.Unlock()
 	_, ok = f.eng.preemptionInProgress(fresh, hk)
 	require.True(t, ok, "the record says it now")
+}
+
+// TestEngine_Preempt_NamesTheInstance: the PreemptJob names the victim's
+// instance id as the pass read it, so a preemption delivered late (a
+// leader frozen meanwhile) cannot stop an instance started since under the
+// same role on the same node: the grain refuses it as stale.
+func TestEngine_Preempt_NamesTheInstance(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 10, "", nil)
+	f.bandJob("l1", 8, low, "")
+	f.pass()
+	require.Equal(t, "n1", f.nodeOf("l1", "primary"))
+	rec := f.job("l1")
+	rec.Instances[0].InstanceId = "l1-primary-a"
+	f.putJob(rec)
+	f.bandJob("h", 5, high, "")
+	f.pass()
+	require.Equal(t, 1, f.router.preemptCount())
+	f.router.mu.Lock()
+	var sent *internalpb.PreemptJob
+	for _, c := range f.router.cmds {
+		if p := c.GetPreempt(); p != nil {
+			sent = p
+		}
+	}
+	f.router.mu.Unlock()
+	require.NotNil(t, sent)
+	require.Equal(t, "l1-primary-a", sent.GetInstanceId())
 }

@@ -25,10 +25,16 @@ type failureHistory struct {
 	lastNode scheduler.NodeID
 }
 
-// failuresOf reads the failure history of role from rec.
+// failuresOf reads the failure history of role from rec. A failure of a
+// move's target (role "<role>~<n>") that never took over — its move backed
+// out, the source kept running — is not the role's: a drain or a rolling
+// update whose target keeps failing must not use up the restart budget of
+// a job whose source runs fine (the move's own pause paces its retries).
+// A failure of the instance after its move handed over to it counts.
 func failuresOf(rec *internalpb.JobRecord, role scheduler.Role) failureHistory {
 	var h failureHistory
 	var cleared time.Time
+	pending := untakenTargets(rec, string(role))
 	for _, e := range rec.GetJob().GetHistoryEntry() {
 		if u := e.GetJobUpdated(); u != nil && u.GetPreviousJob().GetTerminalState() != nil {
 			// An operator cleared the verdict: what failed before it no
@@ -38,14 +44,15 @@ func failuresOf(rec *internalpb.JobRecord, role scheduler.Role) failureHistory {
 			continue
 		}
 		s := e.GetJobStopping()
-		if s == nil || roles.LogicalRole(s.GetRole()) != string(role) || s.GetReason() != managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED {
+		if s == nil || roles.LogicalRole(s.GetRole()) != string(role) || s.GetReason() != managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED ||
+			pending[s.GetRole()] {
 			continue
 		}
 		h.times = append(h.times, s.GetTimestamp().AsTime())
 		h.addNode(scheduler.NodeID(s.GetNodeMetadata().GetNodeId().GetNodeId()))
 	}
 	for _, f := range rec.GetLastFailures() {
-		if roles.LogicalRole(f.GetRole()) != string(role) || f.GetAt() == nil || !f.GetAt().AsTime().After(cleared) {
+		if roles.LogicalRole(f.GetRole()) != string(role) || f.GetAt() == nil || !f.GetAt().AsTime().After(cleared) || pending[f.GetRole()] {
 			continue
 		}
 		at := f.GetAt().AsTime()
@@ -56,6 +63,59 @@ func failuresOf(rec *internalpb.JobRecord, role scheduler.Role) failureHistory {
 		h.addNode(h.lastNode)
 	}
 	return h
+}
+
+// untakenTargets is the set of move target roles of logical role logical
+// that rec's history shows provisioned (job_provisioned of "<logical>~<n>")
+// and never handed over to: no job_stopping JOB_STOPPED_MIGRATED of the
+// logical role (the grain's stop of the source at the hand-over) after
+// it. A logical role has one move at a time, so a hand-over is the newest
+// target's. A target whose provisioning the bounded history dropped is
+// not in the set: its failures count, as any instance's.
+func untakenTargets(rec *internalpb.JobRecord, logical string) map[string]bool {
+	var pending map[string]bool
+	target := ""
+	for _, e := range rec.GetJob().GetHistoryEntry() {
+		if p := e.GetJobProvisioned(); p != nil && roles.IsMoved(p.GetRole()) && roles.LogicalRole(p.GetRole()) == logical {
+			if pending == nil {
+				pending = map[string]bool{}
+			}
+			pending[p.GetRole()], target = true, p.GetRole()
+			continue
+		}
+		if s := e.GetJobStopping(); s != nil && s.GetReason() == managerpb.JobHistoryJobStopping_JOB_STOPPED_MIGRATED &&
+			roles.LogicalRole(s.GetRole()) == logical && s.GetRole() != target {
+			delete(pending, target)
+		}
+	}
+	return pending
+}
+
+// lastUntakenFailure is the newest failure (job_stopping JOB_FAILED in
+// the history, or the record's last failure) of a move target of logical
+// that never took over (untakenTargets); false if there is none.
+func lastUntakenFailure(rec *internalpb.JobRecord, logical string) (time.Time, bool) {
+	pending := untakenTargets(rec, logical)
+	if len(pending) == 0 {
+		return time.Time{}, false
+	}
+	var last time.Time
+	note := func(role string, at time.Time) {
+		if pending[role] && at.After(last) {
+			last = at
+		}
+	}
+	for _, e := range rec.GetJob().GetHistoryEntry() {
+		if s := e.GetJobStopping(); s != nil && s.GetReason() == managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED {
+			note(s.GetRole(), s.GetTimestamp().AsTime())
+		}
+	}
+	for _, f := range rec.GetLastFailures() {
+		if f.GetAt() != nil {
+			note(f.GetRole(), f.GetAt().AsTime())
+		}
+	}
+	return last, !last.IsZero()
 }
 
 // hasNear reports whether a failure time lies within a second of at (the

@@ -108,12 +108,14 @@ func (e *Engine) rollingBusy(w *world) map[string]bool {
 }
 
 // rollHeld returns why the rolling move of r must wait, or "": a move of
-// its role just failed (moveState.paused, set when the driver backs out a
-// failed update move), or the restart policy of its pool says wait (the
-// backoff after the last failure of its logical role, a failed target's
-// included) or stop (the ceiling: the new definition keeps failing). The
-// backoff and the ceiling are read from the record, so a new leader holds
-// the same moves.
+// its role just failed (drainPaused: the driver backed a failed update
+// move out, or the record shows a target that failed without taking over,
+// less than drainMovePause ago), or the restart policy of its pool says
+// wait (the backoff after the last failure of its logical role) or stop
+// (the ceiling). A failed target that never took over is paced by the
+// pause alone: it does not count towards the backoff or the ceiling
+// (failuresOf). The pause's record part, the backoff and the ceiling are
+// read from the record, so a new leader holds the same moves.
 func (e *Engine) rollHeld(w *world, r *running) string {
 	logical := scheduler.Role(roles.LogicalRole(string(r.role)))
 	if e.drainPaused(r, w.now) {

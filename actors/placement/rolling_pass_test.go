@@ -226,9 +226,10 @@ func TestEngine_Rolling_FailedTargetBacksOut(t *testing.T) {
 	require.Equal(t, "primary~2", f.moveOf("j").GetTargetRole())
 }
 
-// A failed target's record is what holds the next move (the restart
-// backoff of the logical role): a new engine (a new leader, no memory of
-// the pause) does not begin it at once either.
+// A failed target's record is what holds the next move (its failure,
+// within drainMovePause; it does not count towards the restart ceiling): a
+// new engine (a new leader, no memory of the pause) does not begin it at
+// once either.
 func TestEngine_Rolling_NewLeaderKeepsTheBackoff(t *testing.T) {
 	f := newFixture(t)
 	f.putNode("a", 4, "z1", nil)
@@ -246,7 +247,7 @@ func TestEngine_Rolling_NewLeaderKeepsTheBackoff(t *testing.T) {
 	require.NoError(t, err)
 	f.eng = e
 	f.pass()
-	require.Equal(t, 1, f.router.beginCount("j", "primary"), "the backoff is in the record")
+	require.Equal(t, 1, f.router.beginCount("j", "primary"), "the pause is in the record")
 	f.now = f.now.Add(time.Minute)
 	f.pass()
 	require.Equal(t, 2, f.router.beginCount("j", "primary"))

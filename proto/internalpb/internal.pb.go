@@ -3151,7 +3151,7 @@ func (x *StopJob) GetInstanceId() string {
 // instance stopping with reason JOB_STOPPED_PREEMPTED, records the
 // preemption (JobRecord.preemptions) and raises job_preempted in the same
 // commit. FAILED_PRECONDITION as StopJob when role has no instance on
-// node_id.
+// node_id, or (instance_id set) when it has another instance there.
 type PreemptJob struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Role     string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
@@ -3160,7 +3160,13 @@ type PreemptJob struct {
 	ForRole  string                 `protobuf:"bytes,4,opt,name=for_role,json=forRole,proto3" json:"for_role,omitempty"`
 	// The engine's explanation, for the event and the record (at most 2 KiB
 	// kept).
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The instance the engine chose as the victim, as StopJob.instance_id: a
+	// recorded instance of role on node_id with another id is
+	// FAILED_PRECONDITION and nothing changes (a preemption sent late, by a
+	// leader frozen meanwhile, must not stop the instance started there
+	// since). Empty: whichever instance it is.
+	InstanceId    string `protobuf:"bytes,6,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3226,6 +3232,13 @@ func (x *PreemptJob) GetForRole() string {
 func (x *PreemptJob) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *PreemptJob) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -5794,7 +5807,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vinstance_id\x18\x03 \x01(\tR\n" +
-	"instanceId\"\x8a\x01\n" +
+	"instanceId\"\xab\x01\n" +
 	"\n" +
 	"PreemptJob\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
@@ -5802,7 +5815,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\n" +
 	"for_job_id\x18\x03 \x01(\tR\bforJobId\x12\x19\n" +
 	"\bfor_role\x18\x04 \x01(\tR\aforRole\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\r\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vinstance_id\x18\x06 \x01(\tR\n" +
+	"instanceId\"\r\n" +
 	"\vCompleteJob\"\b\n" +
 	"\x06GetJob\"\r\n" +
 	"\vActivateJob\"\x92\x05\n" +

@@ -190,7 +190,12 @@ func (g *grain) onHealthy(ctx actor.Context) {
 	}
 	events = append(events, g.evConnected(next, instances))
 	if r := g.commit("", next, events...); r != nil {
-		g.log.Error("could not record the node as started", "error", r.GetMessage())
+		// Not healthy yet: the next health ping (every 2 s) tries again.
+		// Left healthy, the node stayed unrecorded as STARTED for as long
+		// as the session lasted — placement saw it offline (a leader
+		// SIGKILLed during this commit; TestHA_ProvisionSurvivesLeaderKills).
+		g.healthy = false
+		g.log.Error("could not record the node as started; retrying at the next health ping", "error", r.GetMessage())
 		return
 	}
 	g.backoff = 0

@@ -7,6 +7,7 @@ package grains
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,18 +18,28 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 )
 
 // Config configures a Router.
 type Config struct {
 	// RequestTimeout bounds Request when its context has no earlier
-	// deadline, and each delivery of Send. Default 10 s.
+	// deadline, and each delivery attempt of Send. Default 10 s.
 	RequestTimeout time.Duration
-	// SendTimeout bounds the retries of one Send. Default 60 s.
+	// SendTimeout bounds the retries of one Send, across delivery
+	// attempts (see Send). Default 10 min: longer than a leader election
+	// and a grain's move by far, so that a report is not lost to a
+	// failover; a grain still unreachable after it is logged and dropped.
 	SendTimeout time.Duration
+	// SendBackoff is the first wait between delivery attempts of a Send;
+	// it doubles per attempt up to 2 s. Default 50 ms.
+	SendBackoff time.Duration
 	Logger      *slog.Logger
 }
+
+// maxSendBackoff caps the wait between delivery attempts of one Send.
+const maxSendBackoff = 2 * time.Second
 
 // Router implements actors.Router over a protoactor cluster. Cluster
 // requests are at-least-once (the lookup retries after timeouts and dead
@@ -58,7 +69,10 @@ func NewRouter(c *cluster.Cluster, cfg Config) *Router {
 		cfg.RequestTimeout = 10 * time.Second
 	}
 	if cfg.SendTimeout <= 0 {
-		cfg.SendTimeout = time.Minute
+		cfg.SendTimeout = 10 * time.Minute
+	}
+	if cfg.SendBackoff <= 0 {
+		cfg.SendBackoff = 50 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -187,9 +201,18 @@ func (r *Router) RequestFuture(kind, identity string, cmd proto.Message, timeout
 }
 
 // Send implements actors.Router: commands to one grain are delivered in
-// the order they were sent, each retried until it is answered or
+// the order they were sent, each retried until the grain carries it out or
 // SendTimeout passes (then logged and dropped: what they carry is
-// re-derived from the next worker hello).
+// re-derived from the next worker hello). A delivery counts as failed, and
+// is retried with backoff, when the grain did not answer within
+// RequestTimeout (it is moving to another manager, or its manager is
+// gone), or answered UNAVAILABLE or ABORTED (it could not confirm its
+// record is current or could not persist the change: no Raft leader
+// during a failover, a superseded node activation). The one-way commands
+// (instance reports, node-gone, stops, orphans found) are idempotent, so a
+// repeat of one whose first attempt did commit changes nothing; a command
+// carrying a deadline is not retried past it (the grain would answer it
+// Late). Any other answer ends the command: the grain decided on it.
 func (r *Router) Send(kind, identity string, cmd proto.Message) {
 	key := kind + "/" + identity
 	r.mu.Lock()
@@ -219,15 +242,78 @@ func (r *Router) drain(key, kind, identity string, q *sendQueue) {
 		cmd := q.items[0]
 		q.items = q.items[1:]
 		r.mu.Unlock()
-		// One-way commands carry no deadline: what they report stays true
-		// however late their grain handles them.
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
-		_, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
-		cancel()
+		err := r.deliver(kind, identity, cmd)
 		if err != nil && r.ctx.Err() == nil {
 			r.log.Warn("one-way grain command dropped", "kind", kind, "identity", identity, "error", err)
 		}
 	}
+}
+
+// deliver makes delivery attempts of one one-way command until the grain
+// carries it out (see Send), SendTimeout passes, the command's own
+// deadline passes, or the router stops. The error says why it gave up.
+func (r *Router) deliver(kind, identity string, cmd proto.Message) error {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
+	defer cancel()
+	backoff := r.cfg.SendBackoff
+	for attempt := 1; ; attempt++ {
+		// One-way commands carry no deadline (unless their sender set
+		// one): what they report stays true however late their grain
+		// handles them, so each attempt is bounded here only.
+		reply, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
+		if err == nil && !retryableReply(reply) {
+			if attempt > 1 {
+				r.log.Info("one-way grain command delivered after retries", "kind", kind, "identity", identity, "attempts", attempt)
+			}
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("grain answered %s: %s", reply.GetCode(), reply.GetMessage())
+		} else if !errors.Is(err, actors.ErrGrainTimeout) {
+			return err // not a grain that could answer later (an unknown kind, …)
+		}
+		if dl := commandDeadline(cmd); !dl.IsZero() && time.Now().After(dl) {
+			return fmt.Errorf("its deadline passed after %d attempts: %w", attempt, err)
+		}
+		r.log.Debug("one-way grain command not carried out; retrying", "kind", kind, "identity", identity,
+			"attempt", attempt, "backoff", backoff, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not carried out in %s (%d attempts): %w", r.cfg.SendTimeout, attempt, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxSendBackoff)
+	}
+}
+
+// retryableReply reports whether a grain's answer means it did not carry
+// the command out and a later attempt may: UNAVAILABLE (freshness check
+// or append failed: no leader, store closed, a superseded activation) or
+// ABORTED (another writer won the append twice).
+func retryableReply(r *internalpb.Reply) bool {
+	switch r.GetCode() {
+	case errorpb.Code_UNAVAILABLE, errorpb.Code_ABORTED:
+		return true
+	}
+	return false
+}
+
+// commandDeadline is the deadline a job, node or bundle command carries
+// (zero: none).
+func commandDeadline(cmd proto.Message) time.Time {
+	var dl *timestamppb.Timestamp
+	switch c := cmd.(type) {
+	case *internalpb.JobCommand:
+		dl = c.GetDeadline()
+	case *internalpb.NodeCommand:
+		dl = c.GetDeadline()
+	case *internalpb.BundleCommand:
+		dl = c.GetDeadline()
+	}
+	if dl == nil {
+		return time.Time{}
+	}
+	return dl.AsTime()
 }
 
 // Stop abandons pending sends and waits for the router's goroutines.

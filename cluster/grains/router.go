@@ -25,15 +25,17 @@ import (
 // Config configures a Router.
 type Config struct {
 	// RequestTimeout bounds Request when its context has no earlier
-	// deadline, and each delivery attempt of Send. Default 10 s.
+	// deadline, each delivery attempt of a report sent with Send, and the
+	// delivery of any other one-way command. Default 10 s.
 	RequestTimeout time.Duration
-	// SendTimeout bounds the retries of one Send, across delivery
-	// attempts (see Send). Default 10 min: longer than a leader election
-	// and a grain's move by far, so that a report is not lost to a
-	// failover; a grain still unreachable after it is logged and dropped.
+	// SendTimeout bounds the retries of one report sent with Send, across
+	// delivery attempts (see Send). Default 10 min: longer than a leader
+	// election and a grain's move by far, so that a report is not lost to
+	// a failover; a grain still unreachable after it is logged and
+	// dropped.
 	SendTimeout time.Duration
-	// SendBackoff is the first wait between delivery attempts of a Send;
-	// it doubles per attempt up to 2 s. Default 50 ms.
+	// SendBackoff is the first wait between delivery attempts of a
+	// report; it doubles per attempt up to 2 s. Default 50 ms.
 	SendBackoff time.Duration
 	Logger      *slog.Logger
 }
@@ -201,18 +203,24 @@ func (r *Router) RequestFuture(kind, identity string, cmd proto.Message, timeout
 }
 
 // Send implements actors.Router: commands to one grain are delivered in
-// the order they were sent, each retried until the grain carries it out or
-// SendTimeout passes (then logged and dropped: what they carry is
-// re-derived from the next worker hello). A delivery counts as failed, and
-// is retried with backoff, when the grain did not answer within
-// RequestTimeout (it is moving to another manager, or its manager is
-// gone), or answered UNAVAILABLE or ABORTED (it could not confirm its
-// record is current or could not persist the change: no Raft leader
-// during a failover, a superseded node activation). The one-way commands
-// (instance reports, node-gone, stops, orphans found) are idempotent, so a
-// repeat of one whose first attempt did commit changes nothing; a command
-// carrying a deadline is not retried past it (the grain would answer it
-// Late). Any other answer ends the command: the grain decided on it.
+// the order they were sent. A report to a job grain (a JobCommand without
+// a deadline: InstanceReport, NodeGone) is retried until the grain
+// carries it out or SendTimeout passes (then logged and dropped: the next
+// worker hello re-derives it). A delivery counts as failed, and is retried
+// with backoff, when the grain did not answer within RequestTimeout (it is
+// moving to another manager, or its manager is gone), or answered
+// UNAVAILABLE or ABORTED (it could not confirm its record is current or
+// could not persist the change: no Raft leader during a failover). A
+// repeat is safe: reports are idempotent on the record, and one from a
+// superseded worker session is ignored by the job grain. Any other answer
+// is the grain's decision and ends it.
+//
+// Every other one-way command (a stop or orphan to a node grain, a
+// command with a deadline) is retried only while the grain does not
+// answer, within one RequestTimeout: a stop_job reaching the worker
+// minutes late would stop whatever runs for (job, role) then, perhaps an
+// instance started since; the node grain's stop re-send (level-triggered
+// from the records) delivers the stops that are still wanted.
 func (r *Router) Send(kind, identity string, cmd proto.Message) {
 	key := kind + "/" + identity
 	r.mu.Lock()
@@ -249,18 +257,26 @@ func (r *Router) drain(key, kind, identity string, q *sendQueue) {
 	}
 }
 
-// deliver makes delivery attempts of one one-way command until the grain
-// carries it out (see Send), SendTimeout passes, the command's own
-// deadline passes, or the router stops. The error says why it gave up.
+// deliver delivers one one-way command (see Send): a report is attempted
+// until the grain carries it out, SendTimeout passes or the router stops;
+// anything else within one RequestTimeout. The error says why it gave up.
 func (r *Router) deliver(kind, identity string, cmd proto.Message) error {
+	if !isReport(cmd) {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
+		defer cancel()
+		_, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
 	defer cancel()
 	backoff := r.cfg.SendBackoff
 	for attempt := 1; ; attempt++ {
-		// One-way commands carry no deadline (unless their sender set
-		// one): what they report stays true however late their grain
-		// handles them, so each attempt is bounded here only.
+		// A report carries no deadline: what it says stays true however
+		// late its grain handles it, so each attempt is bounded here only.
 		reply, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
+		if ctx.Err() != nil {
+			return fmt.Errorf("not carried out in %s (%d attempts): %w", r.cfg.SendTimeout, attempt, ctx.Err())
+		}
 		if err == nil && !retryableReply(reply) {
 			if attempt > 1 {
 				r.log.Info("one-way grain command delivered after retries", "kind", kind, "identity", identity, "attempts", attempt)
@@ -271,9 +287,6 @@ func (r *Router) deliver(kind, identity string, cmd proto.Message) error {
 			err = fmt.Errorf("grain answered %s: %s", reply.GetCode(), reply.GetMessage())
 		} else if !errors.Is(err, actors.ErrGrainTimeout) {
 			return err // not a grain that could answer later (an unknown kind, …)
-		}
-		if dl := commandDeadline(cmd); !dl.IsZero() && time.Now().After(dl) {
-			return fmt.Errorf("its deadline passed after %d attempts: %w", attempt, err)
 		}
 		r.log.Debug("one-way grain command not carried out; retrying", "kind", kind, "identity", identity,
 			"attempt", attempt, "backoff", backoff, "error", err)
@@ -298,22 +311,12 @@ func retryableReply(r *internalpb.Reply) bool {
 	return false
 }
 
-// commandDeadline is the deadline a job, node or bundle command carries
-// (zero: none).
-func commandDeadline(cmd proto.Message) time.Time {
-	var dl *timestamppb.Timestamp
-	switch c := cmd.(type) {
-	case *internalpb.JobCommand:
-		dl = c.GetDeadline()
-	case *internalpb.NodeCommand:
-		dl = c.GetDeadline()
-	case *internalpb.BundleCommand:
-		dl = c.GetDeadline()
-	}
-	if dl == nil {
-		return time.Time{}
-	}
-	return dl.AsTime()
+// isReport reports whether cmd is a report to a job grain — a JobCommand
+// with no deadline (InstanceReport, NodeGone): what it says stays true
+// however late it is handled, so Send retries it past failovers.
+func isReport(cmd proto.Message) bool {
+	c, ok := cmd.(*internalpb.JobCommand)
+	return ok && c.GetDeadline() == nil
 }
 
 // Stop abandons pending sends and waits for the router's goroutines.

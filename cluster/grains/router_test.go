@@ -1,6 +1,7 @@
 package grains
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
@@ -26,8 +28,8 @@ import (
 // moving to another manager, or its manager froze).
 const silent = errorpb.Code(-1)
 
-// scriptedGrain answers each delivery of a JobCommand (labelled by its
-// request id) with the next code of its script, then OK; it records the
+// scriptedGrain answers each delivery of a JobCommand or NodeCommand
+// (labelled by its request id) with the next code of its script, then OK; it records the
 // commands it carried out (answered OK) in order.
 type scriptedGrain struct {
 	mu       sync.Mutex
@@ -38,11 +40,16 @@ type scriptedGrain struct {
 
 func (s *scriptedGrain) props() *actor.Props {
 	return actor.PropsFromFunc(func(ctx actor.Context) {
-		m, ok := ctx.Message().(*internalpb.JobCommand)
-		if !ok {
+		var id string
+		switch m := ctx.Message().(type) {
+		case *internalpb.JobCommand:
+			id = m.GetRequestId()
+		case *internalpb.NodeCommand:
+			id = m.GetRequestId()
+		default:
 			return
 		}
-		code := s.answer(m.GetRequestId())
+		code := s.answer(id)
 		switch code {
 		case silent:
 		case errorpb.Code_OK:
@@ -71,15 +78,15 @@ func (s *scriptedGrain) state() (done []string, attempts map[string]int) {
 	return slices.Clone(s.done), maps.Clone(s.attempts)
 }
 
-// newTestRouter starts a one-member actor cluster hosting g as kind job
-// and returns a Router over it.
+// newTestRouter starts a one-member actor cluster hosting g as kinds job
+// and node and returns a Router over it.
 func newTestRouter(t *testing.T, g *scriptedGrain) *Router {
 	t.Helper()
 	ms := membership.TestMembership(t, "m1", nil)
 	p := membership.NewProvider(ms)
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	c := cluster.New(system, cluster.Configure("norsk-test", p, disthash.New(), remote.Configure("127.0.0.1", 0),
-		cluster.WithKinds(cluster.NewKind(actors.KindJob, g.props()))))
+		cluster.WithKinds(cluster.NewKind(actors.KindJob, g.props()), cluster.NewKind(actors.KindNode, g.props()))))
 	c.StartMember()
 	r := NewRouter(c, Config{RequestTimeout: 300 * time.Millisecond, SendBackoff: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -106,41 +113,47 @@ func (r *Router) idle() bool {
 // report) whose first deliveries reach no grain (it is moving) or a grain
 // that cannot persist (no Raft leader) is delivered again until the grain
 // carries it out, in order with the commands sent after it; an answer
-// that is a decision (NOT_FOUND) is not retried; a command whose own
-// deadline passed is given up.
+// that is a decision (NOT_FOUND) is not retried, nor is an answered
+// command that is not a report (a node stop, a command with a deadline).
 func TestRouter_Send_RetriesUntilCarriedOut(t *testing.T) {
-	past := timestamppb.New(time.Now().Add(-time.Second))
+	soon := timestamppb.New(time.Now().Add(time.Minute))
 	tests := []struct {
 		name         string
-		cmds         []*internalpb.JobCommand
+		kind         string
+		cmds         []proto.Message
 		script       map[string][]errorpb.Code
 		wantDone     []string
 		wantAttempts map[string]int
 	}{
 		{name: "silent, then unavailable, then carried out",
-			cmds:     []*internalpb.JobCommand{{RequestId: "started"}},
+			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "started"}},
 			script:   map[string][]errorpb.Code{"started": {silent, errorpb.Code_UNAVAILABLE}},
 			wantDone: []string{"started"}, wantAttempts: map[string]int{"started": 3}},
 		{name: "aborted twice, then carried out; the next command waits its turn",
-			cmds:     []*internalpb.JobCommand{{RequestId: "started"}, {RequestId: "stopped"}},
+			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "started"}, &internalpb.JobCommand{RequestId: "stopped"}},
 			script:   map[string][]errorpb.Code{"started": {errorpb.Code_ABORTED, errorpb.Code_ABORTED}},
 			wantDone: []string{"started", "stopped"}, wantAttempts: map[string]int{"started": 3, "stopped": 1}},
 		{name: "a decision is final",
-			cmds:     []*internalpb.JobCommand{{RequestId: "report"}},
+			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "report"}},
 			script:   map[string][]errorpb.Code{"report": {errorpb.Code_NOT_FOUND}},
 			wantDone: nil, wantAttempts: map[string]int{"report": 1}},
-		{name: "not retried past its own deadline",
-			cmds:     []*internalpb.JobCommand{{RequestId: "late", Deadline: past}},
-			script:   map[string][]errorpb.Code{"late": {errorpb.Code_UNAVAILABLE, errorpb.Code_UNAVAILABLE, errorpb.Code_UNAVAILABLE}},
-			wantDone: nil, wantAttempts: map[string]int{"late": 1}},
+		{name: "a command with a deadline is not a report: an answer ends it",
+			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "timed", Deadline: soon}},
+			script:   map[string][]errorpb.Code{"timed": {errorpb.Code_UNAVAILABLE}},
+			wantDone: nil, wantAttempts: map[string]int{"timed": 1}},
+		{name: "a stop to a node grain is not retried once answered",
+			kind:     actors.KindNode,
+			cmds:     []proto.Message{&internalpb.NodeCommand{RequestId: "stop"}},
+			script:   map[string][]errorpb.Code{"stop": {errorpb.Code_UNAVAILABLE}},
+			wantDone: nil, wantAttempts: map[string]int{"stop": 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := &scriptedGrain{script: tt.script, attempts: map[string]int{}}
 			r := newTestRouter(t, g)
+			kind := cmp.Or(tt.kind, actors.KindJob)
 			for _, c := range tt.cmds {
-				c.JobId = "j1"
-				r.Send(actors.KindJob, "j1", c)
+				r.Send(kind, "x1", c)
 			}
 			testproc.Await(t, 20*time.Second, "the send queue drained", func() error {
 				if !r.idle() {

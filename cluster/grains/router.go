@@ -203,8 +203,9 @@ func (r *Router) RequestFuture(kind, identity string, cmd proto.Message, timeout
 }
 
 // Send implements actors.Router: commands to one grain are delivered in
-// the order they were sent. A report to a job grain (a JobCommand without
-// a deadline: InstanceReport, NodeGone) is retried until the grain
+// the order they were sent. A worker's instance report to a job grain
+// (job_started, job_stopped, job_failed, missing: see isReport) is
+// retried until the grain
 // carries it out or SendTimeout passes (then logged and dropped: the next
 // worker hello re-derives it). A delivery counts as failed, and is retried
 // with backoff, when the grain did not answer within RequestTimeout (it is
@@ -215,8 +216,8 @@ func (r *Router) RequestFuture(kind, identity string, cmd proto.Message, timeout
 // superseded worker session is ignored by the job grain. Any other answer
 // is the grain's decision and ends it.
 //
-// Every other one-way command (a stop or orphan to a node grain, a
-// command with a deadline) is retried only while the grain does not
+// Every other one-way command (NodeGone, a stop or orphan to a node
+// grain, a command with a deadline) is retried only while the grain does not
 // answer, within one RequestTimeout: a stop_job reaching the worker
 // minutes late would stop whatever runs for (job, role) then, perhaps an
 // instance started since; the node grain's stop re-send (level-triggered
@@ -311,12 +312,15 @@ func retryableReply(r *internalpb.Reply) bool {
 	return false
 }
 
-// isReport reports whether cmd is a report to a job grain — a JobCommand
-// with no deadline (InstanceReport, NodeGone): what it says stays true
-// however late it is handled, so Send retries it past failovers.
+// isReport reports whether cmd is a worker's instance report to a job
+// grain (with no deadline): it carries the worker session's epoch, and the
+// job grain ignores one older than the node's newest session, so it is
+// safe however late it is handled and Send retries it past failovers.
+// NodeGone is not one: it names no session, and one delivered after the
+// node came back would end the instances placed on it since.
 func isReport(cmd proto.Message) bool {
 	c, ok := cmd.(*internalpb.JobCommand)
-	return ok && c.GetDeadline() == nil
+	return ok && c.GetDeadline() == nil && c.GetInstanceReport() != nil
 }
 
 // Stop abandons pending sends and waits for the router's goroutines.

@@ -99,6 +99,12 @@ func newTestRouter(t *testing.T, g *scriptedGrain) *Router {
 	return r
 }
 
+// reportCmd is a job_started report labelled id.
+func reportCmd(id string) *internalpb.JobCommand {
+	return &internalpb.JobCommand{RequestId: id, Cmd: &internalpb.JobCommand_InstanceReport{InstanceReport: &internalpb.InstanceReport{
+		Kind: internalpb.InstanceReport_STARTED, Role: "primary", NodeId: "n1", SessionEpoch: 1}}}
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
@@ -114,7 +120,8 @@ func (r *Router) idle() bool {
 // that cannot persist (no Raft leader) is delivered again until the grain
 // carries it out, in order with the commands sent after it; an answer
 // that is a decision (NOT_FOUND) is not retried, nor is an answered
-// command that is not a report (a node stop, a command with a deadline).
+// command that is not a report (node-gone, a node stop, a command with a
+// deadline).
 func TestRouter_Send_RetriesUntilCarriedOut(t *testing.T) {
 	soon := timestamppb.New(time.Now().Add(time.Minute))
 	tests := []struct {
@@ -126,21 +133,25 @@ func TestRouter_Send_RetriesUntilCarriedOut(t *testing.T) {
 		wantAttempts map[string]int
 	}{
 		{name: "silent, then unavailable, then carried out",
-			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "started"}},
+			cmds:     []proto.Message{reportCmd("started")},
 			script:   map[string][]errorpb.Code{"started": {silent, errorpb.Code_UNAVAILABLE}},
 			wantDone: []string{"started"}, wantAttempts: map[string]int{"started": 3}},
 		{name: "aborted twice, then carried out; the next command waits its turn",
-			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "started"}, &internalpb.JobCommand{RequestId: "stopped"}},
+			cmds:     []proto.Message{reportCmd("started"), reportCmd("stopped")},
 			script:   map[string][]errorpb.Code{"started": {errorpb.Code_ABORTED, errorpb.Code_ABORTED}},
 			wantDone: []string{"started", "stopped"}, wantAttempts: map[string]int{"started": 3, "stopped": 1}},
 		{name: "a decision is final",
-			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "report"}},
+			cmds:     []proto.Message{reportCmd("report")},
 			script:   map[string][]errorpb.Code{"report": {errorpb.Code_NOT_FOUND}},
 			wantDone: nil, wantAttempts: map[string]int{"report": 1}},
 		{name: "a command with a deadline is not a report: an answer ends it",
-			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "timed", Deadline: soon}},
+			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "timed", Deadline: soon, Cmd: reportCmd("").Cmd}},
 			script:   map[string][]errorpb.Code{"timed": {errorpb.Code_UNAVAILABLE}},
 			wantDone: nil, wantAttempts: map[string]int{"timed": 1}},
+		{name: "node-gone is not a report: an answer ends it",
+			cmds:     []proto.Message{&internalpb.JobCommand{RequestId: "gone", Cmd: &internalpb.JobCommand_NodeGone{NodeGone: &internalpb.NodeGone{NodeId: "n1"}}}},
+			script:   map[string][]errorpb.Code{"gone": {errorpb.Code_UNAVAILABLE}},
+			wantDone: nil, wantAttempts: map[string]int{"gone": 1}},
 		{name: "a stop to a node grain is not retried once answered",
 			kind:     actors.KindNode,
 			cmds:     []proto.Message{&internalpb.NodeCommand{RequestId: "stop"}},

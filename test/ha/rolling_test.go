@@ -32,7 +32,7 @@ func TestHA_RollingUpdateSurvivesLeaderKill(t *testing.T) {
 	// A worker's job_started report sent while its job grain moves to
 	// another manager used to be dropped after one request timeout,
 	// leaving the instance PROVISIONING and the job stale; the router now
-	// retries one-way commands until the grain carries them out
+	// retries instance reports until the job grain carries them out
 	// (cluster/grains.Router.Send, TestRouter_Send_RetriesUntilCarriedOut).
 	// The other failover bug this test found — a stop sent after a failed
 	// provision commit killing the same instance re-provisioned by the

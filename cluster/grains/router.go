@@ -7,6 +7,7 @@ package grains
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,18 +18,30 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/actors"
+	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 )
 
 // Config configures a Router.
 type Config struct {
 	// RequestTimeout bounds Request when its context has no earlier
-	// deadline, and each delivery of Send. Default 10 s.
+	// deadline, each delivery attempt of a report sent with Send, and the
+	// delivery of any other one-way command. Default 10 s.
 	RequestTimeout time.Duration
-	// SendTimeout bounds the retries of one Send. Default 60 s.
+	// SendTimeout bounds the retries of one report sent with Send, across
+	// delivery attempts (see Send). Default 10 min: longer than a leader
+	// election and a grain's move by far, so that a report is not lost to
+	// a failover; a grain still unreachable after it is logged and
+	// dropped.
 	SendTimeout time.Duration
+	// SendBackoff is the first wait between delivery attempts of a
+	// report; it doubles per attempt up to 2 s. Default 50 ms.
+	SendBackoff time.Duration
 	Logger      *slog.Logger
 }
+
+// maxSendBackoff caps the wait between delivery attempts of one Send.
+const maxSendBackoff = 2 * time.Second
 
 // Router implements actors.Router over a protoactor cluster. Cluster
 // requests are at-least-once (the lookup retries after timeouts and dead
@@ -58,7 +71,10 @@ func NewRouter(c *cluster.Cluster, cfg Config) *Router {
 		cfg.RequestTimeout = 10 * time.Second
 	}
 	if cfg.SendTimeout <= 0 {
-		cfg.SendTimeout = time.Minute
+		cfg.SendTimeout = 10 * time.Minute
+	}
+	if cfg.SendBackoff <= 0 {
+		cfg.SendBackoff = 50 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -187,9 +203,25 @@ func (r *Router) RequestFuture(kind, identity string, cmd proto.Message, timeout
 }
 
 // Send implements actors.Router: commands to one grain are delivered in
-// the order they were sent, each retried until it is answered or
-// SendTimeout passes (then logged and dropped: what they carry is
-// re-derived from the next worker hello).
+// the order they were sent. A worker's instance report to a job grain
+// (job_started, job_stopped, job_failed, missing: see isReport) is
+// retried until the grain
+// carries it out or SendTimeout passes (then logged and dropped: the next
+// worker hello re-derives it). A delivery counts as failed, and is retried
+// with backoff, when the grain did not answer within RequestTimeout (it is
+// moving to another manager, or its manager is gone), or answered
+// UNAVAILABLE or ABORTED (it could not confirm its record is current or
+// could not persist the change: no Raft leader during a failover). A
+// repeat is safe: reports are idempotent on the record, and one from a
+// superseded worker session is ignored by the job grain. Any other answer
+// is the grain's decision and ends it.
+//
+// Every other one-way command (NodeGone, a stop or orphan to a node
+// grain, a command with a deadline) is retried only while the grain does not
+// answer, within one RequestTimeout: a stop_job reaching the worker
+// minutes late would stop whatever runs for (job, role) then, perhaps an
+// instance started since; the node grain's stop re-send (level-triggered
+// from the records) delivers the stops that are still wanted.
 func (r *Router) Send(kind, identity string, cmd proto.Message) {
 	key := kind + "/" + identity
 	r.mu.Lock()
@@ -219,15 +251,76 @@ func (r *Router) drain(key, kind, identity string, q *sendQueue) {
 		cmd := q.items[0]
 		q.items = q.items[1:]
 		r.mu.Unlock()
-		// One-way commands carry no deadline: what they report stays true
-		// however late their grain handles them.
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
-		_, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
-		cancel()
+		err := r.deliver(kind, identity, cmd)
 		if err != nil && r.ctx.Err() == nil {
 			r.log.Warn("one-way grain command dropped", "kind", kind, "identity", identity, "error", err)
 		}
 	}
+}
+
+// deliver delivers one one-way command (see Send): a report is attempted
+// until the grain carries it out, SendTimeout passes or the router stops;
+// anything else within one RequestTimeout. The error says why it gave up.
+func (r *Router) deliver(kind, identity string, cmd proto.Message) error {
+	if !isReport(cmd) {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
+		defer cancel()
+		_, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.SendTimeout)
+	defer cancel()
+	backoff := r.cfg.SendBackoff
+	for attempt := 1; ; attempt++ {
+		// A report carries no deadline: what it says stays true however
+		// late its grain handles it, so each attempt is bounded here only.
+		reply, err := r.request(ctx, r.deadline(ctx), kind, identity, cmd)
+		if ctx.Err() != nil {
+			return fmt.Errorf("not carried out in %s (%d attempts): %w", r.cfg.SendTimeout, attempt, ctx.Err())
+		}
+		if err == nil && !retryableReply(reply) {
+			if attempt > 1 {
+				r.log.Info("one-way grain command delivered after retries", "kind", kind, "identity", identity, "attempts", attempt)
+			}
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("grain answered %s: %s", reply.GetCode(), reply.GetMessage())
+		} else if !errors.Is(err, actors.ErrGrainTimeout) {
+			return err // not a grain that could answer later (an unknown kind, …)
+		}
+		r.log.Debug("one-way grain command not carried out; retrying", "kind", kind, "identity", identity,
+			"attempt", attempt, "backoff", backoff, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not carried out in %s (%d attempts): %w", r.cfg.SendTimeout, attempt, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxSendBackoff)
+	}
+}
+
+// retryableReply reports whether a grain's answer means it did not carry
+// the command out and a later attempt may: UNAVAILABLE (freshness check
+// or append failed: no leader, store closed, a superseded activation) or
+// ABORTED (another writer won the append twice).
+func retryableReply(r *internalpb.Reply) bool {
+	switch r.GetCode() {
+	case errorpb.Code_UNAVAILABLE, errorpb.Code_ABORTED:
+		return true
+	}
+	return false
+}
+
+// isReport reports whether cmd is a worker's instance report to a job
+// grain (with no deadline): it carries the worker session's epoch, and the
+// job grain ignores one older than the node's newest session, so it is
+// safe however late it is handled and Send retries it past failovers.
+// NodeGone is not one: it names no session, and one delivered after the
+// node came back would end the instances placed on it since.
+func isReport(cmd proto.Message) bool {
+	c, ok := cmd.(*internalpb.JobCommand)
+	return ok && c.GetDeadline() == nil && c.GetInstanceReport() != nil
 }
 
 // Stop abandons pending sends and waits for the router's goroutines.

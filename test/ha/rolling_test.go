@@ -29,19 +29,15 @@ func TestHA_RollingUpdateSurvivesLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of real managers and workers")
 	}
-	// Known failover gap (not of the rolling update), about one run in
-	// seven: a worker's job_started report sent while the job grain moves
-	// to another manager is dropped ("one-way grain command dropped": the
-	// router gives up after its request timeout), and nothing sends it
-	// again until the node's next session hello (node reconcile). The
-	// instance stays PROVISIONING in the record though its process runs,
-	// so no move of it begins (a provisioning instance is "changing") and
-	// the job stays stale. Unskip once reports are redelivered (or
-	// reconciled periodically). The other failover bug this test found — a
-	// stop sent after a failed provision commit killing the same instance
-	// re-provisioned by the next leader — is fixed in the job grain
+	// A worker's job_started report sent while its job grain moves to
+	// another manager used to be dropped after one request timeout,
+	// leaving the instance PROVISIONING and the job stale; the router now
+	// retries instance reports until the job grain carries them out
+	// (cluster/grains.Router.Send, TestRouter_Send_RetriesUntilCarriedOut).
+	// The other failover bug this test found — a stop sent after a failed
+	// provision commit killing the same instance re-provisioned by the
+	// next leader — is fixed in the job grain
 	// (TestJob_MoveTargetNotStoppedAfterAFailedCommit).
-	t.Skip("known gap: a job_started report dropped during a grain's failover leaves the instance PROVISIONING (see the comment above)")
 	ctx := context.Background()
 	c := testproc.NewCluster(t, 3)
 	c.StartAll()

@@ -354,10 +354,7 @@ func (e *Engine) stop(ctx context.Context, r *running, why string) {
 	cmd := &internalpb.JobCommand{RequestId: StopRequestID(string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
 		Cmd: &internalpb.JobCommand_Stop{Stop: &internalpb.StopJob{Role: string(k.role), NodeId: r.node,
 			InstanceId: instanceOf(r.rec, string(k.role)).GetInstanceId()}}} // a late send stops no later instance
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.request(ctx, string(k.job), cmd)
 		e.drain.mu.Lock()
 		delete(e.drain.stops, k)
@@ -372,5 +369,5 @@ func (e *Engine) stop(ctx context.Context, r *running, why string) {
 		default:
 			log.Warn("stop job", "error", err)
 		}
-	}()
+	})
 }

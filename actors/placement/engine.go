@@ -197,6 +197,17 @@ func (e *Engine) wait(ctx context.Context, head persistence.Index, gapFor time.D
 	return ctx.Err() == nil
 }
 
+// inBackground runs send (a command to a grain: a start, a stop, a move
+// step, a create) off the pass, counted by the engine's wait group (settle
+// waits for it), and wakes the loop for another pass when it returns: its
+// answer usually changes what the next pass decides.
+func (e *Engine) inBackground(send func()) {
+	e.wg.Go(func() {
+		defer e.kick()
+		send()
+	})
+}
+
 // kick wakes the loop for another pass.
 func (e *Engine) kick() {
 	select {

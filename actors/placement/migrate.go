@@ -324,10 +324,7 @@ func (e *Engine) moveStep(ctx context.Context, k key, step string, mv *move, jc 
 	e.moves.mu.Unlock()
 	jc.RequestId, jc.JobId = MoveRequestID(step, string(k.job), string(k.role), uint64(mv.seq)), string(k.job)
 	log := e.log.With("job_id", k.job, "role", mv.m.GetSourceRole(), "target_role", k.role, "step", step)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.request(ctx, string(k.job), jc)
 		e.moves.mu.Lock()
 		delete(e.moves.inflight, k)
@@ -342,7 +339,7 @@ func (e *Engine) moveStep(ctx context.Context, k key, step string, mv *move, jc 
 		default:
 			log.Warn("move step", "error", err)
 		}
-	}()
+	})
 }
 
 // resendStop sends the StopJob of in (a move's source handing over, or its
@@ -395,10 +392,7 @@ func (e *Engine) beginMove(ctx context.Context, r *running, why managerpb.Migrat
 	}
 	cmd := &internalpb.JobCommand{RequestId: MoveRequestID(step, string(k.job), string(k.role), uint64(r.seq)), JobId: string(k.job),
 		Cmd: &internalpb.JobCommand_BeginMigration{BeginMigration: &internalpb.BeginMigration{Role: string(k.role), Why: why, Reason: reason, Who: "placement"}}}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.request(ctx, string(k.job), cmd)
 		e.drain.mu.Lock()
 		delete(e.drain.stops, k)
@@ -413,7 +407,7 @@ func (e *Engine) beginMove(ctx context.Context, r *running, why managerpb.Migrat
 		default:
 			log.Warn("begin move", "error", err)
 		}
-	}()
+	})
 }
 
 // isMoving reports whether r's job has a move of r's logical role in

@@ -282,10 +282,7 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 	}
 	cmd := &internalpb.JobCommand{RequestId: RequestID(string(k.job), string(k.role), uint64(c.seq)), JobId: string(k.job),
 		Cmd: &internalpb.JobCommand_Start{Start: &internalpb.StartJob{Role: string(k.role), NodeId: string(d.Node), CpuList: coreIDs(p.Cores), Placement: note}}}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.request(ctx, string(k.job), cmd)
 		e.mu.Lock()
 		delete(e.inflight, k)
@@ -313,7 +310,7 @@ func (e *Engine) start(ctx context.Context, c *candidate, d scheduler.Decision, 
 			e.retryAt[k] = e.cfg.Clock().Add(startRetry)
 			e.mu.Unlock()
 		}
-	}()
+	})
 }
 
 // writeTerminal sends the UpdateJob that sets c's terminal_state, unless
@@ -330,10 +327,7 @@ func (e *Engine) writeTerminal(ctx context.Context, c *candidate, reason string)
 	j.TerminalState = &managerpb.TerminalState{FailureReason: reason}
 	cmd := &internalpb.JobCommand{RequestId: fmt.Sprintf("placement/terminal/%s/%d", c.job, c.seq), JobId: string(c.job),
 		Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.request(ctx, string(c.job), cmd)
 		e.mu.Lock()
 		delete(e.terminalSent, c.job)
@@ -347,7 +341,7 @@ func (e *Engine) writeTerminal(ctx context.Context, c *candidate, reason string)
 		e.cfg.Metrics.count(ResultTerminal)
 		e.placedOK(c.key)
 		e.log.Warn("job given up: terminal state written", "job_id", c.job, "role", c.role, "pool", c.pool, "failure_reason", reason)
-	}()
+	})
 }
 
 // request sends cmd to the job grain and returns its error, if any.

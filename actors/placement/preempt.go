@@ -314,10 +314,7 @@ func (e *Engine) sendPreempt(ctx context.Context, w *world, forK key, v schedule
 		Cmd: &internalpb.JobCommand_Preempt{Preempt: &internalpb.PreemptJob{Role: string(v.Role), NodeId: string(v.Node),
 			ForJobId: string(forK.job), ForRole: string(forK.role), Reason: reason, InstanceId: instance}}}
 	log := e.log.With("job_id", v.Job, "role", v.Role, "node_id", v.Node, "for_job_id", forK.job, "for_role", forK.role)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.request(ctx, string(v.Job), cmd)
 		e.preempt.mu.Lock()
 		if p, ok := e.preempt.pending[forK]; ok {
@@ -344,7 +341,7 @@ func (e *Engine) sendPreempt(ctx context.Context, w *world, forK key, v schedule
 		default:
 			log.Warn("preempt job", "error", err)
 		}
-	}()
+	})
 }
 
 // logPreempt logs msg for k once per change of msg.

@@ -161,10 +161,7 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 		State: provisioner.Creating, Capacity: c.Offering.Capacity, GPU: c.Offering.GPU, ForJobs: c.ForJobs, SecurityGroups: c.SecurityGroups, CreatedAt: now}
 	e.prov.mu.Unlock()
 	log := e.log.With("node_id", c.NodeID, "pool", c.Pool, "tier", c.Tier.GetName(), "offering", c.Offering.Name(), "for_jobs", strings.Join(c.ForJobs, ","))
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		err := e.sendCreate(ctx, c)
 		var re *actors.ReplyError
 		switch {
@@ -194,7 +191,7 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 				log.Warn("create a node for waiting jobs (retried every "+provisionRetry.String()+", logged again when the error changes)", "error", err)
 			}
 		}
-	}()
+	})
 }
 
 // sendCreate sends the node grain command that creates c, with the request
@@ -282,10 +279,7 @@ func (e *Engine) nodeOp(ctx context.Context, n provisioner.Node, cmd *internalpb
 	}
 	e.prov.nodeOps[n.ID] = true
 	e.prov.mu.Unlock()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.kick()
+	e.inBackground(func() {
 		_, err := e.requestKind(ctx, actors.KindNode, n.ID, cmd)
 		e.prov.mu.Lock()
 		delete(e.prov.nodeOps, n.ID)
@@ -304,7 +298,7 @@ func (e *Engine) nodeOp(ctx context.Context, n provisioner.Node, cmd *internalpb
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("idle or release of an engine-created node", "node_id", n.ID, "request_id", cmd.GetRequestId(), "error", err)
 		}
-	}()
+	})
 }
 
 // logUnserved logs, once per change of its reason, each waiting role no

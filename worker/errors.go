@@ -44,6 +44,13 @@ var (
 	// write_files path, a service without a command…
 	ErrInvalidJob = errors.New("worker: invalid job")
 
+	// ErrTemplateUnavailable is returned (wrapped, naming the template and
+	// version asked and the templates and versions this worker has) by
+	// Runtime.Start for a job whose product_template this worker's
+	// catalogue (--template-dir) does not offer. The agent maps it to
+	// FailedPrecondition: the job may run on a node that has the template.
+	ErrTemplateUnavailable = errors.New("worker: product template not available")
+
 	// ErrStateDirInUse is returned (inside a *StateDirInUseError naming the
 	// directory and the holder's PID) by LockStateDir, Agent.Run and
 	// process.New when another worker, in this process or another, holds

@@ -172,7 +172,7 @@ func loadVersion(ctx context.Context, name, ver, dir string) (*version, *Refusal
 	if tv.dotEnv, err = os.ReadFile(envPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, bad(envPath, err)
 	}
-	defaults, err := parseDotEnv(tv.dotEnv, nil)
+	defaults, err := parseDotEnv(tv.dotEnv, blankLookup{})
 	if err != nil {
 		return nil, bad(envPath, err)
 	}
@@ -212,12 +212,18 @@ func checkComposeKeys(content []byte) (path, reason string, err error) {
 // interpolation (variables are a job's), so that its schema check runs at
 // load. Required variables are checked per job (Resolve).
 func (tv *version) validateCompose(ctx context.Context, env map[string]string) error {
-	_, err := loader.LoadModelWithContext(ctx, tv.details(env), func(o *loader.Options) {
+	model, err := loader.LoadModelWithContext(ctx, tv.details(env), func(o *loader.Options) {
 		o.SkipInterpolation = true
 		o.SkipResolveEnvironment = true
 		o.SetProjectName(projectPlaceholder, true)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	if services, _ := model["services"].(map[string]any); len(services) == 0 {
+		return errors.New("no services")
+	}
+	return nil
 }
 
 // projectPlaceholder is the compose project name given to compose-go,
@@ -235,16 +241,28 @@ func (tv *version) details(env map[string]string) types.ConfigDetails {
 
 // parseDotEnv parses a .env file with compose-go's dotenv parser. ${VAR}
 // in its values is looked up in the file's earlier lines, then in lookup
-// (nil: nothing) — never in the worker's own environment.
-func parseDotEnv(content []byte, lookup map[string]string) (map[string]string, error) {
+// — never in the worker's own environment.
+func parseDotEnv(content []byte, lookup varLookup) (map[string]string, error) {
 	if content == nil {
 		return map[string]string{}, nil
 	}
-	return dotenv.UnmarshalBytesWithLookup(content, func(k string) (string, bool) {
-		v, ok := lookup[k]
-		return v, ok
-	})
+	return dotenv.UnmarshalBytesWithLookup(content, lookup.lookup)
 }
+
+// varLookup looks interpolation variables up.
+type varLookup interface{ lookup(k string) (string, bool) }
+
+// mapLookup finds the variables of a map (the job's parameters).
+type mapLookup map[string]string
+
+func (m mapLookup) lookup(k string) (string, bool) { v, ok := m[k]; return v, ok }
+
+// blankLookup finds every variable, blank: to check a .env's syntax at
+// load without compose-go warning (on stderr) about each variable a job
+// would set.
+type blankLookup struct{}
+
+func (blankLookup) lookup(string) (string, bool) { return "", true }
 
 // Dir is the catalogue's directory (absolute).
 func (c *Catalogue) Dir() string { return c.dir }

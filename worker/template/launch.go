@@ -17,7 +17,7 @@ import (
 // launch_config_json (the operator's) the same way; a tier that is nil or
 // blank is skipped. It returns the result
 // as compact JSON. A tier that is not valid JSON fails with ErrInvalidJob
-// naming the field. Patches follow RFC 7396 exactly: null deletes a key, a
+// naming the field. The result has its object keys sorted. Patches follow RFC 7396 exactly: null deletes a key, a
 // non-object patch replaces the whole document.
 func FuseLaunchConfig(defaults []byte, authorTier, operatorTier *string) ([]byte, error) {
 	doc := []byte("{}")
@@ -45,9 +45,21 @@ func FuseLaunchConfig(defaults []byte, authorTier, operatorTier *string) ([]byte
 		}
 		doc = merged
 	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, doc); err != nil {
+	return canonicalJSON(doc)
+}
+
+// canonicalJSON re-encodes doc compactly with object keys sorted (numbers
+// kept as written), so that the same tiers always give the same bytes.
+func canonicalJSON(doc []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: fused launch config: %w", worker.ErrInvalidJob, err)
 	}
-	return out.Bytes(), nil
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fused launch config: %w", worker.ErrInvalidJob, err)
+	}
+	return out, nil
 }

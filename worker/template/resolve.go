@@ -57,6 +57,11 @@ func (c *Catalogue) Resolve(ctx context.Context, job *workerpb.WorkerJob) (*Stac
 	}
 	project, err := loader.LoadWithContext(ctx, tv.details(env), func(o *loader.Options) {
 		o.SetProjectName(projectPlaceholder, true)
+		// compose-go warns about each unset variable on logrus's global
+		// logger (stderr, its own format): not in the worker's log.
+		o.Interpolate.Substitute = func(s string, m composetpl.Mapping) (string, error) {
+			return composetpl.SubstituteWithOptions(s, m, composetpl.WithoutLogging)
+		}
 	})
 	if err != nil {
 		return nil, composeError(tv, err)
@@ -100,7 +105,7 @@ func (tv *version) environment(params map[string]string) (map[string]string, err
 			return nil, fmt.Errorf("%w: product_template_parameters[%q]: not a variable name (letters, digits, '_', not starting with a digit)", worker.ErrInvalidJob, k)
 		}
 	}
-	env, err := parseDotEnv(tv.dotEnv, params)
+	env, err := parseDotEnv(tv.dotEnv, mapLookup(params))
 	if err != nil {
 		return nil, fmt.Errorf("%w: template %s %s: %s: %w", worker.ErrInvalidJob, tv.name, tv.version, EnvFile, err)
 	}

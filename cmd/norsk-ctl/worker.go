@@ -15,14 +15,17 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/client"
 	"github.com/norsk-oss/norsk-manager/cluster/pki"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/docker"
 	"github.com/norsk-oss/norsk-manager/worker/process"
+	"github.com/norsk-oss/norsk-manager/worker/template"
 )
 
 // Exit codes of --mode=worker (documented in workerExitCodesHelp). They
@@ -38,7 +41,8 @@ const (
 const workerExitCodesHelp = `
 Exit codes of --mode=worker:
   0    stopped by SIGINT or SIGTERM (its jobs keep running)
-  1    any other failure (e.g. --listen address in use, unreadable --state-dir)
+  1    any other failure (e.g. --listen address in use, unreadable --state-dir
+       or --template-dir)
   2    usage error (bad flag), --state-dir in use by another worker,
        --manager-url without --token and no node identity in --state-dir,
        a node identity in --state-dir but no --manager-url (nor
@@ -67,6 +71,7 @@ type workerOptions struct {
 	runtime        string
 	dockerNetwork  string
 	mediaImages    []string
+	templateDir    string
 	logLevel       string
 	resources      resourceFlags
 	tls            workerTLS
@@ -103,6 +108,9 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 		`worker mode, --runtime=docker: "job" (a bridge network per job and role; port mappings are published on the host) or "host" (containers share the host's network; services bind the resolved host ports given in NORSK_PORT_*/NORSK_ADDR_*)`)
 	f.StringArrayVar(&o.mediaImages, "media-image", nil,
 		"worker mode, --runtime=docker: VERSION=IMAGE, the Norsk Media image for a norsk_media_version (RECOMMENDED, LATEST, PREVIOUS_RECOMMENDED, LTS); repeatable or comma-separated. Without any, jobs run only their own services")
+	f.StringVar(&o.templateDir, "template-dir", "",
+		"worker mode, --runtime=docker: the product-template catalogue, NAME/VERSION/compose.yaml (with an optional .env and template.json; docs/design/product-templates.md), "+
+			"read once at start and reported to the manager; a version using an unsupported compose key is logged and left out. Without it, the worker offers no templates")
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
 	addResourceFlags(cmd, &o.resources)
 	addWorkerTLSFlags(cmd, &o.tls)
@@ -145,7 +153,12 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	go func() { defer close(tlsDone); watchWorkerTLS(tlsCtx, logger, certs) }()
 	defer func() { stopTLS(); <-tlsDone }()
 
-	rt, shutdown, err := o.newRuntime(ctx, cfg, logger)
+	templates, err := o.loadTemplates(ctx, logger)
+	if err != nil {
+		return fail(workerExitFailure, err)
+	}
+	cfg.Resources = withTemplates(cfg.Resources, templates)
+	rt, shutdown, err := o.newRuntime(ctx, cfg, logger, templates)
 	if err != nil {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
@@ -166,12 +179,45 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	return nil
 }
 
+// loadTemplates loads the catalogue of --template-dir (nil without it). A
+// template version that cannot be offered is logged and left out; a
+// directory that cannot be read is an error naming the flag.
+func (o *workerOptions) loadTemplates(ctx context.Context, logger *slog.Logger) (*template.Catalogue, error) {
+	if o.templateDir == "" {
+		return nil, nil
+	}
+	c, err := template.LoadCatalogue(ctx, o.templateDir, logger)
+	if err != nil {
+		return nil, fmt.Errorf("--template-dir %s: %w", o.templateDir, err)
+	}
+	if len(c.Offers()) == 0 {
+		logger.Warn("no product template offered", "template_dir", c.Dir(), "refused", len(c.Refused()))
+	}
+	return c, nil
+}
+
+// withTemplates returns res with the catalogue's offers in templates (the
+// worker's hello and registration carry them), res itself when there is
+// no catalogue.
+func withTemplates(res *commonpb.NodeResources, c *template.Catalogue) *commonpb.NodeResources {
+	if c == nil {
+		return res
+	}
+	out := &commonpb.NodeResources{}
+	if res != nil {
+		out = proto.Clone(res).(*commonpb.NodeResources)
+	}
+	out.Templates = c.Offers()
+	return out
+}
+
 // newRuntime creates the runtime --runtime selects over its directory
 // under the worker's state directory (process/ or docker/), and returns
-// its Shutdown.
-func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logger *slog.Logger) (worker.Runtime, func(), error) {
+// its Shutdown. templates (nil: none) goes to the Docker runtime.
+func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logger *slog.Logger, templates *template.Catalogue) (worker.Runtime, func(), error) {
 	if o.runtime == "docker" {
 		dc := docker.DefaultConfig()
+		dc.Templates = templates
 		dc.StateDir = filepath.Join(cfg.StateDir, "docker")
 		dc.Network = o.dockerNetwork
 		dc.FailStopGrace = cfg.StopGrace
@@ -274,6 +320,8 @@ func (o *workerOptions) config() (worker.Config, error) {
 		return cfg, fmt.Errorf("--docker-network %q: want %q or %q", o.dockerNetwork, docker.NetworkJob, docker.NetworkHost)
 	case o.runtime != "docker" && len(o.mediaImages) > 0:
 		return cfg, errors.New("--media-image needs --runtime=docker")
+	case o.runtime != "docker" && o.templateDir != "":
+		return cfg, errors.New("--template-dir needs --runtime=docker: product templates run as containers")
 	}
 	if _, err := docker.ParseMediaImages(o.mediaImages); err != nil {
 		return cfg, fmt.Errorf("--media-image %w", err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/client"
+
+	"github.com/norsk-oss/norsk-manager/worker/template"
 )
 
 // Network modes of Config.Network.
@@ -88,6 +90,12 @@ type Config struct {
 	// EnginePingTimeout bounds one ping: an engine that does not answer
 	// within it counts as unreachable. Default 5s.
 	EnginePingTimeout time.Duration
+
+	// Templates is the worker's product-template catalogue
+	// (--template-dir, loaded once at start): a job with product_template
+	// runs the template's services (Catalogue.Resolve) instead of its own.
+	// Nil: no templates; such a job fails with worker.ErrTemplateUnavailable.
+	Templates *template.Catalogue
 
 	// Logger receives the runtime's logs. Nil logs text to stderr.
 	Logger *slog.Logger

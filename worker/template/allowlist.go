@@ -31,6 +31,10 @@ type node struct {
 	values []string
 }
 
+// composeConditions are compose's depends_on conditions, in the order of
+// ConditionStarted, ConditionHealthy, ConditionCompletedSuccessfully.
+var composeConditions = [...]string{"service_started", "service_healthy", "service_completed_successfully"}
+
 var (
 	leaf  = &node{any: true}
 	empty = &node{keys: map[string]*node{}} // a mapping with no keys (or null)
@@ -48,7 +52,7 @@ var (
 	}}
 	dependsNode = &node{
 		names: &node{keys: map[string]*node{
-			"condition": {values: []string{ConditionStarted, ConditionHealthy, ConditionCompletedSuccessfully}},
+			"condition": {values: composeConditions[:]},
 		}},
 	}
 	svcNetworksNode = &node{names: &node{keys: map[string]*node{"aliases": leaf}}}

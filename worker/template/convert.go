@@ -169,17 +169,17 @@ func configs(p *types.Project, in []types.ServiceConfigObjConfig) ([]ConfigMount
 }
 
 func dependsOn(in types.DependsOnConfig) ([]Dependency, error) {
+	ours := map[string]string{
+		"":                   ConditionStarted,
+		composeConditions[0]: ConditionStarted,
+		composeConditions[1]: ConditionHealthy,
+		composeConditions[2]: ConditionCompletedSuccessfully,
+	}
 	var out []Dependency
 	for _, name := range sortedNames(in) {
-		cond := in[name].Condition
-		if cond == "" {
-			cond = ConditionStarted
-		}
-		switch cond {
-		case ConditionStarted, ConditionHealthy, ConditionCompletedSuccessfully:
-		default:
-			return nil, fmt.Errorf("depends_on.%s.condition: %q: want %s, %s or %s", name, cond,
-				ConditionStarted, ConditionHealthy, ConditionCompletedSuccessfully)
+		cond, ok := ours[in[name].Condition]
+		if !ok {
+			return nil, fmt.Errorf("depends_on.%s.condition: %q: want %s", name, in[name].Condition, strings.Join(composeConditions[:], ", "))
 		}
 		out = append(out, Dependency{Service: name, Condition: cond})
 	}

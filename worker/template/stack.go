@@ -11,11 +11,13 @@ const LaunchConfigPath = "/etc/norsk/launch-config.json"
 // Service.Environment (overriding any value the template gives it).
 const LaunchConfigEnv = "NORSK_LAUNCH_CONFIG"
 
-// Dependency conditions of Service.DependsOn, as compose spells them.
+// Dependency conditions of Service.DependsOn (the supervisor's spelling;
+// compose's service_started, service_healthy and
+// service_completed_successfully).
 const (
-	ConditionStarted               = "service_started"
-	ConditionHealthy               = "service_healthy"
-	ConditionCompletedSuccessfully = "service_completed_successfully"
+	ConditionStarted               = "started"
+	ConditionHealthy               = "healthy"
+	ConditionCompletedSuccessfully = "completed_successfully"
 )
 
 // Volume types of Volume.Type.

@@ -2,6 +2,8 @@ package template
 
 import (
 	"fmt"
+	"math"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -156,6 +158,9 @@ func configs(p *types.Project, in []types.ServiceConfigObjConfig) ([]ConfigMount
 		if def.File == "" {
 			return nil, fmt.Errorf("configs[%d]: config %q: only configs from a file are supported", i, c.Source)
 		}
+		if st, err := os.Stat(def.File); err != nil || !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("configs[%d]: config %q: file %s is missing or not a regular file", i, c.Source, def.File)
+		}
 		target := c.Target
 		if target == "" {
 			target = "/" + c.Source
@@ -204,7 +209,7 @@ func healthcheck(h *types.HealthCheckConfig) *Healthcheck {
 		Disabled:    h.Disable || (len(h.Test) == 1 && h.Test[0] == "NONE"),
 	}
 	if h.Retries != nil {
-		out.Retries = int(*h.Retries)
+		out.Retries = int(min(*h.Retries, math.MaxInt32))
 	}
 	return out
 }

@@ -37,7 +37,7 @@ import (
 // Errors wrap worker.ErrTemplateUnavailable or worker.ErrInvalidJob. The
 // compose file's name: is ignored: the runtime names the projects. Resolve
 // reads env_file files and checks configs files from disk; it does not
-// change c and is safe for concurrent use.
+// change c and is safe for concurrent use. A nil c has no templates.
 func (c *Catalogue) Resolve(ctx context.Context, job *workerpb.WorkerJob) (*Stack, error) {
 	ref := job.GetProductTemplate()
 	if ref == nil {
@@ -80,6 +80,9 @@ func (c *Catalogue) Resolve(ctx context.Context, job *workerpb.WorkerJob) (*Stac
 // lookup finds a version, or an error wrapping ErrTemplateUnavailable
 // naming what c has.
 func (c *Catalogue) lookup(name, ver string) (*version, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: no template %q (version %q); this worker has no templates (no --template-dir)", worker.ErrTemplateUnavailable, name, ver)
+	}
 	if tv := c.versions[name][ver]; tv != nil {
 		return tv, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,7 @@ func TestResolve_Errors(t *testing.T) {
 			"    ports: [\"${PORTS:-8080}:80\"]\n",
 	})
 	writeVersion(t, dir, "anon", "1", map[string]string{ComposeFile: minimalCompose + "    volumes: [/data]\n"})
+	writeVersion(t, dir, "nocfg", "1", map[string]string{ComposeFile: minimalCompose + "    configs: [c]\nconfigs:\n  c: {file: ./missing.txt}\n"})
 	c := mustLoad(t, dir)
 	cases := []struct {
 		name    string
@@ -182,6 +184,7 @@ func TestResolve_Errors(t *testing.T) {
 		{"no product_template", &workerpb.WorkerJob{}, worker.ErrInvalidJob, []string{"product_template"}},
 		{"unknown template", job("x", "1", nil), worker.ErrTemplateUnavailable,
 			[]string{`no template "x"`, "a (1.0, 1.1), anon (1), b (2)"}},
+		{"missing config file", job("nocfg", "1", nil), worker.ErrInvalidJob, []string{"services.web.configs[0]", "missing.txt"}},
 		{"unknown version", job("a", "2.0", nil), worker.ErrTemplateUnavailable,
 			[]string{`no version "2.0" of template "a"`, "a (1.0, 1.1)"}},
 		{"required :? missing", job("req", "1", map[string]string{"URL": ""}), worker.ErrInvalidJob,
@@ -234,6 +237,31 @@ func TestVolumes_RefusesWhatTheRuntimeCannotMount(t *testing.T) {
 		if _, err := volumes([]types.ServiceVolumeConfig{v}); err == nil || !strings.Contains(err.Error(), "volumes[0]") {
 			t.Errorf("%s: err %v, want one naming volumes[0]", name, err)
 		}
+	}
+}
+
+func TestResolve_NilCatalogue(t *testing.T) {
+	var c *Catalogue
+	_, err := c.Resolve(context.Background(), job("hello", "1.0", nil))
+	if !errors.Is(err, worker.ErrTemplateUnavailable) || !strings.Contains(err.Error(), "no templates") {
+		t.Fatalf("err %v, want ErrTemplateUnavailable saying the worker has no templates", err)
+	}
+	if c.Offers() != nil {
+		t.Fatal("a nil catalogue offers templates")
+	}
+}
+
+// The stack's networks are the declared ones, plus compose's implicit
+// default only when a service uses it.
+func TestResolve_Networks(t *testing.T) {
+	dir := t.TempDir()
+	writeVersion(t, dir, "n", "1", map[string]string{ComposeFile: minimalCompose + "    networks: [front]\nnetworks:\n  front:\n  unused:\n"})
+	st, err := mustLoad(t, dir).Resolve(context.Background(), job("n", "1", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Networks, []string{"front", "unused"}) {
+		t.Fatalf("networks %v: want [front unused]", st.Networks)
 	}
 }
 

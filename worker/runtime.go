@@ -37,7 +37,8 @@ type Runtime interface {
 	// the running instance's id (job.instance_id of a running job is not
 	// taken over).
 	// Errors: ErrInvalidJob (wrapped) when the definition cannot run,
-	// ErrRuntimeClosed after shutdown, ctx.Err() when ctx ends first (the
+	// ErrTemplateUnavailable (wrapped) when its product_template is not in
+	// the worker's catalogue, ErrRuntimeClosed after shutdown, ctx.Err() when ctx ends first (the
 	// job may still finish starting; its outcome is reported on Events).
 	Start(ctx context.Context, job *workerpb.WorkerJob) (PortMappings, error)
 

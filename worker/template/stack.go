@@ -51,7 +51,9 @@ type Stack struct {
 
 // Service is one service of a Stack.
 type Service struct {
-	Name  string
+	// Name is the compose service name (unique in the stack).
+	Name string
+	// Image is the image reference, after interpolation; never empty.
 	Image string
 	// Entrypoint and Command override the image's; nil keeps the image's,
 	// an empty non-nil slice clears it (as compose).
@@ -60,8 +62,10 @@ type Service struct {
 	// Environment is K=V, sorted by key: the service's environment and
 	// env_file after interpolation, plus LaunchConfigEnv.
 	Environment []string
-	Ports       []Port
-	Volumes     []Volume
+	// Ports in the template's order.
+	Ports []Port
+	// Volumes (named volumes and binds) in the template's order.
+	Volumes []Volume
 	// Networks the service joins, sorted by name.
 	Networks []NetworkAttachment
 	// DependsOn, sorted by service name.
@@ -102,18 +106,23 @@ type Volume struct {
 	// template's version directory).
 	Source string
 	// Target is the absolute path in the container.
-	Target   string
+	Target string
+	// ReadOnly mounts it read-only (":ro", read_only: true).
 	ReadOnly bool
 }
 
 // NetworkAttachment is a network a service joins.
 type NetworkAttachment struct {
-	Name    string
+	// Name is the network's compose name (one of Stack.Networks).
+	Name string
+	// Aliases are extra names the service has on it (its service name
+	// always resolves).
 	Aliases []string
 }
 
 // Dependency is one depends_on entry.
 type Dependency struct {
+	// Service is the service depended on.
 	Service string
 	// Condition is ConditionStarted, ConditionHealthy or
 	// ConditionCompletedSuccessfully.
@@ -125,7 +134,9 @@ type Dependency struct {
 type Healthcheck struct {
 	// Test is in Docker's form: ["CMD", arg...], ["CMD-SHELL", command]
 	// or ["NONE"].
-	Test        []string
+	Test []string
+	// Interval between checks, Timeout of one, StartPeriod before
+	// failures count.
 	Interval    time.Duration
 	Timeout     time.Duration
 	StartPeriod time.Duration

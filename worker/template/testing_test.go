@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // writeVersion writes files (name → content) into dir/name/version and
@@ -38,3 +40,5 @@ func mustLoad(t testing.TB, dir string) *Catalogue {
 	}
 	return c
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

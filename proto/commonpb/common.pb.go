@@ -2947,8 +2947,13 @@ type NodeResources struct {
 	// The node's shape (instance type) and subnet as the operator gives them
 	// (--shape, --subnet); empty = not given. For a cloud node the
 	// manager's create request wins (NodeInfo.shape, NodeInfo.subnet).
-	Shape         string                  `protobuf:"bytes,8,opt,name=shape,proto3" json:"shape,omitempty"`
-	Subnet        string                  `protobuf:"bytes,9,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	Shape  string `protobuf:"bytes,8,opt,name=shape,proto3" json:"shape,omitempty"`
+	Subnet string `protobuf:"bytes,9,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	// Added (issue 14 §1; docs/design/nodes-capacity.md §2). The worker's
+	// product-template catalogue (--template-dir): one entry per template
+	// name, names sorted, each with its versions sorted. The placement
+	// engine places a job with a product_template only on a node offering
+	// its name and version. Empty: none (or a worker that predates it).
 	Templates     []*ProductTemplateOffer `protobuf:"bytes,10,rep,name=templates,proto3" json:"templates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3054,6 +3059,8 @@ func (x *NodeResources) GetTemplates() []*ProductTemplateOffer {
 	return nil
 }
 
+// Added (issue 14 §1). One template of a worker's catalogue: its name and
+// the versions the worker can run (sorted, each once).
 type ProductTemplateOffer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`

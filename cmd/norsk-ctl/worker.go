@@ -21,6 +21,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/cluster/pki"
 	"github.com/norsk-oss/norsk-manager/cmd/internal/buildinfo"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/docker"
@@ -158,6 +159,11 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 		return fail(workerExitFailure, err)
 	}
 	cfg.Resources = withTemplates(cfg.Resources, templates)
+	if err := noderesources.Validate(cfg.Resources); err != nil {
+		// The manager would refuse every registration and hello (e.g. a
+		// catalogue beyond its limits): say so now, naming the flag.
+		return fail(workerExitUsage, fmt.Errorf("--template-dir %s: %w", o.templateDir, err))
+	}
 	rt, shutdown, err := o.newRuntime(ctx, cfg, logger, templates)
 	if err != nil {
 		return fail(workerFailure(cfg.StateDir, err))

@@ -178,6 +178,7 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	logger.Info("starting worker", "version", cfg.Version, "state_dir", cfg.StateDir, "runtime", o.runtime,
 		"managers", cfg.ManagerURLs, "mock_pool", len(cfg.ManagerURLs) == 0,
 		"capacity", cfg.Resources.GetCapacity(), "gpu_capacity", cfg.Resources.GetGpuCapacity(), "zone", cfg.Resources.GetZone(),
+		"templates", len(cfg.Resources.GetTemplates()),
 		"tls_serve", cfg.ServerTLS != nil, "tls_register", cfg.ManagerTLS != nil, "self_signed", cfg.CertSHA256 != nil)
 	if err := agent.Run(ctx); err != nil {
 		return fail(workerFailure(cfg.StateDir, err))

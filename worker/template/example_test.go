@@ -2,6 +2,9 @@ package template
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+	"sync"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,5 +84,33 @@ func TestExample_HelloTemplate(t *testing.T) {
 	delete(wj.ProductTemplateParameters, "STREAM_NAME")
 	if _, err := c.Resolve(context.Background(), wj); err == nil || !strings.Contains(err.Error(), "STREAM_NAME") {
 		t.Errorf("without STREAM_NAME: err %v, want one naming it", err)
+	}
+}
+
+// Resolve is safe for concurrent use: jobs start in parallel on a worker.
+func TestResolve_Concurrent(t *testing.T) {
+	c := mustLoad(t, filepath.Join(exampleDir, "catalogue"))
+	j := job("hello", "1.0", map[string]string{"STREAM_NAME": "s"})
+	want, err := c.Resolve(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			got, err := c.Resolve(context.Background(), j)
+			if err == nil && !reflect.DeepEqual(got, want) {
+				err = fmt.Errorf("stack differs: %+v", got)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -3,12 +3,12 @@ package template
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"sync"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"

@@ -48,8 +48,8 @@ type Job struct {
 	quitCh    chan struct{}                 // closed when the job's goroutine finishes the job; only ever closed
 	doneCh    chan struct{}                 // closed once the job has ended; only ever closed
 
-	restored *Record // set by Restored: the record to adopt from
-	phase    Phase
+	restored   *Record // set by Restored: the record to adopt from
+	phase      Phase
 	stopGrace  time.Duration
 	failReason string
 	deferred   []exitReport // exits seen during the start phase, handled after it
@@ -218,20 +218,7 @@ func (j *Job) ReportAgain(ctx context.Context) (ports worker.PortMappings, runni
 // the stop with its own end. Errors: worker.ErrRuntimeClosed at shutdown,
 // ctx's error.
 func (j *Job) Stop(ctx context.Context, grace time.Duration) error {
-	j.startMu.Lock()
-	if !j.startDone {
-		j.pendingStop = &grace
-		j.startMu.Unlock()
-		j.startCancel()
-	} else {
-		j.startMu.Unlock()
-		select {
-		case j.stopCh <- grace:
-		case <-j.quitCh:
-		case <-j.cfg.Done:
-		case <-ctx.Done():
-		}
-	}
+	j.RequestStop(ctx, grace)
 	select {
 	case <-j.doneCh:
 		return nil
@@ -240,6 +227,28 @@ func (j *Job) Stop(ctx context.Context, grace time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// RequestStop hands a stop to the job without waiting for its end (Stop
+// waits); false if the job ended first, the runtime shuts down or ctx
+// ended.
+func (j *Job) RequestStop(ctx context.Context, grace time.Duration) bool {
+	j.startMu.Lock()
+	if !j.startDone {
+		j.pendingStop = &grace
+		j.startMu.Unlock()
+		j.startCancel()
+		return true
+	}
+	j.startMu.Unlock()
+	select {
+	case j.stopCh <- grace:
+		return true
+	case <-j.quitCh:
+	case <-j.cfg.Done:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // Update replaces the job's definition (keeping the instance id it was

@@ -136,14 +136,15 @@ func (j *job) createContainer(ctx context.Context, s *service, img image.Inspect
 	var nc *network.NetworkingConfig
 	switch {
 	case len(spec.Networks) > 0:
-		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{}}
-		for i, n := range spec.Networks {
-			name := stackNetworkName(j.project, n.Name)
-			if i == 0 {
-				hc.NetworkMode = container.NetworkMode(name)
-			}
-			nc.EndpointsConfig[name] = &network.EndpointSettings{Aliases: append([]string{spec.Name}, n.Aliases...)}
-		}
+		// Engines before API 1.44 take one network at create: the first;
+		// the others are connected before the container starts (as
+		// docker compose does).
+		first := spec.Networks[0]
+		name := stackNetworkName(j.project, first.Name)
+		hc.NetworkMode = container.NetworkMode(name)
+		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			name: {Aliases: append([]string{spec.Name}, first.Aliases...)},
+		}}
 	case j.network == "":
 		hc.NetworkMode = network.NetworkHost
 	default:
@@ -194,6 +195,13 @@ func (j *job) createContainer(ctx context.Context, s *service, img image.Inspect
 	}
 	for _, w := range resp.Warnings {
 		s.log.Warn("container created with a warning", "warning", w)
+	}
+	for _, n := range spec.Networks[min(1, len(spec.Networks)):] {
+		name := stackNetworkName(j.project, n.Name)
+		es := &network.EndpointSettings{Aliases: append([]string{spec.Name}, n.Aliases...)}
+		if err := j.r.cli.NetworkConnect(ctx, name, resp.ID, es); err != nil {
+			return resp.ID, fmt.Errorf("connect to network %q: %w", n.Name, err)
+		}
 	}
 	return resp.ID, nil
 }

@@ -1,0 +1,125 @@
+//go:build linux
+
+package docker
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/svcplan"
+)
+
+// stackService is a probe service of a stack (what the template glue
+// fills from a compose file): restart ON_FAILURE with the defaults, one
+// published port 8080 on 127.0.0.1.
+func (e *testEnv) stackService(name string, cmd ...string) *serviceSpec {
+	return &serviceSpec{
+		Name: name, Image: e.image, Entrypoint: []string{"/probe"}, Cmd: cmd,
+		Restart: commonpb.Service_ON_FAILURE, RestartCount: svcplan.DefaultRestartCount, RestartPeriod: svcplan.DefaultRestartPeriod,
+		mappings: []*commonpb.PortMapping{ephemeral(8080)},
+	}
+}
+
+// startStack starts specs (in start order) and stack as job id.
+func (e *testEnv) startStack(id string, stack *stackSpec, specs ...*serviceSpec) (worker.JobKey, worker.PortMappings, error) {
+	def := mkJob(id)
+	ports, err := e.r.start(context.Background(), def, func() ([]*serviceSpec, *stackSpec, error) { return specs, stack, nil })
+	return worker.KeyOf(def), ports, err
+}
+
+func svcURL(ports worker.PortMappings, svc, path string) string {
+	return "http://" + strings.TrimPrefix(ports[svc].GetMappings()[0].GetUrl(), "tcp://") + path
+}
+
+// A stack's service that depends on another's healthcheck starts only
+// once the other is healthy; bind mounts and compose configs are visible;
+// two networks resolve their aliases (and only where attached); the
+// template labels are set; networks go with the job.
+func TestRuntime_Stack_HealthyDependsOnBindsNetworks(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Network = NetworkJob })
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "bind.txt"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(t.TempDir(), "app.conf")
+	if err := os.WriteFile(conf, []byte("config file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const healthyAfter = time.Second
+	db := e.stackService("db", "serve", "--healthy-after", healthyAfter.String())
+	db.Healthcheck = &healthcheck{Test: []string{"CMD", "/probe", "health", "http://127.0.0.1:8080/healthz"},
+		Interval: 100 * time.Millisecond, Timeout: 2 * time.Second, Retries: 100}
+	db.Networks = []networkAttach{{Name: "back", Aliases: []string{"database"}}}
+	web := e.stackService("web", "serve")
+	web.DependsOn, web.Conditions = []string{"db"}, map[string]string{"db": "healthy"}
+	web.Networks = []networkAttach{{Name: "front", Aliases: []string{"www"}}, {Name: "back"}}
+	web.Binds = []bindMount{{Source: host, Target: "/mnt/host", ReadOnly: true}, {Source: conf, Target: "/etc/app.conf", ReadOnly: true}}
+	web.Labels = map[string]string{LabelTemplate: "hello", LabelTemplateVersion: "1.0.0"}
+
+	key, ports, err := e.startStack("stack", &stackSpec{Networks: []string{"front", "back"}}, db, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c.Wait(t, "job_started", isKind(key, worker.EventStarted))
+	e.c.Wait(t, "db healthy", isInfo(key, "db", "health: healthy"))
+
+	dbInfo, webInfo := e.inspectService(key, "db"), e.inspectService(key, "web")
+	dbStart, _ := time.Parse(time.RFC3339Nano, dbInfo.State.StartedAt)
+	webStart, _ := time.Parse(time.RFC3339Nano, webInfo.State.StartedAt)
+	// db answers /healthz only healthyAfter after it started, so web,
+	// started once db was healthy, cannot have started earlier.
+	if webStart.Before(dbStart.Add(healthyAfter)) {
+		t.Errorf("web started at %s, db at %s: web did not wait for db's healthcheck (%s)", webStart, dbStart, healthyAfter)
+	}
+	if dbInfo.State.Health == nil || dbInfo.State.Health.Status != "healthy" {
+		t.Errorf("db health %+v, want healthy", dbInfo.State.Health)
+	}
+
+	if got := get(t, svcURL(ports, "web", "/file?path=/mnt/host/bind.txt")); got != "from the host\n" {
+		t.Errorf("bind mount: %q", got)
+	}
+	if got := get(t, svcURL(ports, "web", "/file?path=/etc/app.conf")); got != "config file\n" {
+		t.Errorf("mounted config: %q", got)
+	}
+	if resp, err := http.Post(svcURL(ports, "web", "/write?path=/mnt/host/x"), "text/plain", strings.NewReader("no")); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode == http.StatusOK {
+		t.Error("a write into the read-only bind mount succeeded")
+	}
+	for _, tc := range []struct{ from, host string }{{"web", "database"}, {"web", "db"}, {"db", "web"}, {"web", "www"}} {
+		if got := get(t, svcURL(ports, tc.from, "/resolve?host="+tc.host)); strings.TrimSpace(got) == "" {
+			t.Errorf("%s resolves %s to nothing", tc.from, tc.host)
+		}
+	}
+	if code := status(t, svcURL(ports, "db", "/resolve?host=www")); code != http.StatusNotFound {
+		t.Errorf("db (not on front) resolves www: status %d", code)
+	}
+	if webInfo.Config.Labels[LabelTemplate] != "hello" || webInfo.Config.Labels[LabelTemplateVersion] != "1.0.0" || webInfo.Config.Labels[LabelJob] != "stack" {
+		t.Errorf("labels %v", webInfo.Config.Labels)
+	}
+
+	if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) != 0 {
+		t.Fatalf("left %v", left)
+	}
+}
+
+// status returns the status code of a GET of url.
+func status(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

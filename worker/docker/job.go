@@ -142,6 +142,9 @@ func (j *job) Prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := j.sup.Persist(); err != nil { // phase starting: a restarted worker cleans up
+		return err
+	}
 	def := j.sup.Def()
 	vols := len(def.GetVolumes())
 	if j.stack != nil {

@@ -72,6 +72,15 @@ type Poller interface {
 	Poll(now time.Time) (busy bool)
 }
 
+// ExitObserver is an optional capability of a Driver: Exited is called
+// on the job's goroutine when a run of service svc has ended (seen by
+// Wait or by Stop), before the exit is reported, and returns the exit to
+// use — the process runtime reads the last output there, which its
+// goroutine owns, to fill Detail.
+type ExitObserver interface {
+	Exited(svc int, ex Exit) Exit
+}
+
 // Detacher is an optional capability of a Driver: Detach is called when
 // the runtime shuts down while the job runs (its services keep running,
 // its record stays), to release what the driver holds in this process.

@@ -111,8 +111,12 @@ func (j *Job) launch(ctx context.Context, s *service) error {
 	}
 	j.watch(s, h)
 	j.info(&commonpb.JobInfoMessage_ServiceStarted{ServiceStarted: &commonpb.JobInfoServiceStarted{ServiceName: s.spec.Name}})
-	if j.phase == PhaseRunning {
-		j.persistOrLog()
+	// Also during the start phase: the record must name every run (a
+	// pid), so that a restarted worker can stop what was launched.
+	if err := j.persist(); err != nil && j.phase == PhaseRunning {
+		j.log.Error("saving job record", "error", err)
+	} else if err != nil {
+		return err
 	}
 	return nil
 }
@@ -169,16 +173,20 @@ func (j *Job) onExit(ex exitReport) bool {
 	if ex.run != s.run || !s.running {
 		return false // a run already handled (stopped)
 	}
-	j.exited(s, ex.ex)
-	return j.applyPolicy(s, ex.ex)
+	return j.applyPolicy(s, j.exited(s, ex.ex))
 }
 
-// exited records that s's current run ended with ex and reports it.
-func (j *Job) exited(s *service, ex Exit) {
+// exited records that s's current run ended with ex and reports it; it
+// returns ex as the driver's ExitObserver completed it.
+func (j *Job) exited(s *service, ex Exit) Exit {
+	if o, ok := j.cfg.Driver.(ExitObserver); ok {
+		ex = o.Exited(s.index, ex)
+	}
 	s.running, s.h = false, nil
 	s.exitedOK, s.exitText = ex.Success, ex.Text
 	s.log.Info("service exited", "status", ex.Text)
 	j.containerEvent(s, ex.Text)
+	return ex
 }
 
 // applyPolicy decides, after s ended with ex, whether s is complete, is

@@ -7,8 +7,9 @@ import (
 	"github.com/norsk-oss/norsk-manager/worker"
 )
 
-// startAll persists the job (phase starting: a restarted worker cleans
-// up), runs Driver.Prepare, and launches the services in order, each once
+// startAll runs Driver.Prepare, persists the job (phase starting: a
+// restarted worker cleans up; a driver that creates what must be cleaned
+// up persists earlier itself, with Job.Persist), and launches the services in order, each once
 // its dependencies meet their conditions. On failure the job is failed
 // (or stopped, if a Stop came) before it returns.
 func (j *Job) startAll() error {
@@ -19,9 +20,6 @@ func (j *Job) startAll() error {
 		}
 		j.fail(err.Error())
 		return err
-	}
-	if err := j.persist(); err != nil {
-		return fail(err)
 	}
 	if err := j.cfg.Driver.Prepare(j.startCtx); err != nil {
 		return fail(err)
@@ -129,7 +127,7 @@ func (j *Job) waitStartEvent() error {
 		j.onHealth(hr)
 	case ex := <-j.exitCh:
 		if ex.run == ex.svc.run && ex.svc.running {
-			j.exited(ex.svc, ex.ex)
+			ex.ex = j.exited(ex.svc, ex.ex)
 			j.deferred = append(j.deferred, ex)
 		}
 	case <-j.startCtx.Done():

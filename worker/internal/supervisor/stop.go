@@ -99,6 +99,11 @@ func (j *Job) finish(kind worker.EventKind, reason string) {
 	close(j.doneCh)
 }
 
+// Persist hands the job's record to Driver.Persist now. Call it only from
+// a Driver method (the job's goroutine), like Prepare before it creates
+// what a restarted worker must clean up.
+func (j *Job) Persist() error { return j.persist() }
+
 // persist hands the job's record to the driver.
 func (j *Job) persist() error {
 	rec := Record{Phase: j.phase, StopGrace: j.stopGrace, FailReason: j.failReason, Def: j.Def()}

@@ -2,9 +2,14 @@ package docker
 
 import (
 	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/norsk-oss/norsk-manager/worker/internal/supervisor"
 )
 
 // Container features of a compose stack (a product template): optional
@@ -79,18 +84,45 @@ func stackNetworkName(project, net string) string {
 	return project + "_" + sanitise(net) + "-" + shortHash(net)
 }
 
-// validateStack checks that every service's networks are the stack's.
+// validateStack checks the stack features of specs: networks are the
+// stack's, depends_on conditions are known and name a dependency, a
+// healthy condition names a service with a healthcheck, bind sources and
+// targets are absolute paths. The error names the service and the field.
 func validateStack(st *stackSpec, specs []*serviceSpec) error {
 	nets := map[string]bool{}
 	if st != nil {
 		for _, n := range st.Networks {
+			if n == "" || nets[n] {
+				return fmt.Errorf("stack network %q is empty or given twice", n)
+			}
 			nets[n] = true
 		}
+	}
+	byName := map[string]*serviceSpec{}
+	for _, s := range specs {
+		byName[s.Name] = s
 	}
 	for _, s := range specs {
 		for _, n := range s.Networks {
 			if !nets[n.Name] {
 				return fmt.Errorf("service %q: network %q is not a network of the stack", s.Name, n.Name)
+			}
+		}
+		for dep, c := range s.Conditions {
+			cond, err := supervisor.ParseCondition(c)
+			if err != nil {
+				return fmt.Errorf("service %q depends_on %q: %w", s.Name, dep, err)
+			}
+			if !slices.Contains(s.DependsOn, dep) {
+				return fmt.Errorf("service %q: depends_on condition for %q, which it does not depend on", s.Name, dep)
+			}
+			if d := byName[dep]; cond == supervisor.ConditionHealthy && d != nil && !d.Healthcheck.watched() {
+				return fmt.Errorf("service %q depends_on %q being healthy, but %q has no healthcheck", s.Name, dep, dep)
+			}
+		}
+		for i, b := range s.Binds {
+			if !filepath.IsAbs(b.Source) || !path.IsAbs(b.Target) || path.Clean(b.Target) == "/" {
+				return fmt.Errorf("service %q binds[%d]: source %q and target %q must be absolute paths (target not /)", s.Name, i, b.Source, b.Target)
 			}
 		}
 	}

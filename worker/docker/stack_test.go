@@ -105,6 +105,24 @@ func TestRuntime_Stack_HealthyDependsOnBindsNetworks(t *testing.T) {
 		t.Errorf("labels %v", webInfo.Config.Labels)
 	}
 
+	// A restarted worker re-adopts the stack from its record: the same
+	// containers, not restarted, still on both networks.
+	e.r.Shutdown()
+	e.start(func(c *Config) { c.Network = NetworkJob })
+	if got := e.r.List(); len(got) != 1 || got[0].Key() != key {
+		t.Fatalf("List after restart = %v, want the stack", got)
+	}
+	after := e.inspectService(key, "web")
+	if after.ID != webInfo.ID || after.State.StartedAt != webInfo.State.StartedAt {
+		t.Errorf("web restarted by the re-adoption: %s@%s → %s@%s", webInfo.ID, webInfo.State.StartedAt, after.ID, after.State.StartedAt)
+	}
+	if len(after.NetworkSettings.Networks) != 2 {
+		t.Errorf("web after restart on networks %v, want front and back", after.NetworkSettings.Networks)
+	}
+	if got := get(t, svcURL(ports, "web", "/resolve?host=database")); strings.TrimSpace(got) == "" {
+		t.Error("web no longer resolves database after the restart")
+	}
+
 	if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
 		t.Fatal(err)
 	}

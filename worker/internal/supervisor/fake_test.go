@@ -10,7 +10,9 @@ import (
 // fakeDriver runs services as fakeHandles that tests end and make
 // healthy by hand. Safe for concurrent use.
 type fakeDriver struct {
-	healthcheck map[int]bool // services whose handles report health
+	healthcheck map[int]bool  // services whose handles report health
+	adoptErr    map[int]error // Adopt's error per service
+	noRun       map[int]bool  // Adopt finds no run (restart it)
 
 	mu       sync.Mutex
 	launched []int // service indexes, in launch order
@@ -21,7 +23,7 @@ type fakeDriver struct {
 }
 
 func newFakeDriver(n int) *fakeDriver {
-	return &fakeDriver{healthcheck: map[int]bool{}, runs: map[int]*fakeHandle{}, launchCh: make(chan int, 16*n+16)}
+	return &fakeDriver{healthcheck: map[int]bool{}, adoptErr: map[int]error{}, noRun: map[int]bool{}, runs: map[int]*fakeHandle{}, launchCh: make(chan int, 16*n+16)}
 }
 
 func (d *fakeDriver) Prepare(ctx context.Context) error { return nil }
@@ -42,7 +44,15 @@ func (d *fakeDriver) Launch(ctx context.Context, svc int) (Handle, error) {
 	return h, nil
 }
 
-func (d *fakeDriver) Adopt(ctx context.Context, svc int) (Handle, error) { return d.Launch(ctx, svc) }
+func (d *fakeDriver) Adopt(ctx context.Context, svc int) (Handle, error) {
+	if err := d.adoptErr[svc]; err != nil {
+		return nil, err
+	}
+	if d.noRun[svc] {
+		return nil, nil
+	}
+	return d.Launch(ctx, svc)
+}
 
 func (d *fakeDriver) Teardown(ctx context.Context) {
 	d.mu.Lock()

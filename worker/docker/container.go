@@ -111,7 +111,7 @@ func (hr *healthRun) WatchHealth(ctx context.Context, report func(supervisor.Hea
 // healthOf maps Docker's health status to the supervisor's.
 func healthOf(h *container.Health) supervisor.Health {
 	if h == nil {
-		return supervisor.HealthStarting
+		return supervisor.HealthNone // the engine runs no healthcheck for it
 	}
 	switch h.Status {
 	case container.Healthy:

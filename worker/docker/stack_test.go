@@ -141,3 +141,67 @@ func status(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// depends_on conditions on a real engine: a dependency that turns
+// unhealthy fails the job naming both services, one that exits non-zero
+// fails a completed_successfully dependant, one that exits 0 lets it
+// start. Nothing is left either way.
+func TestRuntime_Stack_DependencyConditions(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Network = NetworkJob })
+	cases := []struct {
+		name    string
+		dep     func() *serviceSpec
+		cond    string
+		wantErr string // "" : the job starts
+	}{
+		{"unhealthy", func() *serviceSpec {
+			s := e.stackService("db", "serve")
+			s.Healthcheck = &healthcheck{Test: []string{"CMD", "/probe", "health", "http://127.0.0.1:1/healthz"},
+				Interval: 100 * time.Millisecond, Timeout: time.Second, Retries: 2}
+			return s
+		}, "healthy", `service "web": dependency "db" is unhealthy`},
+		{"completed with code 3", func() *serviceSpec {
+			s := e.stackService("db", "exit", "3")
+			s.Restart = commonpb.Service_NEVER
+			return s
+		}, "completed_successfully", `service "web": dependency "db" did not complete successfully: it exited with code 3`},
+		{"completed with code 0", func() *serviceSpec {
+			s := e.stackService("db", "exit", "0")
+			s.Restart = commonpb.Service_NEVER
+			return s
+		}, "completed_successfully", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			web := e.stackService("web", "serve")
+			web.DependsOn, web.Conditions = []string{"db"}, map[string]string{"db": tc.cond}
+			id := strings.ReplaceAll(tc.name, " ", "-")
+			key, _, err := e.startStack(id, &stackSpec{Networks: []string{"default"}}, withNet(tc.dep(), "default"), withNet(web, "default"))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.c.Wait(t, "job_started", isKind(key, worker.EventStarted))
+				if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Start = %v, want %q", err, tc.wantErr)
+				}
+				e.c.Wait(t, "job_failed", isKind(key, worker.EventFailed))
+				if n := e.c.Count(isInfo(key, "web", "started")); n != 0 {
+					t.Error("web was started")
+				}
+			}
+			if left := e.leftovers(); len(left) != 0 {
+				t.Fatalf("left %v", left)
+			}
+		})
+	}
+}
+
+func withNet(s *serviceSpec, net string) *serviceSpec {
+	s.Networks = []networkAttach{{Name: net}}
+	return s
+}

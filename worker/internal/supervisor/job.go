@@ -27,7 +27,7 @@ type Job struct {
 	log  *slog.Logger
 	svcs []*service
 
-	ctx    context.Context // cancelled when the job ends
+	ctx    context.Context // cancelled when the job ends or the runtime shuts down
 	cancel context.CancelFunc
 	// startCtx (a child of ctx) bounds the start phase: a Stop during it
 	// cancels it, so that a long pull does not hold the stop up.
@@ -141,6 +141,15 @@ func newJob(cfg Config, phase Phase) *Job {
 		j.log = slog.New(slog.DiscardHandler)
 	}
 	j.startCtx, j.startCancel = context.WithCancel(ctx)
+	// The job's context ends at shutdown too, so that what runs for it
+	// (a pull, a watcher) returns and the runtime's Shutdown can wait.
+	go func() {
+		select {
+		case <-cfg.Done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	j.mu.def = cfg.Def
 	for i, spec := range cfg.Services {
 		j.svcs = append(j.svcs, &service{spec: spec, index: i, log: j.log.With("service", spec.Name)})
@@ -284,8 +293,9 @@ func (j *Job) Def() *workerpb.WorkerJob {
 	return j.mu.def
 }
 
-// Context returns a context cancelled when the job ends (for goroutines a
-// driver starts for the job, like output followers).
+// Context returns a context cancelled when the job ends or the runtime
+// shuts down (for goroutines a driver starts for the job, like output
+// followers).
 func (j *Job) Context() context.Context { return j.ctx }
 
 // instance returns the job's instance id, which its lifecycle events carry.

@@ -14,8 +14,11 @@ import (
 type Driver interface {
 	// Prepare runs once, before the first service is launched: pull
 	// images, write files, create networks, volumes and containers. ctx is
-	// cancelled by a Stop during the start phase. An error fails the job
-	// with its text (Teardown still runs).
+	// cancelled by a Stop during the start phase (and at shutdown). An
+	// error fails the job with its text (Teardown still runs). The
+	// supervisor persists the record (phase starting) after Prepare and
+	// after every launch; a driver that creates something a restarted
+	// worker must clean up calls Job.Persist before it does.
 	Prepare(ctx context.Context) error
 	// Launch starts service svc (its first run, or a restart) and returns
 	// the run's handle. ctx is the start phase's context during the start

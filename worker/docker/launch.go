@@ -84,18 +84,27 @@ func stackNetworkName(project, net string) string {
 	return project + "_" + sanitise(net) + "-" + shortHash(net)
 }
 
-// validateStack checks the stack features of specs: networks are the
-// stack's, depends_on conditions are known and name a dependency, a
+// validateStack checks the stack features of specs: networks and named
+// volumes are the stack's (or the job's volumes), depends_on conditions are known and name a dependency, a
 // healthy condition names a service with a healthcheck, bind sources and
 // targets are absolute paths. The error names the service and the field.
-func validateStack(st *stackSpec, specs []*serviceSpec) error {
-	nets := map[string]bool{}
+func validateStack(st *stackSpec, jobVolumes []string, specs []*serviceSpec) error {
+	nets, vols := map[string]bool{}, map[string]bool{}
+	for _, v := range jobVolumes {
+		vols[v] = true
+	}
 	if st != nil {
 		for _, n := range st.Networks {
 			if n == "" || nets[n] {
 				return fmt.Errorf("stack network %q is empty or given twice", n)
 			}
 			nets[n] = true
+		}
+		for _, v := range st.Volumes {
+			if v == "" || vols[v] {
+				return fmt.Errorf("stack volume %q is empty or given twice (or also a job volume)", v)
+			}
+			vols[v] = true
 		}
 	}
 	byName := map[string]*serviceSpec{}
@@ -118,6 +127,11 @@ func validateStack(st *stackSpec, specs []*serviceSpec) error {
 			}
 			if d := byName[dep]; cond == supervisor.ConditionHealthy && d != nil && !d.Healthcheck.watched() {
 				return fmt.Errorf("service %q depends_on %q being healthy, but %q has no healthcheck", s.Name, dep, dep)
+			}
+		}
+		for i, v := range s.Volumes {
+			if !vols[v.Volume] {
+				return fmt.Errorf("service %q volumes[%d]: volume %q is not a volume of the stack", s.Name, i, v.Volume)
 			}
 		}
 		for i, b := range s.Binds {

@@ -28,12 +28,15 @@ func TestValidateStack(t *testing.T) {
 			`"a" has no healthcheck`},
 		{"disabled healthcheck", nil, []*serviceSpec{{Name: "a", Healthcheck: &healthcheck{Disable: true}}, {Name: "b", DependsOn: []string{"a"}, Conditions: map[string]string{"a": "healthy"}}},
 			`"a" has no healthcheck`},
+		{"stack volume", &stackSpec{Volumes: []string{"cache"}}, []*serviceSpec{{Name: "a", Volumes: []volumeMount{{Volume: "cache", Target: "/c"}}}}, ""},
+		{"unknown volume", &stackSpec{Volumes: []string{"cache"}}, []*serviceSpec{{Name: "a", Volumes: []volumeMount{{Volume: "data", Target: "/c"}}}},
+			`volume "data" is not a volume of the stack`},
 		{"relative bind", nil, []*serviceSpec{{Name: "a", Binds: []bindMount{{Source: "srv", Target: "/mnt"}}}},
 			`binds[0]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := validateStack(tc.stack, tc.specs)
+			err := validateStack(tc.stack, nil, tc.specs)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("validateStack: %v", err)

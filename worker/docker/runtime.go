@@ -282,7 +282,7 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob, pla
 	if err != nil {
 		return nil, false, err
 	}
-	if err := validateStack(stack, specs); err != nil {
+	if err := validateStack(stack, def.GetVolumes(), specs); err != nil {
 		return nil, false, fmt.Errorf("%w: %v", worker.ErrInvalidJob, err)
 	}
 	hostNet := r.cfg.Network == NetworkHost

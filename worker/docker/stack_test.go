@@ -57,13 +57,14 @@ func TestRuntime_Stack_HealthyDependsOnBindsNetworks(t *testing.T) {
 	db.Healthcheck = &healthcheck{Test: []string{"CMD", "/probe", "health", "http://127.0.0.1:8080/healthz"},
 		Interval: 100 * time.Millisecond, Timeout: 2 * time.Second, Retries: 100}
 	db.Networks = []networkAttach{{Name: "back", Aliases: []string{"database"}}}
+	db.Volumes = []volumeMount{{Volume: "cache", Target: "/cache"}}
 	web := e.stackService("web", "serve")
 	web.DependsOn, web.Conditions = []string{"db"}, map[string]string{"db": "healthy"}
 	web.Networks = []networkAttach{{Name: "front", Aliases: []string{"www"}}, {Name: "back"}}
 	web.Binds = []bindMount{{Source: host, Target: "/mnt/host", ReadOnly: true}, {Source: conf, Target: "/etc/app.conf", ReadOnly: true}}
 	web.Labels = map[string]string{LabelTemplate: "hello", LabelTemplateVersion: "1.0.0"}
 
-	key, ports, err := e.startStack("stack", &stackSpec{Networks: []string{"front", "back"}}, db, web)
+	key, ports, err := e.startStack("stack", &stackSpec{Networks: []string{"front", "back"}, Volumes: []string{"cache"}}, db, web)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +106,8 @@ func TestRuntime_Stack_HealthyDependsOnBindsNetworks(t *testing.T) {
 		t.Errorf("labels %v", webInfo.Config.Labels)
 	}
 
+	post(t, svcURL(ports, "db", "/write?path=/cache/kept"), "in the stack volume")
+
 	// A restarted worker re-adopts the stack from its record: the same
 	// containers, not restarted, still on both networks.
 	e.r.Shutdown()
@@ -116,6 +119,9 @@ func TestRuntime_Stack_HealthyDependsOnBindsNetworks(t *testing.T) {
 	if after.ID != webInfo.ID || after.State.StartedAt != webInfo.State.StartedAt {
 		t.Errorf("web restarted by the re-adoption: %s@%s → %s@%s", webInfo.ID, webInfo.State.StartedAt, after.ID, after.State.StartedAt)
 	}
+	if got := get(t, svcURL(ports, "db", "/file?path=/cache/kept")); got != "in the stack volume" {
+		t.Errorf("stack volume after restart: %q", got)
+	}
 	if len(after.NetworkSettings.Networks) != 2 {
 		t.Errorf("web after restart on networks %v, want front and back", after.NetworkSettings.Networks)
 	}
@@ -126,8 +132,15 @@ func TestRuntime_Stack_HealthyDependsOnBindsNetworks(t *testing.T) {
 	if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	left := e.leftovers()
+	if len(left) != 1 || !strings.HasPrefix(left[0], "volume "+volumeName(e.r.ID(), key, "cache")) {
+		t.Fatalf("left %v, want only the stack volume (kept until the job is deleted)", left)
+	}
+	if err := e.r.DeleteJobData(context.Background(), key.JobID); err != nil {
+		t.Fatal(err)
+	}
 	if left := e.leftovers(); len(left) != 0 {
-		t.Fatalf("left %v", left)
+		t.Fatalf("left %v after DeleteJobData", left)
 	}
 }
 

@@ -4,6 +4,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -217,4 +218,35 @@ func TestRuntime_Stack_DependencyConditions(t *testing.T) {
 func withNet(s *serviceSpec, net string) *serviceSpec {
 	s.Networks = []networkAttach{{Name: net}}
 	return s
+}
+
+// A Stop while a service waits for its dependency's healthcheck cuts the
+// start short: job_stopped (not failed), nothing left.
+func TestRuntime_Stack_StopDuringHealthyWait(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Network = NetworkJob })
+	db := e.stackService("db", "serve", "--healthy-after", "1h")
+	db.Healthcheck = &healthcheck{Test: []string{"CMD", "/probe", "health", "http://127.0.0.1:8080/healthz"},
+		Interval: 100 * time.Millisecond, Timeout: time.Second, Retries: 1000}
+	web := e.stackService("web", "serve")
+	web.DependsOn, web.Conditions = []string{"db"}, map[string]string{"db": "healthy"}
+	startErr := make(chan error, 1)
+	key := worker.KeyOf(mkJob("waiting"))
+	go func() {
+		_, _, err := e.startStack("waiting", &stackSpec{Networks: []string{"n"}}, withNet(db, "n"), withNet(web, "n"))
+		startErr <- err
+	}()
+	e.c.Wait(t, "web waiting", isInfo(key, "", `service "web" waits for "db" to be healthy`))
+	if err := e.r.Stop(context.Background(), key, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.c.Wait(t, "job_stopped", isKind(key, worker.EventStopped))
+	if err := <-startErr; !errors.Is(err, errStoppedWhileStarting) {
+		t.Errorf("Start = %v, want errStoppedWhileStarting", err)
+	}
+	if n := e.c.Count(isKind(key, worker.EventFailed)) + e.c.Count(isInfo(key, "web", "started")); n != 0 {
+		t.Errorf("the stopped start also failed, or started web (%d events)", n)
+	}
+	if left := e.leftovers(); len(left) != 0 {
+		t.Fatalf("left %v", left)
+	}
 }

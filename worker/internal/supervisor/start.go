@@ -71,17 +71,16 @@ func (j *Job) awaitDeps(s *service) error {
 			return fmt.Errorf("service %q: dependency %q is not a service of the job", s.spec.Name, d.Service)
 		}
 		if d.Condition == ConditionStarted {
-			continue
+			continue // met: dependencies are launched first
 		}
-		if d.Condition == ConditionHealthy || d.Condition == ConditionCompletedSuccessfully {
-			j.log.Info("waiting for a dependency", "service", s.spec.Name, "dependency", dep.spec.Name, "condition", d.Condition.String())
-		}
+		j.log.Info("waiting for a dependency", "service", s.spec.Name, "dependency", dep.spec.Name, "condition", d.Condition.String())
+		j.compose(stageStart, fmt.Sprintf("service %q waits for %q to be %s", s.spec.Name, dep.spec.Name, conditionText(d.Condition)))
 		for {
 			met, err := depMet(s, dep, d.Condition)
-			if err != nil || met {
-				if err != nil {
-					return err
-				}
+			if err != nil {
+				return err
+			}
+			if met {
 				break
 			}
 			if err := j.waitStartEvent(); err != nil {
@@ -154,4 +153,12 @@ func (j *Job) byName(name string) *service {
 		}
 	}
 	return nil
+}
+
+// conditionText reads a condition in a sentence ("… to be healthy").
+func conditionText(c Condition) string {
+	if c == ConditionCompletedSuccessfully {
+		return "completed successfully"
+	}
+	return c.String()
 }

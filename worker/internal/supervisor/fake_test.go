@@ -124,3 +124,12 @@ func (h *fakeHealthHandle) WatchHealth(ctx context.Context, report func(Health))
 		}
 	}
 }
+
+func (d *fakeDriver) lastRecord() Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.records) == 0 {
+		return Record{}
+	}
+	return d.records[len(d.records)-1]
+}

@@ -37,16 +37,17 @@ type Job struct {
 	startDone   bool           // the start phase has ended (startMu)
 	pendingStop *time.Duration // grace of a Stop during the start phase (startMu)
 
-	wg        sync.WaitGroup                // the job's watcher goroutines
-	exitCh    chan exitReport               // exits reported by watchers
-	healthCh  chan healthReport             // health changes reported by watchers
-	stopCh    chan time.Duration            // Stop, with its grace
-	updateCh  chan updateRequest            // Update
-	againCh   chan chan worker.PortMappings // Start of a running job
-	startedCh chan struct{}                 // closed when the start phase ends; only ever closed
-	startErr  error                         // set before startedCh is closed
-	quitCh    chan struct{}                 // closed when the job's goroutine finishes the job; only ever closed
-	doneCh    chan struct{}                 // closed once the job has ended; only ever closed
+	wg          sync.WaitGroup                // the job's watcher goroutines
+	exitCh      chan exitReport               // exits reported by watchers
+	healthCh    chan healthReport             // health changes reported by watchers
+	stopCh      chan time.Duration            // Stop, with its grace
+	updateCh    chan updateRequest            // Update
+	againCh     chan chan worker.PortMappings // Start of a running job
+	startedCh   chan struct{}                 // closed when the start phase ends; only ever closed (startedOnce)
+	startedOnce sync.Once
+	startErr    error         // set before startedCh is closed
+	quitCh      chan struct{} // closed when the job's goroutine finishes the job; only ever closed
+	doneCh      chan struct{} // closed once the job has ended; only ever closed
 
 	restored   *Record // set by Restored: the record to adopt from
 	phase      Phase
@@ -111,12 +112,10 @@ func Restored(cfg Config, rec Record) *Job {
 			s.restarts, s.completed = rec.Services[i].Restarts, rec.Services[i].Completed
 		}
 	}
-	if rec.Phase == PhaseRunning {
-		close(j.startedCh)
-	} else {
+	if rec.Phase != PhaseRunning {
 		j.startErr = fmt.Errorf("the job was %s when the worker restarted", rec.Phase)
-		close(j.startedCh)
 	}
+	j.startedOnce.Do(func() { close(j.startedCh) })
 	return j
 }
 

@@ -24,9 +24,9 @@ func (j *Job) Run() {
 			return
 		}
 	} else {
-		j.startErr = j.startAll()
-		close(j.startedCh)
-		if j.startErr != nil {
+		if err := j.startAll(); err != nil {
+			j.startErr = err
+			j.startedOnce.Do(func() { close(j.startedCh) })
 			return
 		}
 	}

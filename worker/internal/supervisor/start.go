@@ -43,6 +43,9 @@ func (j *Job) startAll() error {
 	j.phase = PhaseRunning
 	j.persistOrLog()
 	j.log.Info("job started", "services", len(j.svcs))
+	// Listed (Started) before job_started is sent: whoever sees the event
+	// finds the job in List.
+	j.startedOnce.Do(func() { close(j.startedCh) })
 	j.cfg.Emit.Lifecycle(worker.Event{Kind: worker.EventStarted, Key: j.cfg.Key, Instance: j.instance(), Ports: j.cfg.Ports()})
 	return nil
 }

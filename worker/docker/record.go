@@ -18,7 +18,9 @@ import (
 //
 // # Version History
 //
-// 1: first version.
+// 1: first version. Since issue 14 a record may carry "stack" and the
+// spec's stack fields (all omitted when empty): a worker from before
+// ignores them, so do not downgrade a worker running a template job.
 const recordVersion = 1
 
 // Phases are the supervisor's (supervisor.Phase): starting, running,

@@ -21,7 +21,10 @@ import (
 //
 // # Version History
 //
-// 1: first version.
+// 1: first version. Since the shared supervisor (issue 14) a failing job
+// is recorded as phase "failing" (it was "stopping" with a fail_reason,
+// which is still read as failing); a worker from before reads "failing"
+// as running, so do not downgrade a worker with a failing job.
 const recordVersion = 1
 
 // Phases are the supervisor's (supervisor.Phase). A record of an older

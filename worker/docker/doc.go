@@ -12,11 +12,16 @@
 // runtime id, job id, role, service) from which a restarted worker finds
 // and re-adopts what it left running.
 //
-// The runtime owns start order (dependsOn), restart policies (containers
-// run with Docker's restart policy "no"; the runtime restarts them so that
-// restart_count within restart_period and service_restarting are
-// reported), host port resolution (shared with the process runtime:
-// worker/internal/hostports), graceful stop then kill, and DOWN.
+// The per-job loop — start order and depends_on conditions, restart
+// policies (containers run with Docker's restart policy "no"; the loop
+// restarts them so that restart_count within restart_period and
+// service_restarting are reported), stop, records, restore — is the
+// shared worker/internal/supervisor; this package is its driver (job.go:
+// Prepare, Launch, Adopt, Teardown, Persist; container.go: a run's
+// handle). It owns pulls, the project's objects, host port resolution
+// (shared with the process runtime: worker/internal/hostports), graceful
+// stop then kill, DOWN, and the container features a compose stack needs
+// (launch.go).
 //
 // It imports worker for the Runtime contract and must not import the
 // manager's packages. docs/design/worker-docker-runtime.md describes the

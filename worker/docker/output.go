@@ -9,8 +9,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
-
-	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 )
 
 // maxLineBytes caps one reported output line; longer lines are cut.
@@ -33,15 +31,13 @@ type output struct {
 	last string
 }
 
-// follow starts following s's output from since.
-func (j *job) follow(s *service, since time.Time) {
-	ctx, cancel := context.WithCancel(j.ctx)
+// follow starts following s's output from since, until the job ends
+// or the output's finish.
+func (j *job) follow(s *service, since time.Time) *output {
+	ctx, cancel := context.WithCancel(j.sup.Context())
 	o := &output{done: make(chan struct{}), cancel: cancel}
-	s.output = o
-	id, name := s.id, s.spec.Name
-	emit := func(text string) {
-		j.info(&commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: name, Text: text}})
-	}
+	id := s.id
+	emit := func(text string) { j.containerEvent(s, text) }
 	lim := &lineLimiter{perSecond: j.r.cfg.OutputLinesPerSecond, emit: emit}
 	j.r.wg.Add(1)
 	go func() {
@@ -65,6 +61,7 @@ func (j *job) follow(s *service, since time.Time) {
 		stderr.flush()
 		lim.flush()
 	}()
+	return o
 }
 
 func (o *output) setLast(l string) {

@@ -11,45 +11,34 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
+	"github.com/norsk-oss/norsk-manager/worker/internal/supervisor"
 )
 
 // recordVersion is the version of the job record format.
 //
 // # Version History
 //
-// 1: first version.
+// 1: first version. Since issue 14 a record may carry "stack" and the
+// spec's stack fields (all omitted when empty): a worker from before
+// ignores them, so do not downgrade a worker running a template job.
 const recordVersion = 1
 
-// phase is where a job is in its life, as recorded for a worker restart.
-type phase string
-
-const (
-	// phaseStarting: images, network, volumes and containers are being
-	// prepared and started; a worker restarted in this phase removes the
-	// project's containers and fails the job.
-	phaseStarting phase = "starting"
-	// phaseRunning: every service was started; a restarted worker
-	// re-adopts the containers.
-	phaseRunning phase = "running"
-	// phaseStopping: a stop began; a restarted worker finishes it.
-	phaseStopping phase = "stopping"
-	// phaseFailing: the job failed and its containers are being stopped; a
-	// restarted worker finishes that and reports the failure.
-	phaseFailing phase = "failing"
-)
+// Phases are the supervisor's (supervisor.Phase): starting, running,
+// stopping, failing.
 
 // record is what the runtime keeps about a project (StateDir/jobs/<project>/
 // job.json, mode 0600, written atomically on every change) to re-adopt it
 // after a worker restart. The containers themselves are found by their
 // labels.
 type record struct {
-	Version   int           `json:"version"`
-	JobID     string        `json:"job_id"`
-	Role      string        `json:"role"`
-	Project   string        `json:"project"`
-	Network   string        `json:"network,omitempty"` // per-project network; "" with host networking
-	Phase     phase         `json:"phase"`
-	StopGrace time.Duration `json:"stop_grace,omitempty"` // of the stop in progress
+	Version   int              `json:"version"`
+	JobID     string           `json:"job_id"`
+	Role      string           `json:"role"`
+	Project   string           `json:"project"`
+	Network   string           `json:"network,omitempty"` // per-project network; "" with host networking
+	Stack     *stackSpec       `json:"stack,omitempty"`   // a stack's volumes and networks; nil for a legacy job
+	Phase     supervisor.Phase `json:"phase"`
+	StopGrace time.Duration    `json:"stop_grace,omitempty"` // of the stop in progress
 	// FailReason is set while the job is being stopped because it failed.
 	FailReason string          `json:"fail_reason,omitempty"`
 	Job        json.RawMessage `json:"job"`      // current WorkerJob, protojson

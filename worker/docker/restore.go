@@ -15,6 +15,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
+	"github.com/norsk-oss/norsk-manager/worker/internal/supervisor"
 )
 
 // Restore implements worker.Runtime: it reads every job record under
@@ -100,8 +101,8 @@ func (r *Runtime) takeRecords(ctx context.Context) ([]restoredJob, error) {
 func (r *Runtime) adopt(ctx context.Context, pending []restoredJob, containers map[string][]container.Summary) {
 	for _, p := range pending {
 		if p.j != nil {
-			r.wg.Add(1)
-			go p.j.runRestored(p.rec, containers[p.project])
+			p.j.adoptContainers(containers[p.project])
+			r.run(p.j)
 		}
 		delete(containers, p.project)
 	}
@@ -203,10 +204,26 @@ func (r *Runtime) restoreDir(dir, project string) (rj restoredJob, ok bool) {
 		specs[i] = s.Spec
 		r.ports.Hold(key, s.Spec.Ports)
 	}
-	j := r.newJob(key, def, specs, rec.Network)
-	r.mu.jobs[key] = j
-	if rec.Phase == phaseRunning {
-		close(j.startedCh) // listed (in the hello) from now on
+	j := r.newJob(key, specs, rec.Network, rec.Stack)
+	srec := supervisor.Record{Phase: rec.Phase, StopGrace: rec.StopGrace, FailReason: rec.FailReason, Def: def}
+	for _, s := range rec.Services {
+		srec.Services = append(srec.Services, supervisor.ServiceRecord{Restarts: s.Restarts, Completed: s.Completed})
 	}
+	j.sup = supervisor.Restored(j.supervise(def), srec) // listed (in the hello) from now on if running
+	r.mu.jobs[key] = j
 	return restoredJob{j: j, rec: rec, project: project}, true
+}
+
+// adoptContainers gives j's services the ids of the project's containers
+// found by their labels; the supervisor adopts them (Adopt).
+func (j *job) adoptContainers(containers []container.Summary) {
+	byService := map[string]container.Summary{}
+	for _, c := range containers {
+		byService[c.Labels[LabelService]] = c
+	}
+	for _, s := range j.svcs {
+		if c, ok := byService[s.spec.Name]; ok {
+			s.id = c.ID
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
 	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
+	"github.com/norsk-oss/norsk-manager/worker/internal/supervisor"
 )
 
 // Runtime runs jobs as projects of Docker containers. Create it with New;
@@ -200,6 +201,19 @@ func (r *Runtime) Shutdown() {
 // ErrEngineUnreachable), while the Docker engine does not answer a ping;
 // a job already running is reported again without asking the engine.
 func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.PortMappings, error) {
+	return r.start(ctx, def, func() ([]*serviceSpec, *stackSpec, error) {
+		specs, err := planJob(def, r.cfg.MediaImages)
+		return specs, nil, err
+	})
+}
+
+// plan returns the services (start order) of a job to start and, for a
+// stack, its volumes and networks; errors wrap worker.ErrInvalidJob.
+type plan func() ([]*serviceSpec, *stackSpec, error)
+
+// start is Start with the job's services planned by plan: from the
+// job's services (legacy), or from a stack (a product template).
+func (r *Runtime) start(ctx context.Context, def *workerpb.WorkerJob, plan plan) (worker.PortMappings, error) {
 	key := worker.KeyOf(def)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -208,7 +222,7 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 		if err := r.checkEngineFor(ctx, key, def.GetInstanceId()); err != nil {
 			return nil, err
 		}
-		j, created, err := r.lookupOrCreate(key, def)
+		j, created, err := r.lookupOrCreate(key, def, plan)
 		switch {
 		case errors.Is(err, worker.ErrRuntimeClosed):
 			return nil, err
@@ -217,9 +231,9 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Instance: def.GetInstanceId(), Reason: err.Error()})
 			return nil, err
 		case created:
-			return j.awaitStart(ctx)
+			return j.sup.AwaitStart(ctx)
 		}
-		ports, running, err := j.reportAgain(ctx)
+		ports, running, err := j.sup.ReportAgain(ctx)
 		if err != nil || running {
 			return ports, err
 		}
@@ -252,7 +266,7 @@ func (r *Runtime) checkEngineFor(ctx context.Context, key worker.JobKey, instanc
 
 // lookupOrCreate returns the job running for key, or plans, reserves and
 // launches a new one for def (created).
-func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j *job, created bool, err error) {
+func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob, plan plan) (j *job, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -264,9 +278,12 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 	if j := r.mu.jobs[key]; j != nil {
 		return j, false, nil
 	}
-	specs, err := planJob(def, r.cfg.MediaImages)
+	specs, stack, err := plan()
 	if err != nil {
 		return nil, false, err
+	}
+	if err := validateStack(stack, def.GetVolumes(), specs); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", worker.ErrInvalidJob, err)
 	}
 	hostNet := r.cfg.Network == NetworkHost
 	for _, s := range specs {
@@ -280,13 +297,13 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 		s.mappings, s.envVars = nil, nil
 	}
 	network := ""
-	if !hostNet {
+	if !hostNet && (stack == nil || len(stack.Networks) == 0) {
 		network = projectName(r.id, key)
 	}
-	j = r.newJob(key, proto.Clone(def).(*workerpb.WorkerJob), specs, network)
+	j = r.newJob(key, specs, network, stack)
+	j.sup = supervisor.New(j.supervise(proto.Clone(def).(*workerpb.WorkerJob)))
 	r.mu.jobs[key] = j
-	r.wg.Add(1)
-	go j.runFresh()
+	r.run(j)
 	return j, true, nil
 }
 
@@ -304,20 +321,6 @@ func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance 
 	}
 	j := r.mu.jobs[key]
 	r.mu.Unlock()
-	if j != nil && !j.requestStop(ctx, grace) {
-		// The job is finishing on its own (its last service ended) or
-		// the runtime is shutting down: wait for the end, whose own
-		// lifecycle event answers this stop, so that a caller never sees
-		// the job listed after Stop returned.
-		select {
-		case <-j.doneCh:
-			return nil
-		case <-r.ctx.Done():
-			return worker.ErrRuntimeClosed
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	if j == nil {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -326,8 +329,14 @@ func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance 
 		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key, Instance: instance})
 		return nil
 	}
+	// A job finishing on its own meanwhile (its last service ended)
+	// answers this stop with its own end, so that a caller never sees the
+	// job listed after Stop returned.
+	if j.sup.RequestStop(ctx, grace) {
+		j.stopRequested(grace)
+	}
 	select {
-	case <-j.doneCh:
+	case <-j.sup.Done():
 		return nil
 	case <-r.ctx.Done():
 		return worker.ErrRuntimeClosed
@@ -348,7 +357,7 @@ func (r *Runtime) Update(ctx context.Context, def *workerpb.WorkerJob) error {
 	case j == nil:
 		return fmt.Errorf("update %s: %w", key, worker.ErrJobNotRunning)
 	}
-	return j.requestUpdate(ctx, proto.Clone(def).(*workerpb.WorkerJob))
+	return j.sup.Update(ctx, proto.Clone(def).(*workerpb.WorkerJob))
 }
 
 // List implements worker.Runtime: the jobs whose start phase succeeded
@@ -366,12 +375,8 @@ func (r *Runtime) List() []worker.RunningJob {
 		// A job still starting (pulling, creating) or being failed is not
 		// reported: the manager takes what List returns (in the hello) as
 		// running.
-		select {
-		case <-j.startedCh:
-			if j.startErr == nil {
-				out = append(out, j.snapshot())
-			}
-		default:
+		if j.sup.Started() {
+			out = append(out, j.sup.Snapshot())
 		}
 	}
 	return out
@@ -411,6 +416,15 @@ func (r *Runtime) DeleteJobData(ctx context.Context, id worker.JobID) error {
 		r.log.Info("removed volume of deleted job", "job_id", id, "role", v.Labels[LabelRole], "volume", v.Labels[LabelVolume], "name", v.Name)
 	}
 	return errors.Join(errs...)
+}
+
+// run starts j's supervisor goroutine.
+func (r *Runtime) run(j *job) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		j.sup.Run()
+	}()
 }
 
 // removeJob forgets j and frees its ports.

@@ -39,6 +39,19 @@ type serviceSpec struct {
 	CPUSet        string                          `json:"cpu_set,omitempty"`  // "0,2"; "": any CPU
 	Media         bool                            `json:"media,omitempty"`    // the Norsk Media container
 
+	// Optional container features a compose stack (product template)
+	// needs; legacy jobs leave them empty. See launch.go.
+
+	// Conditions gives a depends_on condition per dependency
+	// ("started", "healthy", "completed_successfully",
+	// supervisor.ParseCondition); a dependency not in it is "started".
+	Conditions  map[string]string `json:"depends_on_conditions,omitempty"`
+	Entrypoint  []string          `json:"entrypoint,omitempty"` // nil: the image's ENTRYPOINT
+	Healthcheck *healthcheck      `json:"healthcheck,omitempty"`
+	Binds       []bindMount       `json:"binds,omitempty"`    // host paths (bind volumes and compose configs)
+	Networks    []networkAttach   `json:"networks,omitempty"` // stack networks; empty: the project network
+	Labels      map[string]string `json:"labels,omitempty"`   // extra labels (io.norsk.template…)
+
 	mappings []*commonpb.PortMapping // requested mappings; only during Start
 	envVars  []string                // the service's environment_variables; only during Start
 }

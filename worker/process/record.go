@@ -13,6 +13,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/internal/atomicfile"
+	"github.com/norsk-oss/norsk-manager/worker/internal/supervisor"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -20,31 +21,25 @@ import (
 //
 // # Version History
 //
-// 1: first version.
+// 1: first version. Since the shared supervisor (issue 14) a failing job
+// is recorded as phase "failing" (it was "stopping" with a fail_reason,
+// which is still read as failing); a worker from before reads "failing"
+// as running, so do not downgrade a worker with a failing job.
 const recordVersion = 1
 
-// phase is where a job is in its life, as recorded for a worker restart.
-type phase string
-
-const (
-	// phaseStarting: services are being started; a worker restarted in
-	// this phase fails the job.
-	phaseStarting phase = "starting"
-	// phaseRunning: every service was started; restart re-adopts.
-	phaseRunning phase = "running"
-	// phaseStopping: a stop began; a restarted worker finishes it.
-	phaseStopping phase = "stopping"
-)
+// Phases are the supervisor's (supervisor.Phase). A record of an older
+// worker says "stopping" with a FailReason for a failing job: restore
+// reads it as failing.
 
 // record is what the runtime keeps about a job in its directory (job.json,
 // mode 0600, written atomically on every change) to re-adopt it after a
 // worker restart.
 type record struct {
-	Version   int           `json:"version"`
-	JobID     string        `json:"job_id"`
-	Role      string        `json:"role"`
-	Phase     phase         `json:"phase"`
-	StopGrace time.Duration `json:"stop_grace,omitempty"` // of the stop in progress
+	Version   int              `json:"version"`
+	JobID     string           `json:"job_id"`
+	Role      string           `json:"role"`
+	Phase     supervisor.Phase `json:"phase"`
+	StopGrace time.Duration    `json:"stop_grace,omitempty"` // of the stop in progress
 	// FailReason is set while the job is being stopped because it failed.
 	FailReason string          `json:"fail_reason,omitempty"`
 	Job        json.RawMessage `json:"job"`      // current WorkerJob, protojson

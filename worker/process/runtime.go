@@ -15,6 +15,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/worker/internal/cpuset"
 	"github.com/norsk-oss/norsk-manager/worker/internal/emit"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
+	"github.com/norsk-oss/norsk-manager/worker/internal/supervisor"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -142,9 +143,9 @@ func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.Po
 			r.emitLifecycle(worker.Event{Kind: worker.EventFailed, Key: key, Instance: def.GetInstanceId(), Reason: err.Error()})
 			return nil, err
 		case created:
-			return j.awaitStart(ctx)
+			return j.sup.AwaitStart(ctx)
 		}
-		ports, running, err := j.reportAgain(ctx)
+		ports, running, err := j.sup.ReportAgain(ctx)
 		if err != nil || running {
 			return ports, err
 		}
@@ -188,10 +189,10 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 		s.Env = serviceEnv(key, s, cpus)
 		s.mappings = nil
 	}
-	j = r.newJob(key, proto.Clone(def).(*workerpb.WorkerJob), specs)
+	j = r.newJob(key, specs)
+	j.sup = supervisor.New(j.supervise(proto.Clone(def).(*workerpb.WorkerJob)))
 	r.mu.jobs[key] = j
-	r.wg.Add(1)
-	go j.runFresh()
+	r.run(j)
 	return j, true, nil
 }
 
@@ -209,20 +210,6 @@ func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance 
 	}
 	j := r.mu.jobs[key]
 	r.mu.Unlock()
-	if j != nil && !j.requestStop(ctx, grace) {
-		// The job is finishing on its own (its last service ended) or
-		// the runtime is shutting down: wait for the end, whose own
-		// lifecycle event answers this stop, so that a caller never sees
-		// the job listed after Stop returned.
-		select {
-		case <-j.doneCh:
-			return nil
-		case <-r.shutdownCh:
-			return worker.ErrRuntimeClosed
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	if j == nil {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -231,14 +218,10 @@ func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance 
 		r.emitLifecycle(worker.Event{Kind: worker.EventStopped, Key: key, Instance: instance})
 		return nil
 	}
-	select {
-	case <-j.doneCh:
-		return nil
-	case <-r.shutdownCh:
-		return worker.ErrRuntimeClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// A job finishing on its own meanwhile (its last service ended)
+	// answers this stop with its own end, so that a caller never sees the
+	// job listed after Stop returned.
+	return j.sup.Stop(ctx, grace)
 }
 
 // Update implements worker.Runtime.
@@ -254,7 +237,7 @@ func (r *Runtime) Update(ctx context.Context, def *workerpb.WorkerJob) error {
 	case j == nil:
 		return fmt.Errorf("update %s: %w", key, worker.ErrJobNotRunning)
 	}
-	return j.requestUpdate(ctx, proto.Clone(def).(*workerpb.WorkerJob))
+	return j.sup.Update(ctx, proto.Clone(def).(*workerpb.WorkerJob))
 }
 
 // List implements worker.Runtime.
@@ -267,7 +250,7 @@ func (r *Runtime) List() []worker.RunningJob {
 	r.mu.Unlock()
 	out := make([]worker.RunningJob, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, j.snapshot())
+		out = append(out, j.sup.Snapshot())
 	}
 	return out
 }
@@ -338,10 +321,27 @@ func (r *Runtime) restoreDir(dir string) {
 		specs[i] = s.Spec
 		r.ports.Hold(key, s.Spec.Ports)
 	}
-	j := r.newJob(key, def, specs)
+	j := r.newJob(key, specs)
+	j.restoredFrom = rec.Services
+	srec := supervisor.Record{Phase: rec.Phase, StopGrace: rec.StopGrace, FailReason: rec.FailReason, Def: def}
+	if srec.Phase == supervisor.PhaseStopping && srec.FailReason != "" {
+		srec.Phase = supervisor.PhaseFailing // an older worker's record
+	}
+	for _, s := range rec.Services {
+		srec.Services = append(srec.Services, supervisor.ServiceRecord{Restarts: s.Restarts, Completed: s.Completed})
+	}
+	j.sup = supervisor.Restored(j.supervise(def), srec)
 	r.mu.jobs[key] = j
+	r.run(j)
+}
+
+// run starts j's supervisor goroutine.
+func (r *Runtime) run(j *job) {
 	r.wg.Add(1)
-	go j.runRestored(rec)
+	go func() {
+		defer r.wg.Done()
+		j.sup.Run()
+	}()
 }
 
 // closedLocked reports whether Shutdown was called. Caller holds r.mu.

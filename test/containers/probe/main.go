@@ -5,15 +5,21 @@
 //
 // Usage:
 //
-//	probe serve [--listen ADDR] [--ignore-term]
+//	probe serve [--listen ADDR] [--ignore-term] [--healthy-after DURATION]
+//	probe health URL
 //	probe exit CODE [--after DURATION]
 //	probe sleep [--ignore-term]
 //	probe oom
 //
 // serve answers /healthz ("ok"), /env?name=X (the value of X, 404 if unset),
 // /file?path=P (the file's contents, 404 if missing), POST /write?path=P
-// (writes the body to P, creating parent directories) and /pid (its process
-// id), logging each request on standard output. The address is --listen, else
+// (writes the body to P, creating parent directories), /pid (its process
+// id) and /resolve?host=H (H's addresses, one a line; 404 if it does not
+// resolve), logging each request on standard output. With --healthy-after,
+// /healthz answers 503 until DURATION has passed since it started.
+//
+// health GETs URL and exits 0 on a 200, else 1 (a healthcheck for images
+// without a shell or curl). The address is --listen, else
 // $NORSK_ADDR_<P> (host:port), else $NORSK_PORT_<P> (a port number: every
 // interface), else ":<P>", where P is $PROBE_PORT (default 8080), the
 // container port the worker resolved.
@@ -64,12 +70,18 @@ func main() {
 		fs := flag.NewFlagSet("serve", flag.ExitOnError)
 		listen := fs.String("listen", "", "address to listen on, host:port")
 		ignoreTerm := fs.Bool("ignore-term", false, "ignore SIGTERM and SIGINT")
+		healthyAfter := fs.Duration("healthy-after", 0, "answer /healthz with 503 until this long after starting")
 		_ = fs.Parse(args)
 		addr, err := listenAddr(*listen, os.Getenv)
 		if err != nil {
 			usage(err.Error())
 		}
-		os.Exit(serve(addr, *ignoreTerm))
+		os.Exit(serve(addr, *ignoreTerm, time.Now().Add(*healthyAfter)))
+	case "health":
+		if len(args) != 1 {
+			usage("health needs one URL")
+		}
+		os.Exit(health(args[0]))
 	case "exit":
 		code, after, err := parseExit(args)
 		if err != nil {
@@ -97,7 +109,7 @@ func main() {
 
 // usage reports a command-line error on standard error and exits 2.
 func usage(msg string) {
-	fmt.Fprintf(os.Stderr, "probe: %s\nusage: probe serve [--listen ADDR] [--ignore-term] | exit CODE [--after DURATION] | sleep [--ignore-term] | oom\n", msg)
+	fmt.Fprintf(os.Stderr, "probe: %s\nusage: probe serve [--listen ADDR] [--ignore-term] [--healthy-after D] | health URL | exit CODE [--after DURATION] | sleep [--ignore-term] | oom\n", msg)
 	os.Exit(2)
 }
 
@@ -176,13 +188,13 @@ func terminated(ignore bool) <-chan struct{} {
 
 // serve runs the HTTP server on addr until SIGTERM/SIGINT and returns the
 // exit status: 0 after a signal, 1 if listening or serving fails.
-func serve(addr string, ignoreTerm bool) int {
+func serve(addr string, ignoreTerm bool, healthyAt time.Time) int {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		logger.Printf("listen: %v", err)
 		return 1
 	}
-	srv := &http.Server{Handler: handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handlerAt(healthyAt), ReadHeaderTimeout: 10 * time.Second}
 	term := terminated(ignoreTerm) // before the log line tests wait for
 	logger.Printf("listening on %s (pid %d)", lis.Addr(), os.Getpid())
 	errCh := make(chan error, 1)
@@ -200,10 +212,49 @@ func serve(addr string, ignoreTerm bool) int {
 	return 0
 }
 
+// health GETs url (within 5 s) and returns 0 on a 200, else 1.
+func health(url string) int {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probe: health: %v\n", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "probe: health: %s\n", resp.Status)
+		return 1
+	}
+	return 0
+}
+
 // handler serves the probe's endpoints and logs every request.
-func handler() http.Handler {
+func handler() http.Handler { return handlerAt(time.Time{}) }
+
+// handlerAt is handler whose /healthz answers 503 before healthyAt.
+func handlerAt(healthyAt time.Time) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if time.Now().Before(healthyAt) {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("/resolve", func(w http.ResponseWriter, r *http.Request) {
+		// A name the engine's DNS does not know is forwarded to the
+		// host's resolvers, which may not answer on an offline machine.
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, r.URL.Query().Get("host"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		for _, a := range addrs {
+			fmt.Fprintln(w, a)
+		}
+	})
 	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, os.Getpid()) })
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
 		v, ok := os.LookupEnv(r.URL.Query().Get("name"))

@@ -97,16 +97,17 @@ func TestHA_PoolGrainRehomedOffFrozenManager(t *testing.T) {
 	// The owner leads (the case seen in CI: the leader's engine used the
 	// grain on its own manager): a leader elsewhere is stopped gracefully,
 	// which hands leadership to another manager, and started again (its
-	// actor address, and so the grain's owner, stays).
-	leader := c.Leader(30 * time.Second)
+	// actor address, and so the grain's owner, stays). A graceful stop
+	// also removes its vote: the cluster is formed again (all three
+	// voters) before the freeze, or the two survivors have no quorum.
+	leader := awaitFormed(t, c.Managers)
 	for tries := 0; leader != owner; tries++ {
 		if tries == 6 {
 			t.Fatalf("%s, the pool grain's owner, never became the leader", owner.Name)
 		}
 		leader.Stop()
 		leader.Start()
-		leader.WaitServing(60 * time.Second)
-		leader = c.Leader(30 * time.Second)
+		leader = awaitFormed(t, c.Managers)
 	}
 
 	thaw := freeze(t, owner)

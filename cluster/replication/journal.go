@@ -210,12 +210,19 @@ func (r *Replicator) readIndex(ctx context.Context) (uint64, error) {
 	if leader == "" {
 		return 0, ErrNoLeader
 	}
-	cl, err := r.cfg.Forward(ctx, leader)
+	// Abandoned when this manager learns of another leader (or of none):
+	// a frozen leader never answers, and Barrier asks the next one.
+	lctx, cancel := whileLeader(ctx, leader, r.Leader, leaderPoll)
+	defer cancel()
+	cl, err := r.cfg.Forward(lctx, leader)
 	if err != nil {
 		return 0, err
 	}
-	reply, err := cl.ReadIndex(ctx, &internalpb.ReadIndexRequest{})
+	reply, err := cl.ReadIndex(lctx, &internalpb.ReadIndexRequest{})
 	if err != nil {
+		if cause := context.Cause(lctx); errors.Is(cause, errLeaderChanged) {
+			return 0, fmt.Errorf("replication: read index from %s abandoned: %w", leader, cause)
+		}
 		return 0, err
 	}
 	return reply.GetCommitIndex(), nil

@@ -43,6 +43,9 @@ type testCluster struct {
 	conns map[string]*grpc.ClientConn
 	// tls, if set, gives each manager (by name) its Raft TLS (tls_test.go).
 	tls func(name string) *replication.PeerTLS
+	// frozen names the managers whose internal service never answers a
+	// read index (frozen_test.go); guarded by mu.
+	frozen map[string]chan<- struct{}
 }
 
 // freeAddr returns a loopback address free a moment ago, outside the
@@ -120,6 +123,9 @@ func (c *testCluster) forward(_ context.Context, name string) (internalpb.Cluste
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if entered, ok := c.frozen[name]; ok {
+			return frozenClient{entered: entered}, nil
+		}
 		cc, ok := c.conns[nd.api]
 		if !ok {
 			var err error

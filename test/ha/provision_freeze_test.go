@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,17 +33,13 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of real managers and workers")
 	}
-	// Known bug, found by this test in CI under load (about one run in
-	// four there): when the mock pool grain (kind pool, id mock) lives on
-	// the frozen manager, the new leader's creates ask that activation
-	// ("take a mock pool URL: grain did not answer in time") for as long
-	// as the freeze lasts, though the gossip declared the member failed:
-	// no node is created and the waiting jobs stay unplaced. The grain is
-	// not re-homed off a frozen member; until it is, this test cannot pass
-	// reliably. Cloud nodes (no pool grain) are not affected.
-	if os.Getenv("NORSK_TEST_KNOWN_BUGS") == "" {
-		t.Skip("known bug: the mock pool grain on a frozen manager is not re-homed (set NORSK_TEST_KNOWN_BUGS=1 to run)")
-	}
+	// Found in CI under load (about one run in four): when the mock pool
+	// grain lived on the frozen leader, its activation on a survivor loaded
+	// its record through a read index sent to the frozen leader, which
+	// never answered, so no node was created for as long as the freeze
+	// lasted (grains.md, "A grain on a frozen manager";
+	// TestHA_PoolGrainRehomedOffFrozenManager places the grain there on
+	// purpose).
 	ctx := context.Background()
 	var urls []string
 	for i := range 3 {

@@ -141,7 +141,8 @@ func TestRuntime_Template_RunsAndIsReadopted(t *testing.T) {
 			t.Errorf("%s: %s=%s, want %s", svc, template.LaunchConfigEnv, got, wantLaunch)
 		}
 	}
-	for name, want := range map[string]string{"GREETING": "from the job", "FROM_DOTENV": "default from .env", "STREAM": "studio-1", "NORSK_JOB_ID": "tmpl"} {
+	for name, want := range map[string]string{"GREETING": "from the job", "FROM_DOTENV": "default from .env", "STREAM": "studio-1", "NORSK_JOB_ID": "tmpl",
+		"NORSK_PORT_8080": "8080"} { // the stack's network, not the worker's host networking: the container port
 		if got := get(t, svcURL(ports, "web", "/env?name="+name)); got != want {
 			t.Errorf("web: %s=%q, want %q", name, got, want)
 		}

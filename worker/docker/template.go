@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,9 +30,10 @@ import (
 // the launch config and the config files' contents — so a re-adopted
 // stack never depends on the catalogue again.
 
-// maxConfigFile bounds one compose config file (and the fused launch
-// config): it is copied into the job record. Larger data belongs in a
-// volume or a bind mount.
+// maxConfigFile bounds one compose config file: it is copied into the
+// job record. Larger data belongs in a volume or a bind mount. (The fused
+// launch config is bounded by maxEnvEntry: it is also an environment
+// variable.)
 const maxConfigFile = 1 << 20
 
 // stackFile is a file of a stack the runtime mounts read-only: the fused
@@ -108,8 +110,9 @@ func (r *Runtime) resolveTemplate(ctx context.Context, def *workerpb.WorkerJob) 
 	if err != nil {
 		return nil, err
 	}
-	if len(st.LaunchConfig) > maxConfigFile {
-		return nil, fmt.Errorf("%w: the fused launch config is %d bytes, more than %d", worker.ErrInvalidJob, len(st.LaunchConfig), maxConfigFile)
+	if n := len(template.LaunchConfigEnv) + 1 + len(st.LaunchConfig); n >= maxEnvEntry {
+		return nil, fmt.Errorf("%w: the fused launch config (launch_config_json over template_launch_defaults_json over the template's launchDefaults) is %d bytes; as %s it must be shorter than %d bytes",
+			worker.ErrInvalidJob, len(st.LaunchConfig), template.LaunchConfigEnv, maxEnvEntry-len(template.LaunchConfigEnv)-1)
 	}
 	rt := &resolvedTemplate{stack: st, files: []stackFile{{Data: st.LaunchConfig}}, fileIdx: map[string]int{}}
 	for _, svc := range st.Services {
@@ -317,11 +320,16 @@ func stackCPUSet(set string) (string, error) {
 			cpus = append(cpus, uint32(c))
 		}
 	}
-	out, err := cpuSet("cpuset", cpus)
-	if err != nil {
-		return "", fmt.Errorf("%s", strings.TrimPrefix(err.Error(), worker.ErrInvalidJob.Error()+": "))
+	slices.Sort(cpus)
+	cpus = slices.Compact(cpus)
+	parts := make([]string, len(cpus))
+	for i, c := range cpus {
+		if n := runtime.NumCPU(); int(c) >= n {
+			return "", fmt.Errorf("cpuset: %q names CPU %d, but this host has CPUs 0-%d", set, c, n-1)
+		}
+		parts[i] = strconv.FormatUint(uint64(c), 10)
 	}
-	return out, nil
+	return strings.Join(parts, ","), nil
 }
 
 // stackHealthcheck converts a service's healthcheck. None given: nil (the

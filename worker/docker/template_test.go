@@ -220,6 +220,11 @@ func TestRuntime_Template_Refused(t *testing.T) {
 		{"no template dir", nil, func(img string) *workerpb.WorkerJob {
 			return templateJob("none", "hello", "1.0", nil)
 		}, worker.ErrTemplateUnavailable, []string{`no template "hello"`, "no --template-dir"}},
+		{"launch config too large for its variable", cat, func(img string) *workerpb.WorkerJob {
+			j := templateJob("big", "hello", "1.0", map[string]string{"IMAGE": img, "STREAM": "s"})
+			j.LaunchConfigJson = strPtr(`{"x": "` + strings.Repeat("a", 200<<10) + `"}`)
+			return j
+		}, worker.ErrInvalidJob, []string{"the fused launch config", "as NORSK_LAUNCH_CONFIG it must be shorter than"}},
 		{"template and services", cat, func(img string) *workerpb.WorkerJob {
 			j := templateJob("both", "hello", "1.0", map[string]string{"IMAGE": img, "STREAM": "s"})
 			j.Services = []*commonpb.Service{{Name: "extra"}}

@@ -321,7 +321,11 @@ func (a *Agent) provision(job *workerpb.WorkerJob, log *slog.Logger) {
 			log.Info("not starting the job: a stop for it came after the provision")
 			return
 		}
-		log.Info("provisioning job", "services", len(job.GetServices()))
+		if t := job.GetProductTemplate(); t != nil {
+			log.Info("provisioning job", "product_template", t.GetName(), "version", t.GetVersion())
+		} else {
+			log.Info("provisioning job", "services", len(job.GetServices()))
+		}
 		_, err := a.rt.Start(ctx, job)
 		switch {
 		case errors.Is(err, context.Canceled) && a.opsContext().Err() == nil:

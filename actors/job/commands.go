@@ -208,7 +208,8 @@ func startCPUs(j *managerpb.Job, c *internalpb.StartJob) []uint32 {
 // checkStartable answers why (job, role) cannot be started now, or nil:
 // NOT_FOUND for no job; FAILED_PRECONDITION for a completed job, one with
 // a terminal verdict, or one with nothing to run (docs/design/jobs.md:
-// no services and no norsk_service_parameters); ALREADY_EXISTS for a
+// no services, no norsk_service_parameters, no product_template — a
+// template job's services are its template's); ALREADY_EXISTS for a
 // role that has an instance or a start in flight, also under a move's
 // role ("primary" running as "primary~1").
 func (g *grain) checkStartable(role string) *internalpb.Reply {
@@ -221,7 +222,7 @@ func (g *grain) checkStartable(role string) *internalpb.Reply {
 	case j.TerminalState != nil:
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q has a terminal failure verdict (%s) and must not be started",
 			g.id, j.GetTerminalState().GetFailureReason())
-	case len(j.GetServices()) == 0 && j.GetNorskServiceParameters() == nil:
+	case len(j.GetServices()) == 0 && j.GetNorskServiceParameters() == nil && j.GetProductTemplate() == nil:
 		// A worker would report it running with nothing running.
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION,
 			"job %q has no services, so there is nothing to run: add one to services (a job that runs only the Norsk Media container of a worker with --media-image says so by setting norsk_service_parameters)", g.id)

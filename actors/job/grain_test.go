@@ -685,7 +685,7 @@ func TestJob_RetriesAcrossADeletion(t *testing.T) {
 // StartJob with FAILED_PRECONDITION saying why, and nothing is recorded
 // (issue 10 §6: it was reported running with nothing running); a service,
 // or norsk_service_parameters (the Norsk Media container of a worker with
-// media images), is something to run.
+// media images), or a product template (its stack), is something to run.
 func TestJob_StartNeedsSomethingToRun(t *testing.T) {
 	cases := []struct {
 		name string
@@ -695,6 +695,7 @@ func TestJob_StartNeedsSomethingToRun(t *testing.T) {
 		{"no services", &managerpb.Job{}, errorpb.Code_FAILED_PRECONDITION},
 		{"a service", runnable(&managerpb.Job{}), errorpb.Code_OK},
 		{"norsk media only", &managerpb.Job{NorskServiceParameters: &commonpb.ServiceParameters{}}, errorpb.Code_OK},
+		{"a product template", &managerpb.Job{ProductTemplate: &commonpb.ProductTemplateRef{Name: "hello", Version: "1.0"}}, errorpb.Code_OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

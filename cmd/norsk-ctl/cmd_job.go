@@ -194,8 +194,14 @@ func writeJobDetails(w io.Writer, resp *managerpb.JobByIdResponse) error {
 	if ts := job.GetTerminalState(); ts != nil {
 		field("Failed", ts.GetFailureReason())
 	}
+	if t := job.GetProductTemplate(); t != nil {
+		field("Template", fmt.Sprintf("%s %s, %d parameters (the worker runs its compose stack)", t.GetName(), t.GetVersion(), len(job.GetProductTemplateParameters())))
+	}
 	fmt.Fprintf(&b, "Services:\n")
-	if len(job.GetServices()) == 0 {
+	switch {
+	case len(job.GetServices()) == 0 && job.GetProductTemplate() != nil:
+		b.WriteString("  (none: the template's)\n")
+	case len(job.GetServices()) == 0:
 		b.WriteString("  (none)\n")
 	}
 	for _, s := range job.GetServices() {

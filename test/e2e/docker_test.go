@@ -58,15 +58,16 @@ type dockerCluster struct {
 	stateDir string
 	wport    int
 	w        *testproc.Proc // the current worker process
+	wargs    []string       // extra worker flags (newDockerCluster's)
 	starts   int
 	rid      string // the worker's runtime id: the value of labelWorker
 }
 
-func newDockerCluster(t *testing.T) *dockerCluster {
+func newDockerCluster(t *testing.T, workerArgs ...string) *dockerCluster {
 	t.Helper()
 	cli := dockerenv.Client(t)
 	d := &dockerCluster{t: t, cli: cli, image: dockerenv.ProbeImage(t, cli),
-		stateDir: filepath.Join(t.TempDir(), "worker"), wport: testproc.FreePort(t)}
+		stateDir: filepath.Join(t.TempDir(), "worker"), wport: testproc.FreePort(t), wargs: workerArgs}
 	d.m = startManager(t, filepath.Join(t.TempDir(), "data"), testproc.FreePort(t))
 	d.mc = connect(t, d.m.addr)
 	d.ev = &testproc.EventLog{}
@@ -104,10 +105,10 @@ func newDockerCluster(t *testing.T) *dockerCluster {
 func (d *dockerCluster) startWorker() {
 	d.t.Helper()
 	d.starts++
-	d.w = start(d.t, fmt.Sprintf("docker-worker-run%d", d.starts), "norsk-ctl", "--mode=worker",
-		"--runtime=docker", "--docker-network=host",
+	args := append([]string{"norsk-ctl", "--mode=worker", "--runtime=docker", "--docker-network=host",
 		"--token", d.token, "--manager-url", d.m.addr, "--listen", testproc.Addr(d.wport),
-		"--state-dir", d.stateDir, "--log-level", "debug", "--stop-grace", "2s", "--dial-back-timeout", "3s")
+		"--state-dir", d.stateDir, "--log-level", "debug", "--stop-grace", "2s", "--dial-back-timeout", "3s"}, d.wargs...)
+	d.w = start(d.t, fmt.Sprintf("docker-worker-run%d", d.starts), args...)
 }
 
 func (d *dockerCluster) awaitWorkerOnline() {
@@ -561,7 +562,7 @@ func TestE2E_Docker_WorkerKilledAndRestarted(t *testing.T) {
 		}
 		return fmt.Errorf("none yet")
 	})
-	require.Contains(t, d.w.Output(), "re-adopting job")
+	require.Contains(t, d.w.Output(), "restored job") // the supervisor's log line (worker/internal/supervisor/restore.go)
 
 	after := d.inspect(id, "web")
 	require.Equal(t, before.ID, after.ID, "same container")

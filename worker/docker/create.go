@@ -27,6 +27,9 @@ func (j *job) create(ctx context.Context, def *workerpb.WorkerJob, images map[st
 	if err := j.writeFiles(def); err != nil {
 		return err
 	}
+	if err := j.writeStackFiles(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	if err := j.removeContainers(ctx); err != nil {
@@ -88,6 +91,31 @@ func (j *job) writeFiles(def *workerpb.WorkerJob) error {
 
 func (j *job) filePath(i int) string {
 	return filepath.Join(j.dir, "files", fmt.Sprintf("%d", i))
+}
+
+// writeStackFiles writes the stack's files (launch config, configs) to
+// dir/stack/<i>, the sources of their read-only bind mounts.
+func (j *job) writeStackFiles() error {
+	if j.stack == nil || len(j.stack.Files) == 0 {
+		return nil
+	}
+	dir := filepath.Join(j.dir, "stack")
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove stale stack files: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create job directory: %w", err)
+	}
+	for i, f := range j.stack.Files {
+		if err := os.WriteFile(j.stackFilePath(i), f.Data, 0o644); err != nil {
+			return fmt.Errorf("write stack file %d (%s): %w", i, f.describe(), err)
+		}
+	}
+	return nil
+}
+
+func (j *job) stackFilePath(i int) string {
+	return filepath.Join(j.dir, "stack", fmt.Sprintf("%d", i))
 }
 
 // labels returns the labels of the project's objects; svc is "" for the
@@ -188,6 +216,13 @@ func (j *job) createContainer(ctx context.Context, s *service, img image.Inspect
 		}
 		seen[target] = true
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: j.filePath(f.Index), Target: target, ReadOnly: true})
+	}
+	for _, f := range spec.StackFiles {
+		if seen[f.Path] {
+			return "", fmt.Errorf("%s is mounted at %s, where another file or volume is mounted", j.stack.Files[f.Index].describe(), f.Path)
+		}
+		seen[f.Path] = true
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: j.stackFilePath(f.Index), Target: f.Path, ReadOnly: true})
 	}
 	resp, err := j.r.cli.ContainerCreate(ctx, cfg, hc, nc, nil, containerName(j.project, spec.Name))
 	if err != nil {

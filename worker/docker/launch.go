@@ -74,8 +74,9 @@ type networkAttach struct {
 // networks) when it ends, as the single project network is for a legacy
 // job. Persisted in the record.
 type stackSpec struct {
-	Volumes  []string `json:"volumes,omitempty"`  // named volumes (volumeName of each)
-	Networks []string `json:"networks,omitempty"` // networks (stackNetworkName of each)
+	Volumes  []string    `json:"volumes,omitempty"`  // named volumes (volumeName of each)
+	Networks []string    `json:"networks,omitempty"` // networks (stackNetworkName of each)
+	Files    []stackFile `json:"files,omitempty"`    // mounted read-only (serviceSpec.StackFiles); template.go
 }
 
 // stackNetworkName is the Docker network for the stack network net of
@@ -132,6 +133,11 @@ func validateStack(st *stackSpec, jobVolumes []string, specs []*serviceSpec) err
 		for i, v := range s.Volumes {
 			if !vols[v.Volume] {
 				return fmt.Errorf("service %q volumes[%d]: volume %q is not a volume of the stack", s.Name, i, v.Volume)
+			}
+		}
+		for i, f := range s.StackFiles {
+			if st == nil || f.Index < 0 || f.Index >= len(st.Files) || !path.IsAbs(f.Path) || path.Clean(f.Path) == "/" {
+				return fmt.Errorf("service %q stack_files[%d]: file %d at %q is not a file of the stack at an absolute path", s.Name, i, f.Index, f.Path)
 			}
 		}
 		for i, b := range s.Binds {

@@ -19,8 +19,11 @@ import (
 // # Version History
 //
 // 1: first version. Since issue 14 a record may carry "stack" and the
-// spec's stack fields (all omitted when empty): a worker from before
-// ignores them, so do not downgrade a worker running a template job.
+// spec's stack fields (all omitted when empty), and a template job's
+// record holds everything to re-adopt its stack without the catalogue:
+// the specs, the fused launch config and the config files' contents
+// (stack.files, spec stack_files). A worker from before ignores them, so
+// do not downgrade a worker running a template job.
 const recordVersion = 1
 
 // Phases are the supervisor's (supervisor.Phase): starting, running,

@@ -200,7 +200,15 @@ func (r *Runtime) Shutdown() {
 // job_failed naming the engine and the cause (an *EngineError, matching
 // ErrEngineUnreachable), while the Docker engine does not answer a ping;
 // a job already running is reported again without asking the engine.
+//
+// A job with product_template runs the template's stack (template.go):
+// errors wrap worker.ErrTemplateUnavailable when this worker's catalogue
+// (Config.Templates) lacks it, worker.ErrInvalidJob when it also sets
+// services or volumes or cannot be resolved.
 func (r *Runtime) Start(ctx context.Context, def *workerpb.WorkerJob) (worker.PortMappings, error) {
+	if def.GetProductTemplate() != nil {
+		return r.startTemplate(ctx, def)
+	}
 	return r.start(ctx, def, func() ([]*serviceSpec, *stackSpec, error) {
 		specs, err := planJob(def, r.cfg.MediaImages)
 		return specs, nil, err
@@ -285,7 +293,9 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob, pla
 	if err := validateStack(stack, def.GetVolumes(), specs); err != nil {
 		return nil, false, fmt.Errorf("%w: %v", worker.ErrInvalidJob, err)
 	}
-	hostNet := r.cfg.Network == NetworkHost
+	// A stack with networks runs on them whatever Config.Network says:
+	// its services bind their container ports.
+	hostNet := r.cfg.Network == NetworkHost && (stack == nil || len(stack.Networks) == 0)
 	for _, s := range specs {
 		ports, err := r.ports.Reserve(key, r.cfg.DefaultHostAddress, s.mappings)
 		if err != nil {

@@ -51,6 +51,9 @@ type serviceSpec struct {
 	Binds       []bindMount       `json:"binds,omitempty"`    // host paths (bind volumes and compose configs)
 	Networks    []networkAttach   `json:"networks,omitempty"` // stack networks; empty: the project network
 	Labels      map[string]string `json:"labels,omitempty"`   // extra labels (io.norsk.template…)
+	// StackFiles mounts files of the stack (stackSpec.Files[Index]: the
+	// launch config, compose configs) read-only at absolute paths.
+	StackFiles []fileMount `json:"stack_files,omitempty"`
 
 	mappings []*commonpb.PortMapping // requested mappings; only during Start
 	envVars  []string                // the service's environment_variables; only during Start

@@ -170,6 +170,12 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 	if j := r.mu.jobs[key]; j != nil {
 		return j, false, nil
 	}
+	if t := def.GetProductTemplate(); t != nil {
+		// Not the job's services: a template job run without its stack
+		// would be reported running while running nothing of it.
+		return nil, false, fmt.Errorf("%w: no template %q (version %q); this worker runs the process runtime, and product templates need a Docker worker (--runtime=docker --template-dir)",
+			worker.ErrTemplateUnavailable, t.GetName(), t.GetVersion())
+	}
 	specs, err := planServices(def)
 	if err != nil {
 		return nil, false, err

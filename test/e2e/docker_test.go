@@ -562,7 +562,7 @@ func TestE2E_Docker_WorkerKilledAndRestarted(t *testing.T) {
 		}
 		return fmt.Errorf("none yet")
 	})
-	require.Contains(t, d.w.Output(), "restored job") // the supervisor's log line (worker/internal/supervisor/restore.go)
+	require.Contains(t, d.w.Output(), "re-adopting job")
 
 	after := d.inspect(id, "web")
 	require.Equal(t, before.ID, after.ID, "same container")

@@ -14,6 +14,9 @@ func (j *Job) adopt() bool {
 	grace, stopRequested := j.endStartPhase()
 	rec := j.restored
 	j.restored = nil
+	// The line operators (and the runtimes' tests) know from before the
+	// supervisor: the Docker runtime logged it when it re-adopted a project.
+	j.log.Info("re-adopting job", "phase", rec.Phase)
 	for _, s := range j.svcs {
 		if s.completed {
 			continue

@@ -2947,8 +2947,14 @@ type NodeResources struct {
 	// The node's shape (instance type) and subnet as the operator gives them
 	// (--shape, --subnet); empty = not given. For a cloud node the
 	// manager's create request wins (NodeInfo.shape, NodeInfo.subnet).
-	Shape         string `protobuf:"bytes,8,opt,name=shape,proto3" json:"shape,omitempty"`
-	Subnet        string `protobuf:"bytes,9,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	Shape  string `protobuf:"bytes,8,opt,name=shape,proto3" json:"shape,omitempty"`
+	Subnet string `protobuf:"bytes,9,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	// Added (issue 14 §1; docs/design/nodes-capacity.md §2). The worker's
+	// product-template catalogue (--template-dir): one entry per template
+	// name, names sorted, each with its versions sorted. The placement
+	// engine places a job with a product_template only on a node offering
+	// its name and version. Empty: none (or a worker that predates it).
+	Templates     []*ProductTemplateOffer `protobuf:"bytes,10,rep,name=templates,proto3" json:"templates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3044,6 +3050,67 @@ func (x *NodeResources) GetSubnet() string {
 		return x.Subnet
 	}
 	return ""
+}
+
+func (x *NodeResources) GetTemplates() []*ProductTemplateOffer {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
+}
+
+// Added (issue 14 §1). One template of a worker's catalogue: its name and
+// the versions the worker can run (sorted, each once).
+type ProductTemplateOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Versions      []string               `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProductTemplateOffer) Reset() {
+	*x = ProductTemplateOffer{}
+	mi := &file_shared_common_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProductTemplateOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProductTemplateOffer) ProtoMessage() {}
+
+func (x *ProductTemplateOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_shared_common_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProductTemplateOffer.ProtoReflect.Descriptor instead.
+func (*ProductTemplateOffer) Descriptor() ([]byte, []int) {
+	return file_shared_common_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ProductTemplateOffer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProductTemplateOffer) GetVersions() []string {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
 }
 
 var File_shared_common_proto protoreflect.FileDescriptor
@@ -3242,7 +3309,7 @@ const file_shared_common_proto_rawDesc = "" +
 	"\aruntime\x18\x01 \x01(\tR\aruntime\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xb5\x03\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xfb\x03\n" +
 	"\rNodeResources\x12\x1a\n" +
 	"\bcapacity\x18\x01 \x01(\x01R\bcapacity\x12!\n" +
 	"\fgpu_capacity\x18\x02 \x01(\x01R\vgpuCapacity\x12\x1b\n" +
@@ -3252,11 +3319,16 @@ const file_shared_common_proto_rawDesc = "" +
 	"\x05cores\x18\x06 \x03(\rR\x05cores\x12G\n" +
 	"\farchitecture\x18\a \x01(\x0e2\x1e.norsk.api.common.ArchitectureH\x00R\farchitecture\x88\x01\x01\x12\x14\n" +
 	"\x05shape\x18\b \x01(\tR\x05shape\x12\x16\n" +
-	"\x06subnet\x18\t \x01(\tR\x06subnet\x1a?\n" +
+	"\x06subnet\x18\t \x01(\tR\x06subnet\x12D\n" +
+	"\ttemplates\x18\n" +
+	" \x03(\v2&.norsk.api.common.ProductTemplateOfferR\ttemplates\x1a?\n" +
 	"\x11CapabilitiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
-	"\r_architecture*(\n" +
+	"\r_architecture\"F\n" +
+	"\x14ProductTemplateOffer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bversions\x18\x02 \x03(\tR\bversions*(\n" +
 	"\fArchitecture\x12\n" +
 	"\n" +
 	"\x06X86_64\x10\x00\x12\f\n" +
@@ -3279,7 +3351,7 @@ func file_shared_common_proto_rawDescGZIP() []byte {
 }
 
 var file_shared_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_shared_common_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_shared_common_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_shared_common_proto_goTypes = []any{
 	(Architecture)(0),                   // 0: norsk.api.common.Architecture
 	(ProtocolFamily)(0),                 // 1: norsk.api.common.ProtocolFamily
@@ -3329,21 +3401,22 @@ var file_shared_common_proto_goTypes = []any{
 	(*ProductTemplateRef)(nil),          // 45: norsk.api.common.ProductTemplateRef
 	(*RuntimeCondition)(nil),            // 46: norsk.api.common.RuntimeCondition
 	(*NodeResources)(nil),               // 47: norsk.api.common.NodeResources
-	nil,                                 // 48: norsk.api.common.NodeMetadata.TagsEntry
-	nil,                                 // 49: norsk.api.common.NodeResources.CapabilitiesEntry
-	(*emptypb.Empty)(nil),               // 50: google.protobuf.Empty
-	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
+	(*ProductTemplateOffer)(nil),        // 48: norsk.api.common.ProductTemplateOffer
+	nil,                                 // 49: norsk.api.common.NodeMetadata.TagsEntry
+	nil,                                 // 50: norsk.api.common.NodeResources.CapabilitiesEntry
+	(*emptypb.Empty)(nil),               // 51: google.protobuf.Empty
+	(*timestamppb.Timestamp)(nil),       // 52: google.protobuf.Timestamp
 }
 var file_shared_common_proto_depIdxs = []int32{
-	50, // 0: norsk.api.common.UInt32OrInfinity.infinity:type_name -> google.protobuf.Empty
+	51, // 0: norsk.api.common.UInt32OrInfinity.infinity:type_name -> google.protobuf.Empty
 	12, // 1: norsk.api.common.CurrentLoad.schedulerUtilization:type_name -> norsk.api.common.SchedulerUtilization
 	0,  // 2: norsk.api.common.AwsMetadata.architecture:type_name -> norsk.api.common.Architecture
 	14, // 3: norsk.api.common.ProviderMetadata.aws:type_name -> norsk.api.common.AwsMetadata
 	15, // 4: norsk.api.common.ProviderMetadata.oci:type_name -> norsk.api.common.OciMetadata
 	14, // 5: norsk.api.common.ProviderMetadata.test:type_name -> norsk.api.common.AwsMetadata
 	22, // 6: norsk.api.common.NodeMetadata.node_id:type_name -> norsk.api.common.NodeId
-	48, // 7: norsk.api.common.NodeMetadata.tags:type_name -> norsk.api.common.NodeMetadata.TagsEntry
-	51, // 8: norsk.api.common.NodeMetadata.created_at:type_name -> google.protobuf.Timestamp
+	49, // 7: norsk.api.common.NodeMetadata.tags:type_name -> norsk.api.common.NodeMetadata.TagsEntry
+	52, // 8: norsk.api.common.NodeMetadata.created_at:type_name -> google.protobuf.Timestamp
 	16, // 9: norsk.api.common.NodeMetadata.provider_metadata:type_name -> norsk.api.common.ProviderMetadata
 	18, // 10: norsk.api.common.RunningNodeProviderMetadata.aws:type_name -> norsk.api.common.RunningAwsMetadata
 	19, // 11: norsk.api.common.RunningNodeProviderMetadata.oci:type_name -> norsk.api.common.RunningOciMetadata
@@ -3367,20 +3440,21 @@ var file_shared_common_proto_depIdxs = []int32{
 	36, // 29: norsk.api.common.Service.parameters:type_name -> norsk.api.common.ServiceParameters
 	4,  // 30: norsk.api.common.JobInfoComposeMessage.stage:type_name -> norsk.api.common.JobInfoComposeMessage.Stage
 	24, // 31: norsk.api.common.JobInfoMessage.job_key:type_name -> norsk.api.common.ActiveJobKey
-	51, // 32: norsk.api.common.JobInfoMessage.timestamp:type_name -> google.protobuf.Timestamp
+	52, // 32: norsk.api.common.JobInfoMessage.timestamp:type_name -> google.protobuf.Timestamp
 	38, // 33: norsk.api.common.JobInfoMessage.service_started:type_name -> norsk.api.common.JobInfoServiceStarted
 	39, // 34: norsk.api.common.JobInfoMessage.service_restarting:type_name -> norsk.api.common.JobInfoServiceRestarting
 	40, // 35: norsk.api.common.JobInfoMessage.container_event:type_name -> norsk.api.common.JobInfoContainerEvent
 	41, // 36: norsk.api.common.JobInfoMessage.compose_message:type_name -> norsk.api.common.JobInfoComposeMessage
 	5,  // 37: norsk.api.common.WriteFile.mode:type_name -> norsk.api.common.OptionalInt
-	51, // 38: norsk.api.common.RuntimeCondition.since:type_name -> google.protobuf.Timestamp
-	49, // 39: norsk.api.common.NodeResources.capabilities:type_name -> norsk.api.common.NodeResources.CapabilitiesEntry
+	52, // 38: norsk.api.common.RuntimeCondition.since:type_name -> google.protobuf.Timestamp
+	50, // 39: norsk.api.common.NodeResources.capabilities:type_name -> norsk.api.common.NodeResources.CapabilitiesEntry
 	0,  // 40: norsk.api.common.NodeResources.architecture:type_name -> norsk.api.common.Architecture
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	48, // 41: norsk.api.common.NodeResources.templates:type_name -> norsk.api.common.ProductTemplateOffer
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_shared_common_proto_init() }
@@ -3423,7 +3497,7 @@ func file_shared_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shared_common_proto_rawDesc), len(file_shared_common_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

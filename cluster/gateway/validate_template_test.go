@@ -50,4 +50,3 @@ func TestValidateBundle_ProductTemplate(t *testing.T) {
 		Jobs: []*managerpb.BundleJobSpec{{JobName: "a", Job: &managerpb.Job{ProductTemplate: &commonpb.ProductTemplateRef{Name: "hello", Version: "../x"}}}}}
 	requireInvalidField(t, validateBundle(b), "bundle.jobs[0].job.product_template.version")
 }
-

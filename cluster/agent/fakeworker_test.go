@@ -39,6 +39,9 @@ type fakeWorker struct {
 	silent atomic.Bool
 	// resources is sent in hello (nil: none, as an older worker).
 	resources *commonpb.NodeResources
+	// refuse, when set and returning a reason, answers a provision_job
+	// with job_failed carrying it (as a runtime that cannot start the job).
+	refuse func(*workerpb.WorkerJob) string
 }
 
 func newFakeWorker(t *testing.T) *fakeWorker {
@@ -136,6 +139,15 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 		case *workerpb.NodeControllerMessage_ProvisionJob:
 			key := [2]string{x.ProvisionJob.GetJobId().GetJobId(), x.ProvisionJob.GetRole()}
 			w.mu.Lock()
+			if w.refuse != nil {
+				if why := w.refuse(x.ProvisionJob); why != "" {
+					w.mu.Unlock()
+					_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobFailed{JobFailed: &workerpb.WorkerJobFailed{
+						JobKey: &commonpb.ActiveJobKey{JobId: x.ProvisionJob.GetJobId(), Role: x.ProvisionJob.GetRole()},
+						Reason: why, InstanceId: x.ProvisionJob.GetInstanceId()}}})
+					continue
+				}
+			}
 			w.running[key] = x.ProvisionJob
 			w.mu.Unlock()
 			_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.WorkerJobStarted{

@@ -54,7 +54,7 @@ Run the worker on the slot's host with:
 		t.Errorf("slot list after registration printed:\n%s", got)
 	}
 	got = mustRun(t, addr, "node", "list")
-	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0/\?\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+site=lab`).MatchString(got) {
+	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0/\?\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+-\s+site=lab`).MatchString(got) {
 		t.Errorf("node list printed:\n%s", got)
 	}
 

@@ -42,6 +42,9 @@ type fakeWorker struct {
 	// refuse, when set and returning a reason, answers a provision_job
 	// with job_failed carrying it (as a runtime that cannot start the job).
 	refuse func(*workerpb.WorkerJob) string
+	// helloGate, when set, holds each session's hello until it is closed
+	// (the session is counted, and its hello built, before).
+	helloGate chan struct{}
 }
 
 func newFakeWorker(t *testing.T) *fakeWorker {
@@ -91,8 +94,15 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 	for _, j := range w.running {
 		hello.RunningJobs = append(hello.RunningJobs, &workerpb.WorkerRunningJob{Job: j})
 	}
-	cred, node := w.credential, w.nodeID
+	cred, node, gate := w.credential, w.nodeID, w.helloGate
 	w.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
 	if err := stream.Send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Hello{Hello: hello}}); err != nil {
 		return err
 	}

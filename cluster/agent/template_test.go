@@ -126,3 +126,55 @@ func TestNodeTemplates_HelloListNodesAndStartJob(t *testing.T) {
 	_, err = c.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: "v1"}, Role: "primary", NodeId: node})
 	requireCode(t, err, codes.FailedPrecondition, "node "+id+" has no product template hello 1.0; it has: none")
 }
+
+// TestNodeTemplates_ProvisionWaitingForHello: StartJobs sent while a
+// restarted manager's session to the node waits for the worker's hello
+// (held by the test) are judged on the catalogue of that hello, not the
+// one stored before: the worker was upgraded from hello 1.0 to 2.0
+// meanwhile. The starts are sent before the hello is released, so they
+// normally wait in the node grain's queue (flushProvisions); should one
+// arrive after the hello it is judged on the same record, so the test
+// holds on either path.
+func TestNodeTemplates_ProvisionWaitingForHello(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, c := startAgent(t, dir)
+	offers := func(v string) *commonpb.NodeResources {
+		return &commonpb.NodeResources{Capacity: 4, Templates: []*commonpb.ProductTemplateOffer{{Name: "hello", Versions: []string{v}}}}
+	}
+	reg, err := c.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: "w1"})
+	require.NoError(t, err)
+	id := reg.GetNodeId().GetNodeId()
+	w := newFakeWorker(t)
+	w.setResources(offers("1.0"))
+	resp, err := c.ClusterMemberRegister(ctx, &managerpb.ClusterMemberRegisterRequest{Token: reg.GetToken(), Address: "127.0.0.1", Port: w.port, Resources: offers("1.0")})
+	require.NoError(t, err)
+	w.setCredential(id, resp.GetNodeCredential())
+	eventually(t, "online", func() bool { return nodeState(t, c, id) == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED })
+	for _, j := range []*managerpb.Job{templateJob("new", "hello", "2.0"), templateJob("old", "hello", "1.0")} {
+		_, err = c.CreateJob(ctx, j)
+		require.NoError(t, err)
+	}
+	a.Shutdown()
+
+	gate := make(chan struct{})
+	w.mu.Lock()
+	w.resources, w.helloGate = offers("2.0"), gate
+	sessions := w.sessions
+	w.mu.Unlock()
+	_, c2 := startAgent(t, dir)
+	node := &commonpb.NodeId{NodeId: id}
+	errs := map[string]chan error{"new": make(chan error, 1), "old": make(chan error, 1)}
+	for job, ch := range errs {
+		go func() {
+			_, err := c2.StartJob(ctx, &managerpb.StartJobRequest{JobId: &commonpb.JobId{JobId: job}, Role: "primary", NodeId: node})
+			ch <- err
+		}()
+	}
+	eventually(t, "the new manager's session opened", func() bool { return w.sessionCount() > sessions })
+	close(gate)
+	require.NoError(t, <-errs["new"])
+	requireCode(t, <-errs["old"], codes.FailedPrecondition, "node "+id+" has no product template hello 1.0; it has: hello (2.0)")
+	eventually(t, "the worker runs new", func() bool { return w.isRunning("new", "primary") })
+	require.Zero(t, w.provisions("old"))
+}

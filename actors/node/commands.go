@@ -246,7 +246,8 @@ func (g *grain) createMock(ctx actor.Context, reqID string, c *internalpb.Create
 // A node that should have a session but has none healthy yet (the grain
 // was just activated, or is re-dialling) queues the provision until the
 // session is healthy, its dial fails, or the caller's deadline nears: nil
-// is returned then, and the answer comes later.
+// is returned then, and the answer comes later. A job whose product
+// template the node does not offer is refused (templateRefusal).
 func (g *grain) provision(ctx actor.Context, c *internalpb.Provision, deadline *timestamppb.Timestamp) *internalpb.Reply {
 	if g.rec == nil {
 		return g.notFound()
@@ -261,6 +262,9 @@ func (g *grain) provision(ctx actor.Context, c *internalpb.Provision, deadline *
 			return nil
 		}
 		return g.notOnline()
+	}
+	if r := g.templateRefusal(c.GetJob()); r != nil {
+		return r
 	}
 	g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: c.GetJob()}})
 	g.provisionSentAt = g.cfg.Clock()

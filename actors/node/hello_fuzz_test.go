@@ -33,6 +33,9 @@ func FuzzWorkerHello(f *testing.F) {
 			NodeMetadata: &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: nodeID}},
 			RunningJobs:  []*workerpb.WorkerRunningJob{{Job: &workerpb.WorkerJob{JobId: &commonpb.JobId{JobId: "j1"}, Role: "primary", InstanceId: "i1"}}},
 			Resources:    &commonpb.NodeResources{Capacity: 10, Capabilities: map[string]string{"nvenc": "2"}}},
+		{Token: &workerpb.WorkerAuthenticationToken{InstanceId: nodeID, Cookie: good},
+			Resources: &commonpb.NodeResources{Capacity: 2, Templates: []*commonpb.ProductTemplateOffer{
+				{Name: "hello", Versions: []string{"1.0", "1.1"}}, {Name: "ingest", Versions: []string{"2"}}}}},
 		{Token: &workerpb.WorkerAuthenticationToken{InstanceId: "other", Cookie: good}},
 		{},
 	} {

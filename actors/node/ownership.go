@@ -151,9 +151,14 @@ func (g *grain) queueProvision(ctx actor.Context, c *internalpb.Provision, deadl
 }
 
 // flushProvisions sends the queued provisions on the session that just
-// became healthy and answers their callers.
+// became healthy and answers their callers; one whose product template
+// the session's hello did not offer is refused instead (templateRefusal).
 func (g *grain) flushProvisions() {
 	for _, p := range g.provisions {
+		if r := g.templateRefusal(p.cmd.GetJob()); r != nil {
+			g.system.Root.Send(p.sender, r)
+			continue
+		}
 		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: p.cmd.GetJob()}})
 		g.system.Root.Send(p.sender, &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}})
 		g.provisionSentAt = g.cfg.Clock()

@@ -248,7 +248,8 @@ func (e *Engine) fitsElsewhere(w *world, view *scheduler.View, group []*running,
 	ask := e.askOf(w, &c, pool)
 	for _, m := range group[1:] {
 		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
-			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements())})
+			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements()),
+			Template:     scheduler.TemplateFromJob(m.rec.GetJob().GetJob())})
 	}
 	d, err := view.Select(ask)
 	if err != nil {

@@ -119,6 +119,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	for _, m := range members {
 		ask.CoLocated = append(ask.CoLocated, scheduler.Member{Job: m.job, Role: m.role,
 			Requirements: scheduler.RequirementsFromProto(m.rec.GetJob().GetJob().GetAutoPlacement().GetRequirements()),
+			Template:     scheduler.TemplateFromJob(m.rec.GetJob().GetJob()),
 			Peer:         w.peerOf(m.rec, m.bundle, m.replica, m.jobName)})
 	}
 	if verdict.Failures > 0 {
@@ -202,7 +203,8 @@ func (e *Engine) askOf(w *world, c *candidate, pool *managerpb.Pool) scheduler.A
 	j := c.rec.GetJob().GetJob()
 	a := scheduler.Ask{Job: c.job, Role: c.role, Pool: c.pool,
 		Requirements: scheduler.RequirementsFromProto(j.GetAutoPlacement().GetRequirements()),
-		Constraints:  scheduler.ConstraintsFromJob(j), SecurityGroups: j.GetExtraSecurityGroups()}
+		Constraints:  scheduler.ConstraintsFromJob(j), SecurityGroups: j.GetExtraSecurityGroups(),
+		Template: scheduler.TemplateFromJob(j)}
 	for _, t := range pool.GetTiers() {
 		a.Tiers = append(a.Tiers, scheduler.Tier{Name: t.GetName(), Selector: t.GetNodeSelector()})
 	}

@@ -66,11 +66,19 @@ const provisionRetry = 5 * time.Second
 func (w *world) waitFor(c *candidate, a scheduler.Ask) {
 	need := a.Requirements.Capacity
 	gpu := a.Requirements.GPUCapacity
+	var template string
+	if !a.Template.IsZero() {
+		template = a.Template.String()
+	}
 	for _, m := range a.CoLocated {
 		need += m.Requirements.Capacity
 		gpu += m.Requirements.GPUCapacity
+		if template == "" && !m.Template.IsZero() {
+			template = m.Template.String()
+		}
 	}
-	w.waiting = append(w.waiting, provisioner.Waiting{Key: c.key.String(), Pool: c.pool, Capacity: need, GPU: gpu, SecurityGroups: a.SecurityGroups})
+	w.waiting = append(w.waiting, provisioner.Waiting{Key: c.key.String(), Pool: c.pool, Capacity: need, GPU: gpu, SecurityGroups: a.SecurityGroups,
+		Template: template})
 }
 
 // provisionPass creates the nodes planned for the roles waiting in w and

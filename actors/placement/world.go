@@ -133,6 +133,7 @@ func schedNode(n *internalpb.NodeRecord) scheduler.Node {
 		AvailabilityDomain: facts.AvailabilityDomain,
 		Subnet:             facts.Subnet,
 		SecurityGroups:     n.GetCloud().GetAws().GetExtraSecurityGroups(),
+		Templates:          scheduler.TemplatesFromProto(res.GetTemplates()),
 	}
 }
 

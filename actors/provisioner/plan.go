@@ -25,6 +25,11 @@ type Waiting struct {
 	// SecurityGroups are the job's extra security groups: it goes only to
 	// a node whose instance has them.
 	SecurityGroups []string
+	// Template names the product template the role (or its co-located
+	// group) runs, "hello 1.0"; empty: none. No node is created for such
+	// a role: which templates a new node offers is known only once its
+	// worker says hello (placement.md, "Provisioning and release").
+	Template string
 }
 
 // HealthFunc returns a provider's health in a location (AWS region, OCI
@@ -92,7 +97,10 @@ type bin struct {
 // offering (Offerings order) that fits, is not backed off (Backoffs) and
 // whose location the provider does not report FAILED (UNSTABLE ones only
 // when no healthy one is left). A role named in a creating node's ForJobs
-// goes to that node first. Deterministic for the same Input.
+// goes to that node first. A role with a product template (Waiting.Template)
+// is left unserved: nothing is created for it, so a job whose template no
+// node offers cannot make the engine create node after node. Deterministic
+// for the same Input.
 func Plan(in Input) Decision {
 	out := Decision{Coming: map[string]string{}, Unserved: map[string]string{}}
 	backedOff := map[string]Backoff{}
@@ -169,6 +177,11 @@ func (pp *poolPlan) run(waiting []Waiting) {
 	})
 	var rest []Waiting
 	for _, w := range waiting {
+		if w.Template != "" {
+			pp.out.Unserved[w.Key] = fmt.Sprintf("no node is created for it in pool %s: it runs product template %s, "+
+				"and which templates a new node offers is known only once its worker says hello", name, w.Template)
+			continue
+		}
 		if b := owner[w.Key]; b != nil && b.fits(w) {
 			b.take(w)
 			pp.out.Coming[w.Key] = b.id

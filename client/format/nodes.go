@@ -111,6 +111,21 @@ func Capacity(n *managerpb.NodeInfo) string {
 	return Units(n.GetAllocatedCapacity()) + "/" + total
 }
 
+// Templates renders a node's product-template catalogue compactly for a
+// table cell, in the order reported: "hello(1.0,1.1),ingest(2)", or "-"
+// for none (the TEMPLATES of a node, node list). node get spells it out
+// (noderesources.DescribeTemplates).
+func Templates(ts []*commonpb.ProductTemplateOffer) string {
+	if len(ts) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = t.GetName() + "(" + strings.Join(t.GetVersions(), ",") + ")"
+	}
+	return strings.Join(parts, ",")
+}
+
 // Zone renders a node's zone, or "-" if it is unknown.
 func Zone(zone string) string {
 	if zone == "" {

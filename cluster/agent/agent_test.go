@@ -185,6 +185,13 @@ func TestAgent_RestartAdoptsRunningJobs(t *testing.T) {
 	require.Equal(t, jobHistoryKinds(before), jobHistoryKinds(after), "adoption must not add history")
 	require.Len(t, after.GetInstances(), 1)
 	require.True(t, w.isRunning("live", "primary"))
+	// The node shows connected once the manager sent its hello_response;
+	// the worker records the epoch when it reads it, a moment later.
+	eventually(t, "the worker read the new session's epoch", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.epochs) >= 2
+	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	require.Len(t, w.epochs, 2, "one accepted session per manager run")

@@ -39,6 +39,12 @@ type fakeWorker struct {
 	silent atomic.Bool
 	// resources is sent in hello (nil: none, as an older worker).
 	resources *commonpb.NodeResources
+	// refuse, when set and returning a reason, answers a provision_job
+	// with job_failed carrying it (as a runtime that cannot start the job).
+	refuse func(*workerpb.WorkerJob) string
+	// helloGate, when set, holds each session's hello until it is closed
+	// (the session is counted, and its hello built, before).
+	helloGate chan struct{}
 }
 
 func newFakeWorker(t *testing.T) *fakeWorker {
@@ -88,8 +94,15 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 	for _, j := range w.running {
 		hello.RunningJobs = append(hello.RunningJobs, &workerpb.WorkerRunningJob{Job: j})
 	}
-	cred, node := w.credential, w.nodeID
+	cred, node, gate := w.credential, w.nodeID, w.helloGate
 	w.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
 	if err := stream.Send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Hello{Hello: hello}}); err != nil {
 		return err
 	}
@@ -136,6 +149,15 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 		case *workerpb.NodeControllerMessage_ProvisionJob:
 			key := [2]string{x.ProvisionJob.GetJobId().GetJobId(), x.ProvisionJob.GetRole()}
 			w.mu.Lock()
+			if w.refuse != nil {
+				if why := w.refuse(x.ProvisionJob); why != "" {
+					w.mu.Unlock()
+					_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobFailed{JobFailed: &workerpb.WorkerJobFailed{
+						JobKey: &commonpb.ActiveJobKey{JobId: x.ProvisionJob.GetJobId(), Role: x.ProvisionJob.GetRole()},
+						Reason: why, InstanceId: x.ProvisionJob.GetInstanceId()}}})
+					continue
+				}
+			}
 			w.running[key] = x.ProvisionJob
 			w.mu.Unlock()
 			_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.WorkerJobStarted{

@@ -202,6 +202,9 @@ func validateJob(j *managerpb.Job) error {
 	if err := validateJobUpdateStrategy(j); err != nil {
 		return err
 	}
+	if err := validateProductTemplate(j); err != nil {
+		return err
+	}
 	if j.GetAutoPlacement() != nil && len(j.GetNorskCpuList()) > 0 {
 		return invalid("job.norsk_cpu_list", "cannot be set on a job with auto_placement: the placement engine picks the node and its cores; "+
 			"ask for whole cores with auto_placement.requirements.required_cores (docs/design/placement.md, Cores)")

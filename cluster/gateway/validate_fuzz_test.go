@@ -108,6 +108,7 @@ func FuzzValidateJob(f *testing.F) {
 			{ContainerPort: 80, HostPort: &commonpb.PortMapping_Range{Range: &commonpb.HostPortRange{MinPort: 8000, MaxPort: 8010}}, HostAddress: "::1"}},
 			EnvironmentVariables: []*commonpb.EnvironmentVariable{{Name: "A", Value: "1"}}}},
 		&managerpb.Job{Services: []*commonpb.Service{{Name: "a", DependsOn: []string{"c"}}, {Name: "b", DependsOn: []string{"a"}}, {Name: "c", DependsOn: []string{"b"}}}},
+		&managerpb.Job{ProductTemplate: &commonpb.ProductTemplateRef{Name: "hello", Version: "1.0"}, ProductTemplateParameters: map[string]string{"GREETING": "hi"}},
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var j managerpb.Job

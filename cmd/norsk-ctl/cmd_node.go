@@ -71,11 +71,12 @@ func writeNodeTable(w io.Writer, now time.Time, nodes []*managerpb.NodeInfo) err
 			fmt.Sprintf("%.0f%%", n.GetCpuPercentage()),
 			fmt.Sprintf("%.0fMiB", n.GetMemoryUsedMib()),
 			format.RuntimeConditions(n.GetRuntimeConditions()),
+			format.Templates(n.GetResources().GetTemplates()),
 			format.Tags(n.GetMetadata().GetTags()),
 			nodeAlerts(n),
 		})
 	}
-	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "CAPACITY", "ZONE", "LAST SEEN", "CPU", "MEM", "RUNTIME", "TAGS", "ALERTS"}, rows)
+	return ctlTable(w, []string{"NODE ID", "PROVIDER", "STATE", "CONNECTED", "ADDRESS", "JOBS", "CAPACITY", "ZONE", "LAST SEEN", "CPU", "MEM", "RUNTIME", "TEMPLATES", "TAGS", "ALERTS"}, rows)
 }
 
 // ctlYesNo renders a bool.

@@ -123,6 +123,7 @@ func writeNodeCapacity(field func(name, value string), n *managerpb.NodeInfo) {
 	field("Zone", format.Zone(n.GetZone()))
 	field("Cloud", format.Enum(n.GetCloud().String(), "CLOUD_"))
 	field("Machine", fmt.Sprintf("%s; shape %s; subnet %s", unknownDash(n.GetArchitecture()), unknownDash(n.GetShape()), unknownDash(n.GetSubnet())))
+	field("Templates", noderesources.DescribeTemplates(res.GetTemplates()))
 }
 
 // nodeCores renders the cores a node offers to pinned jobs and those

@@ -54,7 +54,7 @@ Run the worker on the slot's host with:
 		t.Errorf("slot list after registration printed:\n%s", got)
 	}
 	got = mustRun(t, addr, "node", "list")
-	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0/\?\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+site=lab`).MatchString(got) {
+	if !regexp.MustCompile(`node-1\s+cluster\s+started\s+yes\s+127\.0\.0\.1\s+-\s+0/\?\s+-\s+0s ago\s+0%\s+0MiB\s+-\s+-\s+site=lab`).MatchString(got) {
 		t.Errorf("node list printed:\n%s", got)
 	}
 
@@ -127,7 +127,9 @@ func TestWriteNodeTable(t *testing.T) {
 			}},
 			CpuPercentage: 42.4, MemoryUsedMib: 512,
 			RuntimeConditions: []*commonpb.RuntimeCondition{{Runtime: "docker", Ok: false, Reason: "docker engine at unix:///x unreachable: refused"}},
-			Resources:         &commonpb.NodeResources{Capacity: 8}, AllocatedCapacity: 3.5, Zone: "eu-west-2a",
+			Resources: &commonpb.NodeResources{Capacity: 8, Templates: []*commonpb.ProductTemplateOffer{
+				{Name: "hello", Versions: []string{"1.0", "1.1"}}, {Name: "ingest", Versions: []string{"2"}}}},
+			AllocatedCapacity: 3.5, Zone: "eu-west-2a",
 		},
 		{
 			Metadata:   &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: "mock-1"}},
@@ -147,9 +149,9 @@ func TestWriteNodeTable(t *testing.T) {
 		t.Fatalf("got:\n%s", b.String())
 	}
 	for i, re := range []string{
-		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+CAPACITY\s+ZONE\s+LAST SEEN\s+CPU\s+MEM\s+RUNTIME\s+TAGS\s+ALERTS$`,
-		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+3\.5/8\s+eu-west-2a\s+1m ago\s+42%\s+512MiB\s+docker down\s+a=1,b=2\s+-$`,
-		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+0/\?\s+-\s+never\s+0%\s+0MiB\s+-\s+-\s+1 orphan\(s\), contested$`,
+		`^NODE ID\s+PROVIDER\s+STATE\s+CONNECTED\s+ADDRESS\s+JOBS\s+CAPACITY\s+ZONE\s+LAST SEEN\s+CPU\s+MEM\s+RUNTIME\s+TEMPLATES\s+TAGS\s+ALERTS$`,
+		`^aws-1\s+aws\s+started\s+yes\s+203\.0\.113\.9\s+j1/primary\s+3\.5/8\s+eu-west-2a\s+1m ago\s+42%\s+512MiB\s+docker down\s+hello\(1\.0,1\.1\),ingest\(2\)\s+a=1,b=2\s+-$`,
+		`^mock-1\s+mock\s+stopped \(health_ping_time_exceeded\)\s+no\s+-\s+-\s+0/\?\s+-\s+never\s+0%\s+0MiB\s+-\s+-\s+-\s+1 orphan\(s\), contested$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(lines[i]) {
 			t.Errorf("line %d = %q, want match of %s", i, lines[i], re)
@@ -209,12 +211,14 @@ func TestWriteNodeDetails(t *testing.T) {
 		"Capacity:   unknown (the worker reported none), 0 units allocated\n", "GPU:        none\n", "Capability: -\n",
 		"Zone:       -\n", "Cloud:      unspecified\n",
 		"Cores:      none offered (no job requiring cores is placed here)\n", "Machine:    -; shape -; subnet -\n",
+		"Templates:  none\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
 	}
-	n.Resources = &commonpb.NodeResources{Capacity: 4, GpuCapacity: 2, GpuModel: "nvidia-l4", Capabilities: map[string]string{"nvenc": "true", "av1": "hw"}}
+	n.Resources = &commonpb.NodeResources{Capacity: 4, GpuCapacity: 2, GpuModel: "nvidia-l4", Capabilities: map[string]string{"nvenc": "true", "av1": "hw"},
+		Templates: []*commonpb.ProductTemplateOffer{{Name: "hello", Versions: []string{"1.0", "1.1"}}}}
 	n.AllocatedCapacity, n.FreeCapacity, n.AllocatedGpuCapacity, n.FreeGpuCapacity = 1.5, 2.5, 0.5, 1.5
 	n.Zone, n.Cloud = "z1", managerpb.Cloud_CLOUD_CLUSTER
 	n.Cores, n.PinnedCores = []uint32{0, 1, 2, 3, 4, 5, 6, 7}, []uint32{2, 3, 6}
@@ -227,6 +231,7 @@ func TestWriteNodeDetails(t *testing.T) {
 		"Capacity:   4 units, 1.5 allocated, 2.5 free\n", "GPU:        2 units, 0.5 allocated, 1.5 free (nvidia-l4)\n",
 		"Capability: av1=hw,nvenc=true\n", "Zone:       z1\n", "Cloud:      cluster\n",
 		"Cores:      0-7, 3 pinned (2-3,6)\n", "Machine:    x86_64; shape bare-metal-32; subnet lan-2\n",
+		"Templates:  hello (1.0, 1.1)\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())

@@ -2780,7 +2780,9 @@ func (x *WriteFile) GetServices() []string {
 }
 
 // Added. Reference to a product template (the SDK's Job.productTemplate).
-// Opaque to the manager: stored and forwarded as-is.
+// Stored and forwarded as-is; the manager checks the name and version
+// (catalogue directory names) and places the job only on a node whose
+// NodeResources.templates offers them (issue 14 §1).
 type ProductTemplateRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`

@@ -1090,7 +1090,8 @@ type Job struct {
 	LaunchConfigJson *string `protobuf:"bytes,19,opt,name=launch_config_json,json=launchConfigJson,proto3,oneof" json:"launch_config_json,omitempty"`
 	// Added.
 	NorskCpuList []uint32 `protobuf:"varint,20,rep,packed,name=norsk_cpu_list,json=norskCpuList,proto3" json:"norsk_cpu_list,omitempty"`
-	// Added. Opaque to the manager.
+	// Added. The product template the worker runs instead of services
+	// (issue 14 §1); placement matches it against NodeResources.templates.
 	ProductTemplate *commonpb.ProductTemplateRef `protobuf:"bytes,21,opt,name=product_template,json=productTemplate,proto3,oneof" json:"product_template,omitempty"`
 	// Added. Map: absent and empty are indistinguishable.
 	ProductTemplateParameters map[string]string `protobuf:"bytes,22,rep,name=product_template_parameters,json=productTemplateParameters,proto3" json:"product_template_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`

@@ -37,8 +37,10 @@ func DefaultCapacity(cores int) float64 {
 
 // FieldError is a NodeResources field that breaks a rule. Field is the
 // proto field name ("capacity", "gpu_capacity", "gpu_model",
-// "capabilities", "zone", "cores", "shape", "subnet"), so that callers can name their own flag or
-// request field; Key is the capability name for a capabilities error.
+// "capabilities", "zone", "cores", "shape", "subnet", "templates"), so
+// that callers can name their own flag or request field; Key is the
+// capability name for a capabilities error, the template name (or index)
+// for a templates error.
 type FieldError struct {
 	Field  string
 	Key    string
@@ -61,7 +63,9 @@ func (e *FieldError) Error() string {
 // names printable without spaces and at most MaxNameLen bytes; at most
 // MaxCapabilities capabilities, each with a non-empty name and a printable
 // value of at most MaxValueLen bytes; cores ascending, each once, each at
-// most MaxCoreID. An architecture value this build does not know is
+// most MaxCoreID; templates by checkTemplates (names and versions by
+// TemplateNameProblem, bounded by MaxTemplates and MaxTemplateVersions,
+// each once). An architecture value this build does not know is
 // accepted (a newer worker's) and shown as unknown.
 func Validate(r *commonpb.NodeResources) error {
 	if r == nil {
@@ -101,7 +105,10 @@ func Validate(r *commonpb.NodeResources) error {
 	if err := checkName("shape", r.GetShape(), true); err != nil {
 		return err
 	}
-	return checkName("subnet", r.GetSubnet(), true)
+	if err := checkName("subnet", r.GetSubnet(), true); err != nil {
+		return err
+	}
+	return checkTemplates(r.GetTemplates())
 }
 
 func checkUnits(field string, v float64, zeroOK bool) error {

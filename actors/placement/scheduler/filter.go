@@ -122,6 +122,9 @@ func chain(v *View, a *Ask, n need) []filter {
 	if len(a.SecurityGroups) > 0 {
 		fs = append(fs, securityGroupsFilter{groups: a.SecurityGroups})
 	}
+	if ts := templatesOf(a); len(ts) > 0 {
+		fs = append(fs, productTemplateFilter{templates: ts})
+	}
 	if f, ok := newCoLocateFilter(v, a.CoLocateWith); ok {
 		fs = append(fs, f)
 	}

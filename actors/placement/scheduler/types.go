@@ -68,6 +68,9 @@ type Node struct {
 	// instance was created with (its CreateAwsNode request's); empty for
 	// any other node.
 	SecurityGroups []string
+	// Templates is the node's product-template catalogue as its worker
+	// reported it: name → versions (TemplatesFromProto); nil: none.
+	Templates map[string][]string
 }
 
 // Schedulable reports whether new placements may go to the node: online and
@@ -139,6 +142,9 @@ type Member struct {
 	Job          JobID
 	Role         Role
 	Requirements Requirements
+	// Template is the member's product template (zero: none); the node
+	// must offer it too (FilterProductTemplate).
+	Template TemplateRef
 	// Peer is the member's other replica's placement (nil: not placed or
 	// no resilience policy). The node is ranked against it as against
 	// Ask.Peer: a group member's backup is kept out of its primary's
@@ -203,6 +209,9 @@ type Ask struct {
 	// SecurityGroups are the job's extra security groups: only a node
 	// whose instance has every one fits (FilterSecurityGroups).
 	SecurityGroups []string
+	// Template is the job's product template (zero: none): only a node
+	// offering its name at its version fits (FilterProductTemplate).
+	Template TemplateRef
 	// Nodes, when set, are the only nodes the ask may go to, and
 	// ExcludeNodes are never chosen: a move to the node an operator named,
 	// or anywhere but the move's source (the "node" filter).

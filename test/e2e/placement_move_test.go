@@ -96,7 +96,7 @@ func TestE2E_MoveDrainOverlaps(t *testing.T) {
 			}
 			return nil
 		})
-		newStart, _ := stamp(filepath.Join(dir, id+".primary~1.start"))
+		newStart, _ := startedAt(filepath.Join(dir, id+".primary~1"))
 		oldExit, _ := stamp(filepath.Join(dir, id+".primary.exit"))
 		require.True(t, newStart.Before(oldExit), "%s: the new process started (%v) before the old one exited (%v)", id, newStart, oldExit)
 		t.Logf("%s: overlap of the processes %v", id, oldExit.Sub(newStart))

@@ -47,7 +47,7 @@ type span struct {
 func spanOf(t *testing.T, dir, job, role string) span {
 	t.Helper()
 	base := filepath.Join(dir, job+"."+role)
-	s, ok := stamp(base + ".start")
+	s, ok := startedAt(base)
 	require.True(t, ok, "%s/%s wrote no start stamp", job, role)
 	e, _ := stamp(base + ".exit")
 	return span{name: job + "/" + role, start: s, end: e}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,9 @@ const (
 // goes wrong with a template reaches the operator through the manager. A
 // job of a template whose required variable nobody sets fails, norsk-ctl
 // job get names the variable and the author's message, and nothing is
-// left on the engine. A catalogue changed across a worker restart (hello
+// left on the engine; so does one whose fixed host port is taken. One
+// whose dependency exits before it is healthy fails naming both services,
+// leaving only its named volume. A catalogue changed across a worker restart (hello
 // 1.0 replaced by 1.1, same state directory) is what the node record and
 // norsk-ctl node get show after the new hello, and a StartJob by hand of a
 // hello 1.0 job is then refused naming hello (1.1).
@@ -73,6 +76,39 @@ func TestE2E_ProductTemplate_FailuresReachTheOperator(t *testing.T) {
 	require.Contains(t, section(out, "Instances:"), "(none running)", out)
 	require.Empty(t, d.leftovers(), "a job refused for its variables leaves nothing on the engine")
 
+	// The template's fixed host port held by another program: refused
+	// before anything is created.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	busy := exampleTemplateJob(t, d, "tpl-busy")
+	busy.ProductTemplateParameters["WEB_PORT"] = fmt.Sprint(taken)
+	d.startJob(busy)
+	reason, _ = d.awaitFailed("tpl-busy")
+	t.Logf("failure reason: %s", reason)
+	require.Contains(t, reason, fmt.Sprintf(`service "web" container port 8080: tcp port 127.0.0.1:%d is not free`, taken))
+	require.Empty(t, d.leftovers(), "a job refused for its port leaves nothing on the engine")
+
+	// api exits before it is healthy, with the stack half started: web
+	// never starts, the containers and the network go, the named volume
+	// stays for the job's next run (worker-docker-runtime.md §5).
+	crash := exampleTemplateJob(t, d, "tpl-crash")
+	crash.ProductTemplateParameters["API_PORT"] = "70000"
+	d.startJob(crash)
+	reason, _ = d.awaitFailed("tpl-crash")
+	t.Logf("failure reason: %s", reason)
+	require.Contains(t, reason, `service "web": dependency "api" exited with code 1 before it was healthy`)
+	seq := d.infoSeq("tpl-crash")
+	require.NoError(t, inOrder(seq, "service_started api", "container_event api: exited with code 1"))
+	require.Zero(t, count(seq, "service_started web"), "%q", seq)
+	out, code = ctl(t, d.m.addr, "job", "get", "tpl-crash")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, section(out, "Last failures:"), `dependency "api" exited with code 1 before it was healthy`, out)
+	left := d.leftovers()
+	require.Len(t, left, 1, "left %q", left)
+	require.True(t, strings.HasPrefix(left[0], "volume ") && strings.Contains(left[0], "tpl-crash-primary-recordings"), "left %q", left)
+
 	// The catalogue changes across a graceful restart of the worker.
 	d.w.Stop()
 	require.NoError(t, os.Rename(filepath.Join(catalogue, "hello", "1.0"), filepath.Join(catalogue, "hello", "1.1")))
@@ -89,7 +125,7 @@ func TestE2E_ProductTemplate_FailuresReachTheOperator(t *testing.T) {
 	d.awaitWorkerOnline()
 
 	old := exampleTemplateJob(t, d, "tpl-old")
-	_, err := d.mc.CreateJob(ctx, old)
+	_, err = d.mc.CreateJob(ctx, old)
 	require.NoError(t, err)
 	err = d.mc.StartJob(ctx, "tpl-old", dockerRole, d.nodeID)
 	require.Equal(t, codes.FailedPrecondition, status.Code(err), "StartJob of hello 1.0 after the worker dropped it: %v", err)
@@ -97,7 +133,7 @@ func TestE2E_ProductTemplate_FailuresReachTheOperator(t *testing.T) {
 	r, err := d.mc.JobByID(ctx, client.JobID("tpl-old"))
 	require.NoError(t, err)
 	require.Empty(t, r.GetInstances(), "a refused start records no instance")
-	require.Empty(t, d.leftovers(), "a refused start runs nothing")
+	require.Equal(t, left, d.leftovers(), "a refused start runs nothing")
 }
 
 // nodeTemplates is the Templates line of norsk-ctl node get for d's node

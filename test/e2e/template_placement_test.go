@@ -48,6 +48,11 @@ func TestE2E_ProductTemplate_PlacementPicksNodeWithTemplate(t *testing.T) {
 		for _, r := range p.GetRoles() {
 			require.Empty(t, r.GetNodeId(), "placed on a node without hello 1.0")
 			if reason := r.GetLastAttempt().GetReason(); strings.Contains(reason, waits) {
+				fs := r.GetLastAttempt().GetFilters()
+				require.Len(t, fs, 1, "filters %v", fs)
+				require.Equal(t, "product_template", fs[0].GetFilter())
+				require.EqualValues(t, 1, fs[0].GetNodesRemoved())
+				require.EqualValues(t, 1, r.GetLastAttempt().GetNodesEvaluated())
 				return nil
 			} else if reason != "" {
 				return fmt.Errorf("last attempt: %s", reason)

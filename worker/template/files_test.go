@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/norsk-oss/norsk-manager/worker"
 )
 
 const oneService = "services:\n  a:\n    image: x\n"
@@ -69,6 +71,95 @@ func TestLoadCatalogue_FilesNotRegularOrTooLarge(t *testing.T) {
 	}
 }
 
+// TestResolve_FilesOutsideTheVersion: env_file and configs files are the
+// template's own: one that is outside the version's directory (by ../, an
+// absolute path, a symlink, or a path a parameter chose), not a regular
+// file, or too large, fails the job with ErrInvalidJob naming the key and
+// why — before its content is read. Before, the worker (often root) read
+// any host file into the containers' environment or record (a job's
+// parameter could pick /etc/shadow) and hung on a FIFO.
+func TestResolve_FilesOutsideTheVersion(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.env")
+	write(t, outside, "SECRET=host\n")
+	cases := []struct {
+		name, compose, want string
+		extra               func(t *testing.T, vdir string)
+	}{
+		{"env_file ../", "services:\n  a:\n    image: x\n    env_file: [../../../secret.env]\n",
+			"services.a.env_file[0]: ", climbOut},
+		{"env_file absolute", "services:\n  a:\n    image: x\n    env_file: [" + outside + "]\n",
+			"services.a.env_file[0]", nil},
+		{"env_file from a parameter", "services:\n  a:\n    image: x\n    env_file: [\"${F}\"]\n",
+			"services.a.env_file[0]", nil},
+		{"env_file symlink out", "services:\n  a:\n    image: x\n    env_file: [link.env]\n",
+			"services.a.env_file[0]", func(t *testing.T, vdir string) { symlink(t, outside, filepath.Join(vdir, "link.env")) }},
+		{"env_file fifo", "services:\n  a:\n    image: x\n    env_file: [p.env]\n",
+			"not a regular file", func(t *testing.T, vdir string) {
+				if err := syscall.Mkfifo(filepath.Join(vdir, "p.env"), 0o600); err != nil {
+					t.Skipf("mkfifo: %v", err)
+				}
+			}},
+		{"config ../", "services:\n  a:\n    image: x\n    configs: [c]\nconfigs:\n  c:\n    file: ../../../secret.env\n",
+			"configs.c.file: ", climbOut},
+		{"config symlink out", "services:\n  a:\n    image: x\n    configs: [c]\nconfigs:\n  c:\n    file: ./c.txt\n",
+			"configs.c.file", func(t *testing.T, vdir string) { symlink(t, outside, filepath.Join(vdir, "c.txt")) }},
+		{"config too large", "services:\n  a:\n    image: x\n    configs: [c]\nconfigs:\n  c:\n    file: ./c.txt\n",
+			"larger than", func(t *testing.T, vdir string) {
+				write(t, filepath.Join(vdir, "c.txt"), strings.Repeat("x", MaxFileSize+1))
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			vdir := writeVersion(t, filepath.Join(dir, "cat"), "t", "1", map[string]string{ComposeFile: tc.compose})
+			if tc.extra != nil {
+				tc.extra(t, vdir)
+			}
+			c := mustLoad(t, filepath.Join(dir, "cat"))
+			if len(c.Offers()) != 1 {
+				t.Fatalf("refused at load: %v", c.Refused())
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Resolve(context.Background(), job("t", "1", map[string]string{"F": outside}))
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("Resolve did not return (reading a FIFO?)")
+			}
+			if !errors.Is(err, worker.ErrInvalidJob) || !strings.Contains(err.Error(), tc.want) ||
+				(tc.want != "not a regular file" && tc.want != "larger than" && !strings.Contains(err.Error(), "outside the template's directory")) {
+				t.Fatalf("Resolve: %v; want ErrInvalidJob naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestResolve_FilesInsideTheVersion: files in the version's directory, also
+// through a symlink that stays inside it, still load.
+func TestResolve_FilesInsideTheVersion(t *testing.T) {
+	dir := t.TempDir()
+	vdir := writeVersion(t, dir, "t", "1", map[string]string{
+		ComposeFile: "services:\n  a:\n    image: x\n    env_file: [link.env]\n    configs: [c]\nconfigs:\n  c:\n    file: ./sub/c.txt\n",
+		"real.env":  "FROM_FILE=yes\n",
+		"sub/c.txt": "config\n",
+	})
+	symlink(t, "real.env", filepath.Join(vdir, "link.env"))
+	st, err := mustLoad(t, dir).Resolve(context.Background(), job("t", "1", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := strings.Join(st.Services[0].Environment, " "); !strings.Contains(env, "FROM_FILE=yes") {
+		t.Fatalf("environment %q lacks the env_file's FROM_FILE=yes", env)
+	}
+	if got := st.Services[0].Configs; len(got) != 1 || got[0].Source != filepath.Join(vdir, "sub", "c.txt") {
+		t.Fatalf("configs %+v", got)
+	}
+}
+
 // mustLoadOrNil is mustLoad for another goroutine: it reports an error
 // and returns nil instead of calling t.Fatal.
 func mustLoadOrNil(t *testing.T, dir string) *Catalogue {
@@ -78,6 +169,12 @@ func mustLoadOrNil(t *testing.T, dir string) *Catalogue {
 		return nil
 	}
 	return c
+}
+
+// climbOut writes the file ../../../secret.env of a version's directory
+// (beside the catalogue).
+func climbOut(t *testing.T, vdir string) {
+	write(t, filepath.Join(vdir, "..", "..", "..", "secret.env"), "SECRET=host\n")
 }
 
 func symlink(t *testing.T, target, link string) {

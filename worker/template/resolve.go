@@ -118,6 +118,11 @@ func (tv *version) environment(params map[string]string) (map[string]string, err
 		if !variablePattern.MatchString(k) {
 			return nil, fmt.Errorf("%w: product_template_parameters[%q]: not a variable name (letters, digits, '_', not starting with a digit)", worker.ErrInvalidJob, k)
 		}
+		if v := params[k]; strings.IndexByte(v, 0) >= 0 {
+			return nil, fmt.Errorf("%w: product_template_parameters[%q]: contains a NUL byte, which no environment variable or argument can hold", worker.ErrInvalidJob, k)
+		} else if len(v) > MaxParameterSize {
+			return nil, fmt.Errorf("%w: product_template_parameters[%q]: is %d bytes; a value must fit in one environment variable or argument (at most %d bytes)", worker.ErrInvalidJob, k, len(v), MaxParameterSize)
+		}
 	}
 	env, err := parseDotEnv(tv.dotEnv, mapLookup(params))
 	if err != nil {
@@ -134,6 +139,14 @@ func (tv *version) environment(params map[string]string) (map[string]string, err
 	}
 	return env, nil
 }
+
+// MaxParameterSize is the longest product_template_parameters value, in
+// bytes: a value ends up in environment variables and arguments, and Linux
+// refuses any single one of 128 KiB or more at exec (MAX_ARG_STRLEN,
+// counting NAME= and the terminating NUL), so no longer value can run. (A
+// value just under it may still fail at exec inside a longer string.)
+// Larger data belongs in a file.
+const MaxParameterSize = 128<<10 - 1
 
 // composeError wraps a compose-go load error as ErrInvalidJob, naming the
 // missing variable of a ${VAR:?} / ${VAR?}.

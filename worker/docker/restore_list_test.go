@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/test/testproc"
 	"github.com/norsk-oss/norsk-manager/worker"
 )
 
@@ -70,20 +71,16 @@ func TestRuntime_Restore_FailingJobListedUntilItEnds(t *testing.T) {
 	}
 }
 
-// waitRecordPhase polls the only job record under dir until it says phase.
+// waitRecordPhase waits until a job record under dir says phase.
 func waitRecordPhase(t *testing.T, dir, phase string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testproc.Eventually(t, time.Minute, "a job record in phase "+phase, func() bool {
 		paths, _ := filepath.Glob(filepath.Join(dir, "jobs", "*", "job.json"))
 		for _, p := range paths {
 			if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), `"phase": "`+phase+`"`) {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no job record in phase %s under %s", phase, dir)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a file with a deadline
-	}
+		return false
+	})
 }

@@ -382,10 +382,11 @@ func (r *Runtime) List() []worker.RunningJob {
 	r.mu.Unlock()
 	out := make([]worker.RunningJob, 0, len(jobs))
 	for _, j := range jobs {
-		// A job still starting (pulling, creating) or being failed is not
-		// reported: the manager takes what List returns (in the hello) as
-		// running.
-		if j.sup.Started() {
+		// A job still starting (pulling, creating) or failed while starting
+		// is not reported: the manager takes what List returns (in the
+		// hello) as running. A restored job is, in every phase, until it
+		// ends (supervisor.Job.Listed), as in the process runtime.
+		if j.sup.Listed() {
 			out = append(out, j.sup.Snapshot())
 		}
 	}

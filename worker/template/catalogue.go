@@ -160,7 +160,7 @@ func loadVersion(ctx context.Context, name, ver, dir string) (*version, *Refusal
 	tv := &version{name: name, version: ver, dir: dir}
 	composePath := filepath.Join(dir, ComposeFile)
 	var err error
-	if tv.compose, err = os.ReadFile(composePath); err != nil {
+	if tv.compose, err = readFile(composePath); err != nil {
 		return nil, bad(composePath, err)
 	}
 	if path, reason, err := checkComposeKeys(tv.compose); err != nil {
@@ -169,7 +169,7 @@ func loadVersion(ctx context.Context, name, ver, dir string) (*version, *Refusal
 		return nil, refuse(composePath, path, fmt.Errorf("%w: %s", ErrKeyNotAllowed, reason))
 	}
 	envPath := filepath.Join(dir, EnvFile)
-	if tv.dotEnv, err = os.ReadFile(envPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if tv.dotEnv, err = readFile(envPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, bad(envPath, err)
 	}
 	defaults, err := parseDotEnv(tv.dotEnv, blankLookup{})
@@ -177,7 +177,7 @@ func loadVersion(ctx context.Context, name, ver, dir string) (*version, *Refusal
 		return nil, bad(envPath, err)
 	}
 	metaPath := filepath.Join(dir, MetadataFile)
-	if raw, err := os.ReadFile(metaPath); err == nil {
+	if raw, err := readFile(metaPath); err == nil {
 		if tv.meta, err = ParseMetadata(raw); err != nil {
 			return nil, bad(metaPath, err)
 		}

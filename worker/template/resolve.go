@@ -28,7 +28,9 @@ import (
 //     satisfied, else ErrInvalidJob naming the variable;
 //  4. compose-go loads the file with those variables (interpolation,
 //     schema, env_file, paths relative to the version's directory), and
-//     the project becomes a Stack (values outside what the runtime can run
+//     the project becomes a Stack (env_file and configs files must be
+//     regular files inside the version's directory, see checkInside;
+//     values outside what the runtime can run
 //     — a port range, a tmpfs volume, a bad restart policy — are
 //     ErrInvalidJob naming the service and key);
 //  5. the launch config is fused (FuseLaunchConfig) and set as
@@ -57,6 +59,9 @@ func (c *Catalogue) Resolve(ctx context.Context, job *workerpb.WorkerJob) (*Stac
 	}
 	project, err := loader.LoadWithContext(ctx, tv.details(env), func(o *loader.Options) {
 		o.SetProjectName(projectPlaceholder, true)
+		// env_file is read below, once checkProjectFiles has seen every
+		// path the interpolated file names.
+		o.SkipResolveEnvironment = true
 		// compose-go warns about each unset variable on logrus's global
 		// logger (stderr, its own format): not in the worker's log.
 		o.Interpolate.Substitute = func(s string, m composetpl.Mapping) (string, error) {
@@ -64,6 +69,12 @@ func (c *Catalogue) Resolve(ctx context.Context, job *workerpb.WorkerJob) (*Stac
 		}
 	})
 	if err != nil {
+		return nil, composeError(tv, err)
+	}
+	if err := checkProjectFiles(tv.dir, project); err != nil {
+		return nil, fmt.Errorf("%w: template %s %s: %w", worker.ErrInvalidJob, tv.name, tv.version, err)
+	}
+	if project, err = project.WithServicesEnvironmentResolved(false); err != nil {
 		return nil, composeError(tv, err)
 	}
 	stack, err := toStack(project)
@@ -107,6 +118,11 @@ func (tv *version) environment(params map[string]string) (map[string]string, err
 		if !variablePattern.MatchString(k) {
 			return nil, fmt.Errorf("%w: product_template_parameters[%q]: not a variable name (letters, digits, '_', not starting with a digit)", worker.ErrInvalidJob, k)
 		}
+		if v := params[k]; strings.IndexByte(v, 0) >= 0 {
+			return nil, fmt.Errorf("%w: product_template_parameters[%q]: contains a NUL byte, which no environment variable or argument can hold", worker.ErrInvalidJob, k)
+		} else if len(v) > MaxParameterSize {
+			return nil, fmt.Errorf("%w: product_template_parameters[%q]: is %d bytes; a value must fit in one environment variable or argument (at most %d bytes)", worker.ErrInvalidJob, k, len(v), MaxParameterSize)
+		}
 	}
 	env, err := parseDotEnv(tv.dotEnv, mapLookup(params))
 	if err != nil {
@@ -123,6 +139,14 @@ func (tv *version) environment(params map[string]string) (map[string]string, err
 	}
 	return env, nil
 }
+
+// MaxParameterSize is the longest product_template_parameters value, in
+// bytes: a value ends up in environment variables and arguments, and Linux
+// refuses any single one of 128 KiB or more at exec (MAX_ARG_STRLEN,
+// counting NAME= and the terminating NUL), so no longer value can run. (A
+// value just under it may still fail at exec inside a longer string.)
+// Larger data belongs in a file.
+const MaxParameterSize = 128<<10 - 1
 
 // composeError wraps a compose-go load error as ErrInvalidJob, naming the
 // missing variable of a ${VAR:?} / ${VAR?}.

@@ -50,6 +50,7 @@ type Job struct {
 	doneCh      chan struct{} // closed once the job has ended; only ever closed
 
 	restored   *Record // set by Restored: the record to adopt from
+	fromRecord bool    // set by Restored, never changed: Listed
 	phase      Phase
 	stopGrace  time.Duration
 	failReason string
@@ -105,7 +106,7 @@ func New(cfg Config) *Job {
 // (Started) at once.
 func Restored(cfg Config, rec Record) *Job {
 	j := newJob(cfg, rec.Phase)
-	j.restored = &rec
+	j.restored, j.fromRecord = &rec, true
 	j.stopGrace, j.failReason = rec.StopGrace, rec.FailReason
 	for i, s := range j.svcs {
 		if i < len(rec.Services) {
@@ -174,6 +175,17 @@ func (j *Job) Started() bool {
 		return false
 	}
 }
+
+// Listed reports whether a runtime's List should report the job: one
+// whose start phase ended successfully (Started), or one a restarted
+// worker took back from its record, whatever the record's phase. A
+// restored job that is stopping or failing is still there — its services
+// may run for the stop grace — and it ends with a lifecycle event
+// (job_stopped, job_failed with its reason) that the manager must be able
+// to match to the job: a hello without it would have the manager take it
+// as gone at once. A job in its own start phase, or failed in it, is not
+// listed.
+func (j *Job) Listed() bool { return j.fromRecord || j.Started() }
 
 // AwaitStart waits for the start phase of a job New created and returns
 // its ports, or why it did not start (ErrStoppedWhileStarting for a

@@ -257,10 +257,6 @@ func (j *job) Persist(sr supervisor.Record) error {
 // PollInterval implements supervisor.Poller.
 func (j *job) PollInterval() time.Duration { return j.r.cfg.PollInterval }
 
-// fastPollInterval is how soon the logs are read again while a service
-// writes faster than PollInterval can keep up with.
-const fastPollInterval = time.Millisecond
-
 // Poll implements supervisor.Poller: every service's new output is read;
 // busy when a service's logs are at their cap.
 func (j *job) Poll(now time.Time) bool {

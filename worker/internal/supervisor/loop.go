@@ -112,13 +112,15 @@ func (j *Job) launch(ctx context.Context, s *service) error {
 	j.watch(s, h)
 	j.info(&commonpb.JobInfoMessage_ServiceStarted{ServiceStarted: &commonpb.JobInfoServiceStarted{ServiceName: s.spec.Name}})
 	// Also during the start phase: the record must name every run (a
-	// pid), so that a restarted worker can stop what was launched.
-	if err := j.persist(); err != nil && j.phase == PhaseRunning {
+	// pid), so that a restarted worker can stop what was launched. There a
+	// record that cannot be written fails the start; for a restart of a
+	// running job it is logged, and the next change writes it again.
+	err = j.persist()
+	if err != nil && j.phase == PhaseRunning {
 		j.log.Error("saving job record", "error", err)
-	} else if err != nil {
-		return err
+		return nil
 	}
-	return nil
+	return err
 }
 
 // watch makes h s's current run and starts the goroutines that report its

@@ -167,6 +167,11 @@ func (j *job) stopContainer(ctx context.Context, s *service, grace time.Duration
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+engineTimeout)
 	defer cancel()
 	info, err := j.r.cli.ContainerInspect(ctx, s.id)
+	if err != nil && !client.IsErrNotFound(err) {
+		// Taken as not running: Teardown force-removes the project's
+		// containers, which ends this one too.
+		s.log.Warn("inspecting the container before stopping it; taking it as stopped", "container", shortID(s.id), "error", err)
+	}
 	if err != nil || info.State == nil || !info.State.Running {
 		return exitState{}, false
 	}

@@ -232,7 +232,11 @@ func isNotRunning(err error) bool {
 func (j *job) down(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineTimeout)
 	defer cancel()
-	j.compose(stageDown, "removing containers"+map[bool]string{true: " and network " + j.network, false: ""}[j.network != ""])
+	note := "removing containers"
+	if j.network != "" {
+		note += " and network " + j.network
+	}
+	j.compose(stageDown, note)
 	if err := j.removeContainers(ctx); err != nil {
 		j.log.Error("removing the project's containers", "error", err)
 	}

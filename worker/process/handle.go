@@ -53,7 +53,6 @@ func (pr *procRun) Wait(ctx context.Context) (supervisor.Exit, error) {
 // SIGKILL is abandoned (logged; reported as not running).
 func (pr *procRun) Stop(ctx context.Context, grace time.Duration) (supervisor.Exit, bool, error) {
 	j, s, p := pr.j, pr.s, pr.p
-	s.log.Info("stopping service", "pid", p.pid, "grace", grace)
 	if grace > 0 {
 		p.waitStarted(p.done, startWait)
 		if err := p.signalGroup(sigTerm); err != nil {

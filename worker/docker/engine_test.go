@@ -120,9 +120,7 @@ func TestRuntime_EngineDownAtRestore_AdoptsWhenItAnswers(t *testing.T) {
 		e.r.mu.Lock()
 		j := e.r.mu.jobs[stop]
 		e.r.mu.Unlock()
-		j.startMu.Lock()
-		defer j.startMu.Unlock()
-		return j.pendingStop != nil
+		return j.sup.StopDeferred()
 	})
 
 	proxy.start()

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -45,11 +44,6 @@ type job struct {
 	dir     string     // StateDir/jobs/<project>
 	svcs    []*service // start order
 	sup     *supervisor.Job
-
-	// startMu guards pendingStop: the grace of a Stop handed to the
-	// supervisor before the job's containers were adopted (or started).
-	startMu     sync.Mutex
-	pendingStop *time.Duration
 }
 
 var (
@@ -122,14 +116,6 @@ func (j *job) ports() worker.PortMappings {
 		specs[i] = s.spec
 	}
 	return portMappings(specs)
-}
-
-// stopRequested records, for a Stop handed to the supervisor, that it was
-// taken (engine_test waits for it before the engine answers again).
-func (j *job) stopRequested(grace time.Duration) {
-	j.startMu.Lock()
-	j.pendingStop = &grace
-	j.startMu.Unlock()
 }
 
 // --- supervisor.Driver -------------------------------------------------------

@@ -342,9 +342,7 @@ func (r *Runtime) StopInstance(ctx context.Context, key worker.JobKey, instance 
 	// A job finishing on its own meanwhile (its last service ended)
 	// answers this stop with its own end, so that a caller never sees the
 	// job listed after Stop returned.
-	if j.sup.RequestStop(ctx, grace) {
-		j.stopRequested(grace)
-	}
+	j.sup.RequestStop(ctx, grace)
 	select {
 	case <-j.sup.Done():
 		return nil

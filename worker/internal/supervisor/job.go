@@ -271,6 +271,16 @@ func (j *Job) RequestStop(ctx context.Context, grace time.Duration) bool {
 	return false
 }
 
+// StopDeferred reports whether a Stop came while the start phase (or, for
+// a Restored job, the adoption of its services) was under way; such a
+// stop is carried out when that ends. Tests wait for it to know a Stop
+// was taken before they let the start go on.
+func (j *Job) StopDeferred() bool {
+	j.startMu.Lock()
+	defer j.startMu.Unlock()
+	return j.pendingStop != nil
+}
+
 // Update replaces the job's definition (keeping the instance id it was
 // started with) and persists it. Errors: worker.ErrJobNotRunning if the
 // job ended, worker.ErrRuntimeClosed, ctx's error, or the record's.

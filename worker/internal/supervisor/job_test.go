@@ -258,3 +258,38 @@ func TestParseCondition(t *testing.T) {
 		t.Errorf("ParseCondition(ready): %v, want ErrInvalidJob", err)
 	}
 }
+
+// StopDeferred is true for a Stop that came during the start phase (it
+// waited for the start to end), false for one of a running job.
+func TestJob_StopDeferred(t *testing.T) {
+	cases := []struct {
+		name     string
+		services []Service
+		healthy  []int
+		started  bool // wait for job_started before the Stop
+		want     bool
+	}{
+		{"during a healthy wait", []Service{svc("a"), svc("b", Dependency{"a", ConditionHealthy})}, []int{0}, false, true},
+		{"of a running job", []Service{svc("a")}, nil, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, tc.services, tc.healthy...)
+			h.launch(0)
+			if tc.started {
+				if ev := h.lifecycle(); ev.Kind != worker.EventStarted {
+					t.Fatalf("event %v, want started", ev.Kind)
+				}
+			}
+			if h.j.StopDeferred() {
+				t.Fatal("StopDeferred before any Stop")
+			}
+			if err := h.j.Stop(context.Background(), time.Second); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			if got := h.j.StopDeferred(); got != tc.want {
+				t.Errorf("StopDeferred = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

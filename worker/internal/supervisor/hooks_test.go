@@ -16,13 +16,23 @@ import (
 // hookDriver adds the optional capabilities to fakeDriver.
 type hookDriver struct {
 	*fakeDriver
-	polls    atomic.Int32
+	polled   chan struct{} // receives a value at a Poll (if there is room)
 	detached atomic.Bool
 }
 
+func newHookDriver() *hookDriver {
+	return &hookDriver{fakeDriver: newFakeDriver(1), polled: make(chan struct{}, 1)}
+}
+
 func (d *hookDriver) PollInterval() time.Duration { return time.Millisecond }
-func (d *hookDriver) Poll(time.Time) bool         { d.polls.Add(1); return false }
-func (d *hookDriver) Detach()                     { d.detached.Store(true) }
+func (d *hookDriver) Poll(time.Time) bool {
+	select {
+	case d.polled <- struct{}{}:
+	default:
+	}
+	return false
+}
+func (d *hookDriver) Detach() { d.detached.Store(true) }
 func (d *hookDriver) Exited(svc int, ex Exit) Exit {
 	ex.Detail = `; last stderr: "boom"`
 	return ex
@@ -40,19 +50,17 @@ func runHooked(t *testing.T, d Driver, done chan struct{}) (*Job, <-chan worker.
 }
 
 func TestJob_Hooks_ExitObserverAndPoller(t *testing.T) {
-	d := &hookDriver{fakeDriver: newFakeDriver(1)}
+	d := newHookDriver()
 	done := make(chan struct{})
 	defer close(done)
 	_, ev, _ := runHooked(t, d, done)
 	h := &harness{t: t, d: d.fakeDriver, ev: ev}
 	h.launch(0)
 	h.lifecycle() // started
-	deadline := time.Now().Add(waitFor)
-	for d.polls.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("Poll never called")
-		}
-		time.Sleep(time.Millisecond) // polls a counter the job's goroutine bumps
+	select {
+	case <-d.polled:
+	case <-time.After(waitFor):
+		t.Fatal("Poll never called")
 	}
 	d.run(0).exit(2)
 	e := h.lifecycle()
@@ -63,21 +71,28 @@ func TestJob_Hooks_ExitObserverAndPoller(t *testing.T) {
 }
 
 // shutdownHandle's Stop reports that the runtime shut down midway.
-type shutdownDriver struct{ *hookDriver }
+type shutdownDriver struct {
+	*hookDriver
+	stopCalled chan struct{} // receives a value at every Handle.Stop
+}
 
 func (d *shutdownDriver) Launch(ctx context.Context, svc int) (Handle, error) {
 	h, err := d.hookDriver.Launch(ctx, svc)
-	return shutdownHandle{h}, err
+	return shutdownHandle{h, d.stopCalled}, err
 }
 
-type shutdownHandle struct{ Handle }
+type shutdownHandle struct {
+	Handle
+	stopCalled chan<- struct{}
+}
 
-func (shutdownHandle) Stop(context.Context, time.Duration) (Exit, bool, error) {
+func (h shutdownHandle) Stop(context.Context, time.Duration) (Exit, bool, error) {
+	h.stopCalled <- struct{}{}
 	return Exit{}, false, ErrShutdown
 }
 
 func TestJob_Stop_ShutdownMidwayLeavesTheJob(t *testing.T) {
-	d := &shutdownDriver{&hookDriver{fakeDriver: newFakeDriver(1)}}
+	d := &shutdownDriver{newHookDriver(), make(chan struct{}, 1)}
 	done := make(chan struct{})
 	j, ev, ran := runHooked(t, d, done)
 	h := &harness{t: t, d: d.fakeDriver, ev: ev}
@@ -85,13 +100,14 @@ func TestJob_Stop_ShutdownMidwayLeavesTheJob(t *testing.T) {
 	h.lifecycle() // started
 	stopErr := make(chan error, 1)
 	go func() { stopErr <- j.Stop(context.Background(), time.Second) }()
-	deadline := time.After(waitFor)
-	for d.lastRecord().Phase != PhaseStopping {
-		select {
-		case <-deadline:
-			t.Fatal("the stop was not recorded")
-		case <-time.After(time.Millisecond): // polls the fake's records
-		}
+	// The supervisor records phase stopping before it stops a service.
+	select {
+	case <-d.stopCalled:
+	case <-time.After(waitFor):
+		t.Fatal("the service was not stopped")
+	}
+	if got := d.lastRecord().Phase; got != PhaseStopping {
+		t.Fatalf("record phase %q when the service is stopped, want %q", got, PhaseStopping)
 	}
 	close(done) // the runtime shuts down
 	<-ran

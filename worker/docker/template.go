@@ -14,6 +14,7 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 	"github.com/norsk-oss/norsk-manager/worker/internal/hostports"
@@ -299,37 +300,22 @@ func stackPorts(ports []template.Port) ([]*commonpb.PortMapping, error) {
 	return out, nil
 }
 
-// stackCPUSet validates a compose cpuset ("0-3,6") against this host's
-// CPUs and returns it in Docker's form ("0,1,2,3,6"); "" is not pinned.
+// stackCPUSet validates a compose cpuset ("0-3,6", the kernel's list
+// format: noderesources.ParseCPUList) against this host's CPUs and returns
+// it in Docker's form ("0,1,2,3,6"); "" is not pinned.
 func stackCPUSet(set string) (string, error) {
 	if set == "" {
 		return "", nil
 	}
-	var cpus []uint32
-	for _, part := range strings.Split(set, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		first, err1 := strconv.ParseUint(lo, 10, 16)
-		last, err2 := first, error(nil)
-		if isRange {
-			last, err2 = strconv.ParseUint(hi, 10, 16)
-		}
-		if err1 != nil || err2 != nil || last < first {
-			return "", fmt.Errorf("cpuset: %q: want CPU numbers and ranges, e.g. 0-3,6", set)
-		}
-		for c := first; c <= last; c++ {
-			cpus = append(cpus, uint32(c))
-		}
+	cpus, err := noderesources.ParseCPUList(set)
+	if err != nil {
+		return "", fmt.Errorf("cpuset: %q: want CPU numbers and ranges, e.g. 0-3,6", set)
 	}
-	slices.Sort(cpus)
-	cpus = slices.Compact(cpus)
-	parts := make([]string, len(cpus))
-	for i, c := range cpus {
-		if n := runtime.NumCPU(); int(c) >= n {
-			return "", fmt.Errorf("cpuset: %q names CPU %d, but this host has CPUs 0-%d", set, c, n-1)
-		}
-		parts[i] = strconv.FormatUint(uint64(c), 10)
+	n := runtime.NumCPU()
+	if i := slices.IndexFunc(cpus, func(c uint32) bool { return int(c) >= n }); i >= 0 {
+		return "", fmt.Errorf("cpuset: %q names CPU %d, but this host has CPUs 0-%d", set, cpus[i], n-1)
 	}
-	return strings.Join(parts, ","), nil
+	return noderesources.FormatCPUList(cpus), nil
 }
 
 // stackHealthcheck converts a service's healthcheck. None given: nil (the

@@ -68,7 +68,6 @@ func (r *Runtime) Restore(ctx context.Context) error {
 // whose containers are left alone (j nil: its record cannot be read).
 type restoredJob struct {
 	j       *job
-	rec     *record
 	project string
 }
 
@@ -211,7 +210,7 @@ func (r *Runtime) restoreDir(dir, project string) (rj restoredJob, ok bool) {
 	}
 	j.sup = supervisor.Restored(j.supervise(def), srec) // listed (in the hello) from now on if running
 	r.mu.jobs[key] = j
-	return restoredJob{j: j, rec: rec, project: project}, true
+	return restoredJob{j: j, project: project}, true
 }
 
 // adoptContainers gives j's services the ids of the project's containers

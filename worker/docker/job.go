@@ -221,9 +221,7 @@ func (j *job) compose(stage commonpb.JobInfoComposeMessage_Stage, text string) {
 }
 
 func (j *job) containerEvent(s *service, text string) {
-	if ev, ok := emit.ServiceInfo(j.key, &commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: s.spec.Name, Text: text}}); ok {
-		j.r.emitInfo(ev)
-	}
+	j.r.emitInfo(emit.ContainerEvent(j.key, s.spec.Name, text))
 }
 
 func shortID(id string) string {

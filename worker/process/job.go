@@ -296,9 +296,7 @@ func (j *job) compose(stage commonpb.JobInfoComposeMessage_Stage, text string) {
 }
 
 func (j *job) containerEvent(svc, text string) {
-	if ev, ok := emit.ServiceInfo(j.key, &commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: svc, Text: text}}); ok {
-		j.r.emitInfo(ev)
-	}
+	j.r.emitInfo(emit.ContainerEvent(j.key, svc, text))
 }
 
 // errNotExited is procRun.Wait's error when the job ended or the runtime

@@ -60,6 +60,14 @@ func Compose(key worker.JobKey, stage commonpb.JobInfoComposeMessage_Stage, text
 	return ev
 }
 
+// ContainerEvent returns a container_event job_info event for key: text
+// (an exit, a health change, a line of output) about service svc.
+func ContainerEvent(key worker.JobKey, svc, text string) worker.Event {
+	ev := worker.NewInfo(key, time.Now())
+	ev.Info.Message = &commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: svc, Text: text}}
+	return ev
+}
+
 // ServiceInfo returns a job_info event for key carrying m, one of the
 // JobInfoMessage oneof wrappers for services (service_started,
 // service_restarting, container_event); ok is false for anything else.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
@@ -132,5 +131,5 @@ func (j *Job) compose(stage commonpb.JobInfoComposeMessage_Stage, text string) {
 }
 
 func (j *Job) containerEvent(s *service, text string) {
-	j.info(&commonpb.JobInfoMessage_ContainerEvent{ContainerEvent: &commonpb.JobInfoContainerEvent{ServiceName: s.spec.Name, Text: text}})
+	j.cfg.Emit.Info(emit.ContainerEvent(j.cfg.Key, s.spec.Name, text))
 }

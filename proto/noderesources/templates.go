@@ -25,11 +25,13 @@ const (
 
 // TemplateNameProblem says why s cannot be a product template's name or
 // version, "" if it can: 1 to MaxTemplateNameLen bytes of ASCII letters,
-// digits, '.', '_' and '-' (the catalogue's rule: each is a directory name
-// of the worker's --template-dir, NAME/VERSION), and neither "." nor ".."
-// (which name no template but a directory around it). The job's
+// digits, '.', '_' and '-' (the catalogue's charset: each is a directory
+// name of the worker's --template-dir, NAME/VERSION), and neither "." nor
+// ".." (which name no template but a directory around it). The job's
 // product_template and the worker's reported catalogue are both checked
-// with it.
+// with it. The worker's catalogue is stricter (worker/template.ValidName:
+// a letter or digit first, no ".." anywhere), so a name that passes here
+// may be one no worker offers; placement then finds no node for it.
 func TemplateNameProblem(s string) string {
 	switch {
 	case s == "":

@@ -10,6 +10,7 @@
 // Compose uses) and YAML with go.yaml.in/yaml/v4 (the one compose-go uses);
 // launch configs are fused with evanphx/json-patch (RFC 7396). The package
 // runs nothing: the Docker runtime (worker/docker) runs a Stack. It imports
-// worker (for the error sentinels) and the worker proto, never worker/docker
-// or any runtime, so the runtimes may depend on it.
+// worker (for the error sentinels), the worker proto and
+// proto/noderesources (the catalogue's description in errors), never
+// worker/docker or any runtime, so the runtimes may depend on it.
 package template

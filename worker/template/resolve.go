@@ -10,6 +10,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	composetpl "github.com/compose-spec/compose-go/v2/template"
 
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 	"github.com/norsk-oss/norsk-manager/worker"
 )
@@ -99,11 +100,7 @@ func (c *Catalogue) lookup(name, ver string) (*version, error) {
 	}
 	have := "no templates"
 	if offers := c.Offers(); len(offers) > 0 {
-		parts := make([]string, len(offers))
-		for i, o := range offers {
-			parts[i] = fmt.Sprintf("%s (%s)", o.GetName(), strings.Join(o.GetVersions(), ", "))
-		}
-		have = strings.Join(parts, ", ")
+		have = noderesources.DescribeTemplates(offers) // as the manager's refusal says it
 	}
 	if _, ok := c.versions[name]; ok {
 		return nil, fmt.Errorf("%w: no version %q of template %q; this worker has: %s", worker.ErrTemplateUnavailable, ver, name, have)

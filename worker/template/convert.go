@@ -93,7 +93,8 @@ func restartPolicy(r string) (string, error) {
 		return r, nil
 	}
 	if n, ok := strings.CutPrefix(r, "on-failure:"); ok {
-		if v, err := strconv.Atoi(n); err == nil && v >= 0 {
+		// The runtime counts restarts in 32 bits (docker.restartOf).
+		if _, err := strconv.ParseUint(n, 10, 32); err == nil {
 			return r, nil
 		}
 	}

@@ -196,6 +196,7 @@ func TestResolve_Errors(t *testing.T) {
 		{"bad parameter name", job("a", "1.0", map[string]string{"A=B": "x"}), worker.ErrInvalidJob, []string{`"A=B"`}},
 		{"empty image", job("vals", "1", map[string]string{"IMAGE": ""}), worker.ErrInvalidJob, []string{`"web"`, "image"}},
 		{"bad restart", job("vals", "1", map[string]string{"RESTART": "sometimes"}), worker.ErrInvalidJob, []string{"services.web.restart", "sometimes"}},
+		{"restart count beyond 32 bits", job("vals", "1", map[string]string{"RESTART": "on-failure:4294967296"}), worker.ErrInvalidJob, []string{"services.web.restart", "on-failure:4294967296"}},
 		{"port range", job("vals", "1", map[string]string{"PORTS": "8000-8001"}), worker.ErrInvalidJob, []string{"services.web.ports[0]"}},
 		{"anonymous volume", job("anon", "1", nil), worker.ErrInvalidJob, []string{"anonymous"}},
 		{"bad launch_config_json", func() *workerpb.WorkerJob {

@@ -293,3 +293,58 @@ func TestJob_StopDeferred(t *testing.T) {
 		})
 	}
 }
+
+// TestJob_Start_WaitsForHealthchecks: job_started comes only once every
+// service with a healthcheck is healthy (compose up --wait), so a move
+// hands over to a stack that passes its healthchecks; one that turns
+// unhealthy or exits first fails the job naming it.
+func TestJob_Start_WaitsForHealthchecks(t *testing.T) {
+	t.Run("healthy", func(t *testing.T) {
+		h := start(t, []Service{svc("a"), svc("b")}, 1)
+		h.launch(0)
+		h.launch(1)
+		h.d.run(1).healthCh <- HealthStarting
+		// The start phase says it waits, and nothing but info comes
+		// before b is healthy.
+		want := `waiting for service "b" to be healthy`
+		deadline := time.After(waitFor)
+		for waiting := false; !waiting; {
+			select {
+			case ev := <-h.ev:
+				if ev.Kind != worker.EventInfo {
+					t.Fatalf("%v %q before b was healthy", ev.Kind, ev.Reason)
+				}
+				waiting = ev.Info.GetComposeMessage().GetText() == want
+			case <-deadline:
+				t.Fatalf("no job info %q", want)
+			}
+		}
+		if h.j.Started() {
+			t.Fatal("Started() before b was healthy")
+		}
+		h.d.run(1).healthCh <- HealthHealthy
+		if ev := h.lifecycle(); ev.Kind != worker.EventStarted {
+			t.Fatalf("event %v %q, want started", ev.Kind, ev.Reason)
+		}
+	})
+	cases := []struct {
+		name    string
+		hurt    func(b *fakeHandle)
+		wantErr string
+	}{
+		{"unhealthy", func(b *fakeHandle) { b.healthCh <- HealthUnhealthy }, `service "b" is unhealthy`},
+		{"exit", func(b *fakeHandle) { b.exit(2) }, `service "b" exited with code 2 before it was healthy`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, []Service{svc("a"), svc("b")}, 1)
+			h.launch(0)
+			h.launch(1)
+			tc.hurt(h.d.run(1))
+			ev := h.lifecycle()
+			if ev.Kind != worker.EventFailed || !strings.Contains(ev.Reason, tc.wantErr) {
+				t.Fatalf("event %v %q, want failed with %q", ev.Kind, ev.Reason, tc.wantErr)
+			}
+		})
+	}
+}

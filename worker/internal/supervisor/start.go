@@ -36,6 +36,9 @@ func (j *Job) startAll() error {
 			return fail(fmt.Errorf("start service %q: %w", s.spec.Name, err))
 		}
 	}
+	if err := j.awaitHealthy(); err != nil {
+		return fail(err)
+	}
 	if grace, ok := j.endStartPhase(); ok {
 		j.stop(grace)
 		return ErrStoppedWhileStarting
@@ -85,6 +88,37 @@ func (j *Job) awaitDeps(s *service) error {
 			}
 			if met {
 				break
+			}
+			if err := j.waitStartEvent(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// awaitHealthy waits, once every service is launched, until each one
+// with a healthcheck (its handle is a HealthWatcher) is healthy, so that
+// job_started means what `docker compose up --wait` means: a move or a
+// rolling update hands over to a stack that passes its healthchecks, not
+// one whose containers merely started (docs/design/worker-supervisor.md
+// §2). A service that turns unhealthy or exits first fails the job naming
+// it; a Stop ends the wait. Services without a healthcheck (every legacy
+// service) are not waited for. Bounded by the healthchecks themselves:
+// Docker reports unhealthy after start_period plus retries × interval.
+func (j *Job) awaitHealthy() error {
+	for _, s := range j.svcs {
+		if s.health == HealthNone || s.health == HealthHealthy {
+			continue
+		}
+		j.log.Info("waiting for a service to be healthy", "service", s.spec.Name)
+		j.compose(stageStart, fmt.Sprintf("waiting for service %q to be healthy", s.spec.Name))
+		for s.health != HealthHealthy {
+			switch {
+			case !s.running:
+				return fmt.Errorf("service %q %s before it was healthy", s.spec.Name, s.exitText)
+			case s.health == HealthUnhealthy:
+				return fmt.Errorf("service %q is unhealthy", s.spec.Name)
 			}
 			if err := j.waitStartEvent(); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // Provisioner limits and defaults (docs/design/pools.md, "Provisioners").
@@ -27,10 +28,16 @@ func checkTierProvisioner(field string, t *managerpb.PoolTier) error {
 	if t.GetLingerSeconds() > maxLingerSeconds {
 		return invalid(field+".linger_seconds", "is %d; it must be at most %d (a week; 0 for the default, %d)", t.GetLingerSeconds(), maxLingerSeconds, DefaultLingerSeconds)
 	}
+	if path, why := noderesources.TemplateOffersProblem(t.GetTemplates()); why != "" {
+		return invalid(field+".templates"+path, "%s", why)
+	}
 	switch p := t.GetProvisioner().(type) {
 	case nil:
 		if t.GetLingerSeconds() != 0 {
 			return invalid(field+".linger_seconds", "is set on a tier without a provisioner (aws, oci or mock): the engine releases only nodes it created")
+		}
+		if len(t.GetTemplates()) > 0 {
+			return invalid(field+".templates", "is set on a tier without a provisioner (aws, oci or mock): it declares what the nodes the engine creates will offer, and this tier creates none")
 		}
 		return nil
 	case *managerpb.PoolTier_Aws:

@@ -9970,6 +9970,16 @@ type PoolTier struct {
 	// job before the engine terminates it. 0: 300 (5 minutes). At most
 	// 604800 (a week).
 	LingerSeconds uint32 `protobuf:"varint,7,opt,name=linger_seconds,json=lingerSeconds,proto3" json:"linger_seconds,omitempty"`
+	// Added (ours; docs/design/placement.md, "Product-template jobs"). The
+	// product-template catalogue the nodes this tier's provisioner creates
+	// will offer: what the image's --template-dir holds (baked into the
+	// launch template or OCI image). A job role with product_template gets
+	// a new node only from a tier declaring its name and version. Rules as
+	// NodeResources.templates (at most 128 names, 1-64 versions each, names
+	// and versions 1-64 bytes of [A-Za-z0-9._-]); only on a tier with a
+	// provisioner. A node whose worker's hello then lacks a declared
+	// template keeps the tier out for that template for an hour.
+	Templates     []*commonpb.ProductTemplateOffer `protobuf:"bytes,8,rep,name=templates,proto3" json:"templates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10064,6 +10074,13 @@ func (x *PoolTier) GetLingerSeconds() uint32 {
 		return x.LingerSeconds
 	}
 	return 0
+}
+
+func (x *PoolTier) GetTemplates() []*commonpb.ProductTemplateOffer {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
 }
 
 type isPoolTier_Provisioner interface {
@@ -12285,7 +12302,7 @@ const file_manager_proto_rawDesc = "" +
 	"\x0fOfferingBackoff\x12\x1a\n" +
 	"\boffering\x18\x01 \x01(\tR\boffering\x120\n" +
 	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xc0\x03\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x86\x04\n" +
 	"\bPoolTier\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
 	"\rnode_selector\x18\x02 \x03(\v2-.norsk.api.manager.PoolTier.NodeSelectorEntryR\fnodeSelector\x12\x1b\n" +
@@ -12293,11 +12310,12 @@ const file_manager_proto_rawDesc = "" +
 	"\x03aws\x18\x04 \x01(\v2%.norsk.api.manager.AwsTierProvisionerH\x00R\x03aws\x129\n" +
 	"\x03oci\x18\x05 \x01(\v2%.norsk.api.manager.OciTierProvisionerH\x00R\x03oci\x12<\n" +
 	"\x04mock\x18\x06 \x01(\v2&.norsk.api.manager.MockTierProvisionerH\x00R\x04mock\x12%\n" +
-	"\x0elinger_seconds\x18\a \x01(\rR\rlingerSeconds\x1a?\n" +
+	"\x0elinger_seconds\x18\a \x01(\rR\rlingerSeconds\x12D\n" +
+	"\ttemplates\x18\b \x03(\v2&.norsk.api.common.ProductTemplateOfferR\ttemplates\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
-	"\vprovisionerJ\x04\b\b\x10\x10\"\x9b\x03\n" +
+	"\vprovisionerJ\x04\b\t\x10\x10\"\x9b\x03\n" +
 	"\x12AwsTierProvisioner\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12-\n" +
 	"\x12availability_zones\x18\x02 \x03(\tR\x11availabilityZones\x12@\n" +
@@ -12702,8 +12720,9 @@ var file_manager_proto_goTypes = []any{
 	(*commonpb.RuntimeCondition)(nil),     // 186: norsk.api.common.RuntimeCondition
 	(*commonpb.NodeResources)(nil),        // 187: norsk.api.common.NodeResources
 	(commonpb.Architecture)(0),            // 188: norsk.api.common.Architecture
-	(*commonpb.ResolvedPortMappings)(nil), // 189: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 190: google.protobuf.Empty
+	(*commonpb.ProductTemplateOffer)(nil), // 189: norsk.api.common.ProductTemplateOffer
+	(*commonpb.ResolvedPortMappings)(nil), // 190: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 191: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
 	170, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
@@ -12956,131 +12975,132 @@ var file_manager_proto_depIdxs = []int32{
 	132, // 247: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
 	134, // 248: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
 	135, // 249: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
-	48,  // 250: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
-	133, // 251: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
-	167, // 252: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
-	133, // 253: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
-	168, // 254: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
-	169, // 255: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
-	133, // 256: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
-	128, // 257: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	128, // 258: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	127, // 259: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	9,   // 260: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	172, // 261: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	183, // 262: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	183, // 263: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	172, // 264: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	172, // 265: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	144, // 266: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	152, // 267: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	189, // 268: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	172, // 269: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	172, // 270: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	189, // 271: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	190, // 272: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	18,  // 273: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	18,  // 274: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	171, // 275: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	69,  // 276: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	50,  // 277: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	51,  // 278: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	52,  // 279: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	183, // 280: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	53,  // 281: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	54,  // 282: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	171, // 283: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	59,  // 284: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	190, // 285: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	76,  // 286: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	74,  // 287: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	171, // 288: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	79,  // 289: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	83,  // 290: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	183, // 291: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	85,  // 292: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	87,  // 293: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	89,  // 294: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	92,  // 295: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	92,  // 296: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	91,  // 297: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 298: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	98,  // 299: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	91,  // 300: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	103, // 301: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	122, // 302: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	128, // 303: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	128, // 304: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	127, // 305: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	127, // 306: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	137, // 307: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	142, // 308: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	183, // 309: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	143, // 310: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	171, // 311: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	145, // 312: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	146, // 313: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	147, // 314: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	149, // 315: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	150, // 316: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	151, // 317: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	153, // 318: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	106, // 319: norsk.api.manager.Manager.MigrateJob:input_type -> norsk.api.manager.MigrateJobRequest
-	108, // 320: norsk.api.manager.Manager.AbortMigration:input_type -> norsk.api.manager.AbortMigrationRequest
-	70,  // 321: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	23,  // 322: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	23,  // 323: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	190, // 324: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	41,  // 325: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	190, // 326: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	190, // 327: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	190, // 328: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	190, // 329: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	190, // 330: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	190, // 331: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	190, // 332: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	68,  // 333: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	71,  // 334: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	77,  // 335: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	190, // 336: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	78,  // 337: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	80,  // 338: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	84,  // 339: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	190, // 340: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	86,  // 341: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	190, // 342: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	90,  // 343: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	96,  // 344: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	190, // 345: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	190, // 346: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	190, // 347: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	190, // 348: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	102, // 349: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	104, // 350: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	123, // 351: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	190, // 352: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	190, // 353: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	190, // 354: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	128, // 355: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	138, // 356: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	190, // 357: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	190, // 358: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	190, // 359: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	112, // 360: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	144, // 361: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	144, // 362: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	148, // 363: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	190, // 364: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	144, // 365: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	152, // 366: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	154, // 367: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	107, // 368: norsk.api.manager.Manager.MigrateJob:output_type -> norsk.api.manager.MigrateJobResponse
-	190, // 369: norsk.api.manager.Manager.AbortMigration:output_type -> google.protobuf.Empty
-	321, // [321:370] is the sub-list for method output_type
-	272, // [272:321] is the sub-list for method input_type
-	272, // [272:272] is the sub-list for extension type_name
-	272, // [272:272] is the sub-list for extension extendee
-	0,   // [0:272] is the sub-list for field type_name
+	189, // 250: norsk.api.manager.PoolTier.templates:type_name -> norsk.api.common.ProductTemplateOffer
+	48,  // 251: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	133, // 252: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
+	167, // 253: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
+	133, // 254: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
+	168, // 255: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
+	169, // 256: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
+	133, // 257: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
+	128, // 258: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	128, // 259: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	127, // 260: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 261: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	172, // 262: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	183, // 263: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	183, // 264: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	172, // 265: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	172, // 266: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	144, // 267: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	152, // 268: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	190, // 269: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	172, // 270: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	172, // 271: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	190, // 272: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	191, // 273: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	18,  // 274: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	18,  // 275: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	171, // 276: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	69,  // 277: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	50,  // 278: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	51,  // 279: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	52,  // 280: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	183, // 281: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	53,  // 282: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	54,  // 283: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	171, // 284: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	59,  // 285: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	191, // 286: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	76,  // 287: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	74,  // 288: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	171, // 289: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	79,  // 290: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	83,  // 291: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	183, // 292: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	85,  // 293: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	87,  // 294: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	89,  // 295: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	92,  // 296: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	92,  // 297: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	91,  // 298: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	97,  // 299: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	98,  // 300: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	91,  // 301: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	103, // 302: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	122, // 303: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	128, // 304: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	128, // 305: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	127, // 306: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	127, // 307: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	137, // 308: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	142, // 309: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	183, // 310: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	143, // 311: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	171, // 312: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	145, // 313: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	146, // 314: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	147, // 315: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	149, // 316: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	150, // 317: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	151, // 318: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	153, // 319: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	106, // 320: norsk.api.manager.Manager.MigrateJob:input_type -> norsk.api.manager.MigrateJobRequest
+	108, // 321: norsk.api.manager.Manager.AbortMigration:input_type -> norsk.api.manager.AbortMigrationRequest
+	70,  // 322: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	23,  // 323: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	23,  // 324: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	191, // 325: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	41,  // 326: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	191, // 327: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	191, // 328: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	191, // 329: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	191, // 330: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	191, // 331: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	191, // 332: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	191, // 333: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	68,  // 334: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	71,  // 335: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	77,  // 336: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	191, // 337: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	78,  // 338: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	80,  // 339: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	84,  // 340: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	191, // 341: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	86,  // 342: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	191, // 343: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	90,  // 344: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	96,  // 345: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	191, // 346: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	191, // 347: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	191, // 348: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	191, // 349: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	102, // 350: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	104, // 351: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	123, // 352: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	191, // 353: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	191, // 354: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	191, // 355: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	128, // 356: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	138, // 357: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	191, // 358: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	191, // 359: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	191, // 360: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	112, // 361: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	144, // 362: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	144, // 363: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	148, // 364: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	191, // 365: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	144, // 366: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	152, // 367: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	154, // 368: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	107, // 369: norsk.api.manager.Manager.MigrateJob:output_type -> norsk.api.manager.MigrateJobResponse
+	191, // 370: norsk.api.manager.Manager.AbortMigration:output_type -> google.protobuf.Empty
+	322, // [322:371] is the sub-list for method output_type
+	273, // [273:322] is the sub-list for method input_type
+	273, // [273:273] is the sub-list for extension type_name
+	273, // [273:273] is the sub-list for extension extendee
+	0,   // [0:273] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }

@@ -114,3 +114,54 @@ func DescribeTemplates(ts []*commonpb.ProductTemplateOffer) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// TemplateOffersProblem applies the catalogue rules of checkTemplates to a
+// declared catalogue (PoolTier.templates) and says what is wrong with it,
+// naming the element by index the way a request field is named: path is
+// "" (the list), "[i].name", "[i].versions" or "[i].versions[j]", to be
+// appended to the field's own name. It returns ("", "") for a valid
+// catalogue.
+func TemplateOffersProblem(ts []*commonpb.ProductTemplateOffer) (path, reason string) {
+	if len(ts) > MaxTemplates {
+		return "", fmt.Sprintf("%d templates; at most %d", len(ts), MaxTemplates)
+	}
+	for i, t := range ts {
+		name := t.GetName()
+		at := "[" + strconv.Itoa(i) + "]"
+		if why := TemplateNameProblem(name); why != "" {
+			return at + ".name", why
+		}
+		if slices.ContainsFunc(ts[:i], func(o *commonpb.ProductTemplateOffer) bool { return o.GetName() == name }) {
+			return at + ".name", fmt.Sprintf("%q is listed twice", name)
+		}
+		vs := t.GetVersions()
+		switch {
+		case len(vs) == 0:
+			return at + ".versions", "no versions; a template is offered at 1 or more"
+		case len(vs) > MaxTemplateVersions:
+			return at + ".versions", fmt.Sprintf("%d versions; at most %d", len(vs), MaxTemplateVersions)
+		}
+		for j, v := range vs {
+			vat := at + ".versions[" + strconv.Itoa(j) + "]"
+			if why := TemplateNameProblem(v); why != "" {
+				return vat, why
+			}
+			if slices.Contains(vs[:j], v) {
+				return vat, fmt.Sprintf("%q is listed twice", v)
+			}
+		}
+	}
+	return "", ""
+}
+
+// DeclaresTemplate reports whether catalogue ts lists template name at
+// version (exact, case-sensitive), as OffersTemplate does for a node's
+// reported resources.
+func DeclaresTemplate(ts []*commonpb.ProductTemplateOffer, name, version string) bool {
+	for _, t := range ts {
+		if t.GetName() == name {
+			return slices.Contains(t.GetVersions(), version)
+		}
+	}
+	return false
+}

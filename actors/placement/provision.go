@@ -66,19 +66,20 @@ const provisionRetry = 5 * time.Second
 func (w *world) waitFor(c *candidate, a scheduler.Ask) {
 	need := a.Requirements.Capacity
 	gpu := a.Requirements.GPUCapacity
-	var template string
-	if !a.Template.IsZero() {
-		template = a.Template.String()
+	var templates []provisioner.TemplateRef
+	addTemplate := func(t scheduler.TemplateRef) {
+		if ref := (provisioner.TemplateRef{Name: t.Name, Version: t.Version}); !t.IsZero() && !slices.Contains(templates, ref) {
+			templates = append(templates, ref)
+		}
 	}
+	addTemplate(a.Template)
 	for _, m := range a.CoLocated {
 		need += m.Requirements.Capacity
 		gpu += m.Requirements.GPUCapacity
-		if template == "" && !m.Template.IsZero() {
-			template = m.Template.String()
-		}
+		addTemplate(m.Template)
 	}
 	w.waiting = append(w.waiting, provisioner.Waiting{Key: c.key.String(), Pool: c.pool, Capacity: need, GPU: gpu, SecurityGroups: a.SecurityGroups,
-		Template: template})
+		Templates: templates})
 }
 
 // provisionPass creates the nodes planned for the roles waiting in w and

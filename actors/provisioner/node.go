@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -51,6 +52,11 @@ type Node struct {
 	CreateFailed bool
 	// LastError is the cloud's last error, for the backoff's reason.
 	LastError string
+	// Hello is set once its worker reported its resources; Offers is the
+	// product-template catalogue it reported (NodeResources.templates),
+	// which TemplateLies compares with its tier's declaration.
+	Hello  bool
+	Offers []*commonpb.ProductTemplateOffer
 }
 
 // capacityErrorText is the text of providers.ErrCapacity, which wraps
@@ -70,7 +76,8 @@ func NodeOf(rec *internalpb.NodeRecord) (Node, bool) {
 	n := Node{ID: rec.GetNodeId(), Pool: p.GetPool(), Tier: p.GetTier(), Offering: p.GetOffering(),
 		Capacity: float64(p.GetCapacity()), GPU: float64(p.GetGpuCapacity()), ForJobs: p.GetForJobs(),
 		SecurityGroups: p.GetSecurityGroups(), CreatedAt: rec.GetMetadata().GetCreatedAt().AsTime(),
-		LastError: rec.GetCloud().GetLastError()}
+		LastError: rec.GetCloud().GetLastError(),
+		Hello:     rec.GetResources() != nil, Offers: rec.GetResources().GetTemplates()}
 	switch rec.GetState() {
 	case managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED:
 		n.State = Running

@@ -25,11 +25,11 @@ type Waiting struct {
 	// SecurityGroups are the job's extra security groups: it goes only to
 	// a node whose instance has them.
 	SecurityGroups []string
-	// Template names the product template the role (or its co-located
-	// group) runs, "hello 1.0"; empty: none. No node is created for such
-	// a role: which templates a new node offers is known only once its
-	// worker says hello (placement.md, "Provisioning and release").
-	Template string
+	// Templates are the product templates the role and its co-located
+	// group run (job.product_template); empty: none. A new node is
+	// created for such a role only from a tier whose PoolTier.templates
+	// declares every one (placement.md, "Product-template jobs").
+	Templates []TemplateRef
 }
 
 // HealthFunc returns a provider's health in a location (AWS region, OCI
@@ -97,15 +97,21 @@ type bin struct {
 // offering (Offerings order) that fits, is not backed off (Backoffs) and
 // whose location the provider does not report FAILED (UNSTABLE ones only
 // when no healthy one is left). A role named in a creating node's ForJobs
-// goes to that node first. A role with a product template (Waiting.Template)
-// is left unserved: nothing is created for it, so a job whose template no
-// node offers cannot make the engine create node after node. Deterministic
-// for the same Input.
+// goes to that node first. A role with product templates
+// (Waiting.Templates) goes only to a node of a tier that declares them
+// (PoolTier.templates) and that no node has shown to lie about them
+// (TemplateLies); with no such tier it is left unserved, so a job whose
+// template no image offers cannot make the engine create node after node.
+// Deterministic for the same Input.
 func Plan(in Input) Decision {
 	out := Decision{Coming: map[string]string{}, Unserved: map[string]string{}}
 	backedOff := map[string]Backoff{}
 	for _, b := range Backoffs(in.Nodes, in.Now) {
 		backedOff[b.Pool+"\x00"+b.Tier+"\x00"+b.Offering] = b
+	}
+	lies := map[string]TemplateLie{}
+	for _, l := range TemplateLies(in.Pools, in.Nodes, in.Now) {
+		lies[l.Pool+"\x00"+l.Tier+"\x00"+l.Template.String()] = l
 	}
 	byPool := map[string][]Waiting{}
 	for _, w := range in.Waiting {
@@ -121,7 +127,7 @@ func Plan(in Input) Decision {
 		if pool == nil {
 			continue
 		}
-		pp := poolPlan{in: in, pool: pool, backedOff: backedOff, out: &out}
+		pp := poolPlan{in: in, pool: pool, backedOff: backedOff, lies: lies, out: &out}
 		pp.run(byPool[name])
 	}
 	return out
@@ -131,6 +137,7 @@ type poolPlan struct {
 	in        Input
 	pool      *managerpb.Pool
 	backedOff map[string]Backoff
+	lies      map[string]TemplateLie // by pool, tier, template (TemplateRef.String)
 	out       *Decision
 	bins      []*bin
 	live      map[string]int // live (creating or running) nodes per tier, planned ones included
@@ -177,12 +184,11 @@ func (pp *poolPlan) run(waiting []Waiting) {
 	})
 	var rest []Waiting
 	for _, w := range waiting {
-		if w.Template != "" {
-			pp.out.Unserved[w.Key] = fmt.Sprintf("no node is created for it in pool %s: it runs product template %s, "+
-				"and which templates a new node offers is known only once its worker says hello", name, w.Template)
+		if why := pp.noTierDeclares(w); why != "" {
+			pp.out.Unserved[w.Key] = why
 			continue
 		}
-		if b := owner[w.Key]; b != nil && b.fits(w) {
+		if b := owner[w.Key]; b != nil && b.fits(w) && pp.templateProblem(b.tier, w) == "" {
 			b.take(w)
 			pp.out.Coming[w.Key] = b.id
 			continue
@@ -197,7 +203,7 @@ func (pp *poolPlan) run(waiting []Waiting) {
 // place puts w in the first bin it fits, else in a new node.
 func (pp *poolPlan) place(w Waiting) {
 	for _, b := range pp.bins {
-		if b.fits(w) {
+		if b.fits(w) && pp.templateProblem(b.tier, w) == "" {
 			b.take(w)
 			if b.plan == nil {
 				pp.out.Coming[w.Key] = b.id
@@ -207,6 +213,10 @@ func (pp *poolPlan) place(w Waiting) {
 	}
 	var why []string
 	for i, t := range pp.pool.GetTiers() {
+		if reason := pp.templateProblem(i, w); reason != "" {
+			why = append(why, fmt.Sprintf("tier %s: %s", t.GetName(), reason))
+			continue
+		}
 		o, reason := pp.offering(t, w)
 		if reason != "" {
 			why = append(why, fmt.Sprintf("tier %s: %s", t.GetName(), reason))

@@ -71,7 +71,7 @@ func TestEngine_ProductTemplate_NoNodeCreated(t *testing.T) {
 	require.Equal(t, []string{"plain/primary"}, n.node("elastic-mock-1").GetProvisioned().GetForJobs())
 	u, ok := f.eng.LastFailure("t", "primary")
 	require.True(t, ok)
-	require.Contains(t, u.Reason, "no node is created for it in pool elastic: it runs product template hello 1.0")
+	require.Contains(t, u.Reason, "no tier of pool elastic declares product template hello 1.0 (PoolTier.templates)")
 
 	n.start("elastic-mock-1", 8) // its worker offers no templates
 	f.pass()

@@ -172,6 +172,9 @@ func writePoolDetails(w io.Writer, p *managerpb.Pool) error {
 	if err := ctlTable(w, []string{"#", "TIER", "NODE SELECTOR", "MAX NODES", "PROVISIONER", "LINGER", "ENGINE NODES"}, rows); err != nil {
 		return err
 	}
+	if err := writeTierTemplates(w, p); err != nil {
+		return err
+	}
 	return writeBackoffs(w, p)
 }
 

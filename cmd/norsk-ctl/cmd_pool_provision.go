@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // tierProvisioner renders a tier's provisioner for `pool get`: the
@@ -73,4 +74,22 @@ func writeBackoffs(w io.Writer, p *managerpb.Pool) error {
 		return err
 	}
 	return ctlTable(w, []string{"TIER", "OFFERING", "UNTIL", "WHY"}, rows)
+}
+
+// writeTierTemplates renders the product templates the tiers declare for
+// the nodes they create (PoolTier.templates), if any tier declares some.
+func writeTierTemplates(w io.Writer, p *managerpb.Pool) error {
+	var rows [][]string
+	for _, t := range p.GetTiers() {
+		if len(t.GetTemplates()) > 0 {
+			rows = append(rows, []string{t.GetName(), noderesources.DescribeTemplates(t.GetTemplates())})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "Product templates the tiers' new nodes offer:\n"); err != nil {
+		return err
+	}
+	return ctlTable(w, []string{"TIER", "TEMPLATES"}, rows)
 }

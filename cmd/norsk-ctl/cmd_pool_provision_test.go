@@ -19,7 +19,7 @@ func TestCtl_PoolGetProvisioner(t *testing.T) {
 	mustRun(t, addr, "pool", "create", "-f", filepath.Join("..", "..", "examples", "pools", "elastic.json"))
 	get := mustRun(t, addr, "pool", "get", "elastic")
 	for _, want := range []string{"PROVISIONER", "ENGINE NODES", "aws eu-west-2a,eu-west-2b,eu-west-2c c6i.2xlarge(8u),c6i.4xlarge(16u)",
-		"10m0s", "0 running, 0 creating"} {
+		"10m0s", "0 running, 0 creating", "Product templates the tiers' new nodes offer:", "hello (1.0, 1.1)"} {
 		if !strings.Contains(get, want) {
 			t.Errorf("pool get lacks %q:\n%s", want, get)
 		}

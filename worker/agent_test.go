@@ -552,6 +552,9 @@ func TestAgent_DeleteJob_OrderedWithEveryRole(t *testing.T) {
 	s.send(t, provision(primary, 1))
 	s.send(t, provision(backup, 1))
 	s.waitFor(t, "primary started", isStarted(pk))
+	// job_started is sent when the start phase ends, which can be before
+	// the runtime's Start has returned to the fake that records it.
+	rt.waitCall(t, "start "+pk.String())
 	rt.waitCall(t, "start "+bk.String())
 
 	release := rt.holdStops(t)

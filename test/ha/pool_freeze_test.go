@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,33 +33,7 @@ func TestHA_PoolGrainRehomedOffFrozenManager(t *testing.T) {
 		t.Skip("starts a cluster of real managers and workers")
 	}
 	ctx := context.Background()
-	var urls []string
-	for i := range 2 {
-		addr := testproc.Addr(testproc.FreePort(t))
-		stateDir := filepath.Join(t.TempDir(), fmt.Sprintf("pmock-%d", i))
-		t.Cleanup(func() { testproc.KillProcessesMentioning(stateDir) })
-		testproc.Start(t, fmt.Sprintf("pmock-%d", i), "norsk-ctl", "--mode=worker", "--listen", addr, "--state-dir", stateDir,
-			"--log-level", "debug", "--stop-grace", "3s", "--capacity", "4")
-		testproc.Eventually(t, 20*time.Second, addr+" listening", func() bool {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-		urls = append(urls, addr)
-	}
-	c := testproc.NewCluster(t, 3, "--mock-worker-urls", strings.Join(urls, ","))
-	c.StartAll()
-	cl := clientOf(t, 10*time.Second, c.Managers...)
-	testproc.Await(t, 60*time.Second, "pool created", func() error {
-		err := cl.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{Name: "mock", MaxNodes: 2, LingerSeconds: 300,
-			Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{Offering: &managerpb.TierInstanceType{Capacity: 4}}}}}})
-		if err != nil && !strings.Contains(err.Error(), "already exists") {
-			return err
-		}
-		return nil
-	})
+	c, cl := mockPoolCluster(t, "pmock", 2, 2, 300)
 	owner := poolGrainOwner(t, c.Managers)
 	base := 54_000_000 + time.Now().Nanosecond()%1000*1000
 	arg := func(i int) string { return fmt.Sprint(base + i) }

@@ -3,8 +3,6 @@ package ha
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,33 +39,7 @@ func TestHA_ProvisionSurvivesLeaderFreeze(t *testing.T) {
 	// TestHA_PoolGrainRehomedOffFrozenManager places the grain there on
 	// purpose).
 	ctx := context.Background()
-	var urls []string
-	for i := range 3 {
-		addr := testproc.Addr(testproc.FreePort(t))
-		stateDir := filepath.Join(t.TempDir(), fmt.Sprintf("fmock-%d", i))
-		t.Cleanup(func() { testproc.KillProcessesMentioning(stateDir) })
-		testproc.Start(t, fmt.Sprintf("fmock-%d", i), "norsk-ctl", "--mode=worker", "--listen", addr, "--state-dir", stateDir,
-			"--log-level", "debug", "--stop-grace", "3s", "--capacity", "4")
-		testproc.Eventually(t, 20*time.Second, addr+" listening", func() bool {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-		urls = append(urls, addr)
-	}
-	c := testproc.NewCluster(t, 3, "--mock-worker-urls", strings.Join(urls, ","))
-	c.StartAll()
-	cl := clientOf(t, 10*time.Second, c.Managers...)
-	testproc.Await(t, 60*time.Second, "pool created", func() error {
-		err := cl.CreatePool(ctx, &managerpb.Pool{Name: "elastic", Tiers: []*managerpb.PoolTier{{Name: "mock", MaxNodes: 3, LingerSeconds: provisionFreezeLinger,
-			Provisioner: &managerpb.PoolTier_Mock{Mock: &managerpb.MockTierProvisioner{Offering: &managerpb.TierInstanceType{Capacity: 4}}}}}})
-		if err != nil && !strings.Contains(err.Error(), "already exists") {
-			return err
-		}
-		return nil
-	})
+	c, cl := mockPoolCluster(t, "fmock", 3, 3, provisionFreezeLinger)
 	base := 53_000_000 + time.Now().Nanosecond()%1000*1000
 	arg := func(i int) string { return fmt.Sprint(base + i) }
 	t.Cleanup(func() {

@@ -67,6 +67,9 @@ func merelyLost(n *internalpb.NodeRecord) bool {
 	case managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED:
 		return false
 	case managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED:
+		if n.StopReason == nil {
+			return true // stopped for no recorded reason: not on purpose
+		}
 		switch n.GetStopReason() {
 		case managerpb.NodeStopping_USER_REQUESTED, managerpb.NodeStopping_PROVIDER_STOP,
 			managerpb.NodeStopping_PROVIDER_TERMINATE, managerpb.NodeStopping_CREATE_FAILED:

@@ -34,6 +34,9 @@ type Agent struct {
 	load *loadSampler
 	hub  *hub
 	ops  *keyQueue
+	// lease is the fence's lease (fence.go); set by Run once the state
+	// directory is locked, before any session or the fence starts.
+	lease *lease
 
 	running atomic.Bool
 	wg      sync.WaitGroup // every goroutine the agent starts
@@ -117,6 +120,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.loadStoredIdentity(); err != nil {
 		return err
 	}
+	a.lease = newLease(a.log, a.cfg.StateDir)
 	if err := a.rt.Restore(runCtx); err != nil {
 		return fmt.Errorf("worker: restore jobs: %w", err)
 	}
@@ -127,6 +131,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := a.newServer()
 	errCh := make(chan error, 2)
 	a.goFunc(func() { a.pumpEvents(runCtx) })
+	a.goFunc(func() { a.runFence(runCtx) })
 	a.goFunc(func() {
 		if err := srv.Serve(lis); err != nil {
 			errCh <- fmt.Errorf("worker: serve: %w", err)

@@ -282,7 +282,7 @@ func (a *Agent) sendHealth(ctx context.Context, stream workerpb.Worker_NodeContr
 		a.log.Debug("measuring load", "error", err)
 	}
 	return stream.Send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{
-		Health: &workerpb.Health{MeasuredLoad: load, RuntimeConditions: runtimeConditions(a.rt)},
+		Health: &workerpb.Health{MeasuredLoad: load, RuntimeConditions: runtimeConditions(a.rt), Seq: a.lease.nextSeq()},
 	}})
 }
 
@@ -306,6 +306,8 @@ func (a *Agent) dispatch(s *session, m *workerpb.NodeControllerMessage, log *slo
 		a.update(msg.UpdateJob, log)
 	case *workerpb.NodeControllerMessage_DeleteJob:
 		a.deleteJobData(JobID(msg.DeleteJob.GetJobId()), log)
+	case *workerpb.NodeControllerMessage_HealthAck:
+		a.lease.ack(msg.HealthAck.GetSeq())
 	case *workerpb.NodeControllerMessage_HelloResponse:
 		log.Debug("ignoring a repeated hello_response")
 	default:

@@ -16,6 +16,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/workerpb"
 )
 
 func hashReply(h int64) *internalpb.Reply {
@@ -182,6 +183,10 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *
 	wj := WorkerJob(g.rec.GetJob().GetJob(), role)
 	wj.InstanceId = p.instance
 	wj.NorskCpuList = p.cpus
+	if c.GetPlacement().GetFence() {
+		// The node grain fills in replace_after_ms (worker-sessions.md §8).
+		wj.Fence = &workerpb.WorkerFence{}
+	}
 	cmd := &internalpb.NodeCommand{RequestId: reqID, NodeId: node, Cmd: &internalpb.NodeCommand_Provision{
 		Provision: &internalpb.Provision{Job: wj}}}
 	f := g.cfg.Router.RequestFuture(actors.KindNode, node, cmd, g.cfg.NodeTimeout)

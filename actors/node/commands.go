@@ -266,7 +266,7 @@ func (g *grain) provision(ctx actor.Context, c *internalpb.Provision, deadline *
 	if r := g.templateRefusal(c.GetJob()); r != nil {
 		return r
 	}
-	g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: c.GetJob()}})
+	g.sendToWorker(g.provisionMessage(c.GetJob()))
 	g.provisionSentAt = g.cfg.Clock()
 	return &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}}
 }

@@ -159,7 +159,7 @@ func (g *grain) flushProvisions() {
 			g.system.Root.Send(p.sender, r)
 			continue
 		}
-		g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_ProvisionJob{ProvisionJob: p.cmd.GetJob()}})
+		g.sendToWorker(g.provisionMessage(p.cmd.GetJob()))
 		g.system.Root.Send(p.sender, &internalpb.Reply{Payload: &internalpb.Reply_Node{Node: g.rec}})
 		g.provisionSentAt = g.cfg.Clock()
 	}

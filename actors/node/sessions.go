@@ -170,9 +170,10 @@ func (g *grain) onHello(ctx actor.Context, m *sessionHello) {
 
 // onHealthy runs at the first health ping of a verified session: only a
 // worker that pings counts as back (one that answers hello and then stays
-// silent keeps being lost). The node is STARTED from here, and the jobs of
-// the hello are reconciled.
-func (g *grain) onHealthy(ctx actor.Context) {
+// silent keeps being lost). The node is STARTED from here, the health h is
+// acknowledged (the fence's lease), and the jobs of the hello are
+// reconciled.
+func (g *grain) onHealthy(ctx actor.Context, h *workerpb.Health) {
 	g.healthy = true
 	next := g.next()
 	var events []*managerpb.EventStreamEvent
@@ -204,6 +205,9 @@ func (g *grain) onHealthy(ctx actor.Context) {
 		g.cancelLost()
 		g.cancelLost = nil
 	}
+	// Before any command: a fenced job provisioned below must find the
+	// worker's lease renewed.
+	g.ackHealth(h)
 	// Adopt what the worker runs (after a manager restart, or after the
 	// node was declared stopped while the worker kept its jobs).
 	g.reconcile(g.helloRunning)
@@ -258,7 +262,9 @@ func (g *grain) onWorkerMessage(ctx actor.Context, m *workerMessage) {
 	switch x := m.msg.GetMessage().(type) {
 	case *workerpb.WorkerMessage_Health:
 		if !g.healthy {
-			g.onHealthy(ctx)
+			g.onHealthy(ctx, x.Health)
+		} else {
+			g.ackHealth(x.Health)
 		}
 	case *workerpb.WorkerMessage_JobStarted:
 		g.report(x.JobStarted.GetJobKey().GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STARTED,

@@ -25,7 +25,7 @@ const RecheckWriteGap = 30 * time.Second
 // resilience policy, each against its own peer (the decision's Degraded is
 // the union over the group, so it is not used here).
 func (w *world) noteOf(c *candidate, d scheduler.Decision, asked bool, peer *scheduler.Peer) *internalpb.PlacementNote {
-	n := &internalpb.PlacementNote{Pool: c.pool, Tier: d.Tier, Decision: d.String()}
+	n := &internalpb.PlacementNote{Pool: c.pool, Tier: d.Tier, Decision: d.String(), Fence: w.fences(c)}
 	var shared []scheduler.Domain
 	if !asked {
 		peer = w.peerOf(c.rec, c.bundle, c.replica, c.jobName)

@@ -214,6 +214,9 @@ func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalp
 	if job.MigrationOf(rec, string(c.role)) != nil {
 		return candidate{}, false, nil // the move's to place (migrate.go)
 	}
+	if w.waitsForLostNode(&c) != "" {
+		return candidate{}, false, nil // its pool waits for the lost node (disconnect.go)
+	}
 	return c, true, nil
 }
 

@@ -37,6 +37,10 @@ type fakeWorker struct {
 	epochs     []uint64
 	// silent stops health pings (the session then times out).
 	silent atomic.Bool
+	// healthSeq numbers the health pings (Health.seq, as a worker that
+	// fences); 0 while unset, as an older worker.
+	healthSeq atomic.Bool
+	seq       atomic.Uint64
 	// resources is sent in hello (nil: none, as an older worker).
 	resources *commonpb.NodeResources
 	// refuse, when set and returning a reason, answers a provision_job
@@ -131,7 +135,11 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 				if w.silent.Load() {
 					continue
 				}
-				if send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{Health: &workerpb.Health{}}}) != nil {
+				h := &workerpb.Health{}
+				if w.healthSeq.Load() {
+					h.Seq = w.seq.Add(1)
+				}
+				if send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_Health{Health: h}}) != nil {
 					return
 				}
 			}

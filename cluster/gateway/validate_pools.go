@@ -25,8 +25,8 @@ const (
 )
 
 // validatePool checks a pool of CreatePool/UpdatePool and returns the
-// pool to store: a copy with the default restart ceiling and linger filled
-// in and version and tier_status cleared (a version is the record's sequence, never stored).
+// pool to store: a copy with the default restart ceiling, linger and
+// disconnect settings filled in and version and tier_status cleared (a version is the record's sequence, never stored).
 // Errors are InvalidArgument naming the field ("pool.tiers[1].name"); the
 // input is not modified.
 func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
@@ -49,6 +49,9 @@ func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
 	if err := checkPoolPriorities(p); err != nil {
 		return nil, err
 	}
+	if err := checkPoolDisconnect(p.GetDisconnect()); err != nil {
+		return nil, err
+	}
 	out := proto.Clone(p).(*managerpb.Pool)
 	out.Version = 0
 	out.TierStatus = nil
@@ -56,6 +59,7 @@ func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
 	if out.RestartCeiling == nil {
 		out.RestartCeiling = &managerpb.RestartCeiling{MaxFailures: defaultRestartFailures, WindowSeconds: defaultRestartWindowSeconds}
 	}
+	withDisconnectDefaults(out)
 	return out, nil
 }
 

@@ -368,7 +368,11 @@ type PlacementNote struct {
 	PeerNodeId string `protobuf:"bytes,7,opt,name=peer_node_id,json=peerNodeId,proto3" json:"peer_node_id,omitempty"`
 	// When the note was last written (placement or re-check): re-checks are
 	// written at most once per 30 s per instance.
-	NotedAt       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=noted_at,json=notedAt,proto3" json:"noted_at,omitempty"`
+	NotedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=noted_at,json=notedAt,proto3" json:"noted_at,omitempty"`
+	// Added (issue 21 §10). The pool fences this instance: the start sends
+	// WorkerJob.fence, so that a worker cut off from every manager stops it
+	// by itself (docs/design/worker-sessions.md §8).
+	Fence         bool `protobuf:"varint,9,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +461,13 @@ func (x *PlacementNote) GetNotedAt() *timestamppb.Timestamp {
 		return x.NotedAt
 	}
 	return nil
+}
+
+func (x *PlacementNote) GetFence() bool {
+	if x != nil {
+		return x.Fence
+	}
+	return false
 }
 
 // The placement engine's last failure to place one role of a job.
@@ -5560,7 +5571,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\brun_hash\x18  \x01(\x03R\arunHash\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xca\x02\n" +
+	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"\xe0\x02\n" +
 	"\rPlacementNote\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x122\n" +
@@ -5570,7 +5581,8 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\bdecision\x18\x06 \x01(\tR\bdecision\x12 \n" +
 	"\fpeer_node_id\x18\a \x01(\tR\n" +
 	"peerNodeId\x125\n" +
-	"\bnoted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\anotedAt\"\xc2\x01\n" +
+	"\bnoted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\anotedAt\x12\x14\n" +
+	"\x05fence\x18\t \x01(\bR\x05fence\"\xc2\x01\n" +
 	"\x16PlacementFailureRecord\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12=\n" +
 	"\aattempt\x18\x02 \x01(\v2#.norsk.api.manager.PlacementAttemptR\aattempt\x12;\n" +

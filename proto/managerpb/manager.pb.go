@@ -1015,6 +1015,114 @@ func (PlacementDegraded_State) EnumDescriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{103, 0}
 }
 
+type PoolDisconnect_Fence int32
+
+const (
+	PoolDisconnect_FENCE_UNSPECIFIED PoolDisconnect_Fence = 0
+	// The worker stops the pool's jobs by itself once it has had no
+	// manager contact for its lease (shorter than the managers' loss
+	// detection): at most one copy of a job runs.
+	PoolDisconnect_FENCE_ON PoolDisconnect_Fence = 1
+	// The worker keeps the jobs running whatever happens to its sessions.
+	PoolDisconnect_FENCE_OFF PoolDisconnect_Fence = 2
+)
+
+// Enum value maps for PoolDisconnect_Fence.
+var (
+	PoolDisconnect_Fence_name = map[int32]string{
+		0: "FENCE_UNSPECIFIED",
+		1: "FENCE_ON",
+		2: "FENCE_OFF",
+	}
+	PoolDisconnect_Fence_value = map[string]int32{
+		"FENCE_UNSPECIFIED": 0,
+		"FENCE_ON":          1,
+		"FENCE_OFF":         2,
+	}
+)
+
+func (x PoolDisconnect_Fence) Enum() *PoolDisconnect_Fence {
+	p := new(PoolDisconnect_Fence)
+	*p = x
+	return p
+}
+
+func (x PoolDisconnect_Fence) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PoolDisconnect_Fence) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[17].Descriptor()
+}
+
+func (PoolDisconnect_Fence) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[17]
+}
+
+func (x PoolDisconnect_Fence) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PoolDisconnect_Fence.Descriptor instead.
+func (PoolDisconnect_Fence) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{112, 0}
+}
+
+type PoolDisconnect_Replace int32
+
+const (
+	PoolDisconnect_REPLACE_UNSPECIFIED PoolDisconnect_Replace = 0
+	// When the managers declare the node lost, its jobs are placed on
+	// other nodes at once.
+	PoolDisconnect_REPLACE_IMMEDIATELY PoolDisconnect_Replace = 1
+	// The jobs wait for their node: they are placed again only once the
+	// node is back (or terminated, or deregistered), never while it is
+	// merely lost. For jobs that must never run twice even with the
+	// fence off.
+	PoolDisconnect_REPLACE_WAIT PoolDisconnect_Replace = 2
+)
+
+// Enum value maps for PoolDisconnect_Replace.
+var (
+	PoolDisconnect_Replace_name = map[int32]string{
+		0: "REPLACE_UNSPECIFIED",
+		1: "REPLACE_IMMEDIATELY",
+		2: "REPLACE_WAIT",
+	}
+	PoolDisconnect_Replace_value = map[string]int32{
+		"REPLACE_UNSPECIFIED": 0,
+		"REPLACE_IMMEDIATELY": 1,
+		"REPLACE_WAIT":        2,
+	}
+)
+
+func (x PoolDisconnect_Replace) Enum() *PoolDisconnect_Replace {
+	p := new(PoolDisconnect_Replace)
+	*p = x
+	return p
+}
+
+func (x PoolDisconnect_Replace) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PoolDisconnect_Replace) Descriptor() protoreflect.EnumDescriptor {
+	return file_manager_proto_enumTypes[18].Descriptor()
+}
+
+func (PoolDisconnect_Replace) Type() protoreflect.EnumType {
+	return &file_manager_proto_enumTypes[18]
+}
+
+func (x PoolDisconnect_Replace) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PoolDisconnect_Replace.Descriptor instead.
+func (PoolDisconnect_Replace) EnumDescriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{112, 1}
+}
+
 // `Hello` is sent to the client at the start of a status channel, and gives
 // information about the current Norsk runtime
 type Hello struct {
@@ -9706,7 +9814,13 @@ type Pool struct {
 	// Output (GetPool, ListPools; ignored on input): per tier with a
 	// provisioner, the nodes the engine created and the offerings it keeps
 	// out after a capacity error.
-	TierStatus    []*PoolTierStatus `protobuf:"bytes,10,rep,name=tier_status,json=tierStatus,proto3" json:"tier_status,omitempty"`
+	TierStatus []*PoolTierStatus `protobuf:"bytes,10,rep,name=tier_status,json=tierStatus,proto3" json:"tier_status,omitempty"`
+	// Added (issue 21 §10; docs/design/pools.md "Disconnected workers").
+	// What happens to the auto-placed jobs of this pool on a worker cut off
+	// from every manager. Unset in CreatePool/UpdatePool, or a field of it
+	// left UNSPECIFIED: fence on, replace immediately (stored explicitly,
+	// so GetPool shows what applies).
+	Disconnect    *PoolDisconnect `protobuf:"bytes,15,opt,name=disconnect,proto3" json:"disconnect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -9804,6 +9918,67 @@ func (x *Pool) GetTierStatus() []*PoolTierStatus {
 	return nil
 }
 
+func (x *Pool) GetDisconnect() *PoolDisconnect {
+	if x != nil {
+		return x.Disconnect
+	}
+	return nil
+}
+
+// Added (issue 21 §10). A pool's answer to a worker the managers lost
+// (Nomad's disconnect { stop_on_client_after, replace }).
+type PoolDisconnect struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fence         PoolDisconnect_Fence   `protobuf:"varint,1,opt,name=fence,proto3,enum=norsk.api.manager.PoolDisconnect_Fence" json:"fence,omitempty"`
+	Replace       PoolDisconnect_Replace `protobuf:"varint,2,opt,name=replace,proto3,enum=norsk.api.manager.PoolDisconnect_Replace" json:"replace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolDisconnect) Reset() {
+	*x = PoolDisconnect{}
+	mi := &file_manager_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolDisconnect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolDisconnect) ProtoMessage() {}
+
+func (x *PoolDisconnect) ProtoReflect() protoreflect.Message {
+	mi := &file_manager_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolDisconnect.ProtoReflect.Descriptor instead.
+func (*PoolDisconnect) Descriptor() ([]byte, []int) {
+	return file_manager_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *PoolDisconnect) GetFence() PoolDisconnect_Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return PoolDisconnect_FENCE_UNSPECIFIED
+}
+
+func (x *PoolDisconnect) GetReplace() PoolDisconnect_Replace {
+	if x != nil {
+		return x.Replace
+	}
+	return PoolDisconnect_REPLACE_UNSPECIFIED
+}
+
 // Added (ours). Output: what a tier's provisioner has done.
 type PoolTierStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -9819,7 +9994,7 @@ type PoolTierStatus struct {
 
 func (x *PoolTierStatus) Reset() {
 	*x = PoolTierStatus{}
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9831,7 +10006,7 @@ func (x *PoolTierStatus) String() string {
 func (*PoolTierStatus) ProtoMessage() {}
 
 func (x *PoolTierStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[112]
+	mi := &file_manager_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9844,7 +10019,7 @@ func (x *PoolTierStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTierStatus.ProtoReflect.Descriptor instead.
 func (*PoolTierStatus) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{112}
+	return file_manager_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *PoolTierStatus) GetTier() string {
@@ -9889,7 +10064,7 @@ type OfferingBackoff struct {
 
 func (x *OfferingBackoff) Reset() {
 	*x = OfferingBackoff{}
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9901,7 +10076,7 @@ func (x *OfferingBackoff) String() string {
 func (*OfferingBackoff) ProtoMessage() {}
 
 func (x *OfferingBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[113]
+	mi := &file_manager_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9914,7 +10089,7 @@ func (x *OfferingBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferingBackoff.ProtoReflect.Descriptor instead.
 func (*OfferingBackoff) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{113}
+	return file_manager_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *OfferingBackoff) GetOffering() string {
@@ -9986,7 +10161,7 @@ type PoolTier struct {
 
 func (x *PoolTier) Reset() {
 	*x = PoolTier{}
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9998,7 +10173,7 @@ func (x *PoolTier) String() string {
 func (*PoolTier) ProtoMessage() {}
 
 func (x *PoolTier) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[114]
+	mi := &file_manager_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10011,7 +10186,7 @@ func (x *PoolTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTier.ProtoReflect.Descriptor instead.
 func (*PoolTier) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{114}
+	return file_manager_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *PoolTier) GetName() string {
@@ -10129,7 +10304,7 @@ type AwsTierProvisioner struct {
 
 func (x *AwsTierProvisioner) Reset() {
 	*x = AwsTierProvisioner{}
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10141,7 +10316,7 @@ func (x *AwsTierProvisioner) String() string {
 func (*AwsTierProvisioner) ProtoMessage() {}
 
 func (x *AwsTierProvisioner) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[115]
+	mi := &file_manager_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10154,7 +10329,7 @@ func (x *AwsTierProvisioner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwsTierProvisioner.ProtoReflect.Descriptor instead.
 func (*AwsTierProvisioner) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{115}
+	return file_manager_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *AwsTierProvisioner) GetRegion() string {
@@ -10214,7 +10389,7 @@ type TierInstanceType struct {
 
 func (x *TierInstanceType) Reset() {
 	*x = TierInstanceType{}
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10226,7 +10401,7 @@ func (x *TierInstanceType) String() string {
 func (*TierInstanceType) ProtoMessage() {}
 
 func (x *TierInstanceType) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[116]
+	mi := &file_manager_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10239,7 +10414,7 @@ func (x *TierInstanceType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierInstanceType.ProtoReflect.Descriptor instead.
 func (*TierInstanceType) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{116}
+	return file_manager_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *TierInstanceType) GetInstanceType() string {
@@ -10282,7 +10457,7 @@ type OciTierProvisioner struct {
 
 func (x *OciTierProvisioner) Reset() {
 	*x = OciTierProvisioner{}
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10294,7 +10469,7 @@ func (x *OciTierProvisioner) String() string {
 func (*OciTierProvisioner) ProtoMessage() {}
 
 func (x *OciTierProvisioner) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[117]
+	mi := &file_manager_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10307,7 +10482,7 @@ func (x *OciTierProvisioner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OciTierProvisioner.ProtoReflect.Descriptor instead.
 func (*OciTierProvisioner) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{117}
+	return file_manager_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *OciTierProvisioner) GetAvailabilityDomains() []string {
@@ -10359,7 +10534,7 @@ type MockTierProvisioner struct {
 
 func (x *MockTierProvisioner) Reset() {
 	*x = MockTierProvisioner{}
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10371,7 +10546,7 @@ func (x *MockTierProvisioner) String() string {
 func (*MockTierProvisioner) ProtoMessage() {}
 
 func (x *MockTierProvisioner) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[118]
+	mi := &file_manager_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10384,7 +10559,7 @@ func (x *MockTierProvisioner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MockTierProvisioner.ProtoReflect.Descriptor instead.
 func (*MockTierProvisioner) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{118}
+	return file_manager_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *MockTierProvisioner) GetTags() map[string]string {
@@ -10416,7 +10591,7 @@ type RestartCeiling struct {
 
 func (x *RestartCeiling) Reset() {
 	*x = RestartCeiling{}
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10428,7 +10603,7 @@ func (x *RestartCeiling) String() string {
 func (*RestartCeiling) ProtoMessage() {}
 
 func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[119]
+	mi := &file_manager_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10441,7 +10616,7 @@ func (x *RestartCeiling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartCeiling.ProtoReflect.Descriptor instead.
 func (*RestartCeiling) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{119}
+	return file_manager_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *RestartCeiling) GetMaxFailures() uint32 {
@@ -10467,7 +10642,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10479,7 +10654,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[120]
+	mi := &file_manager_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10492,7 +10667,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{120}
+	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
 // Added (ours).
@@ -10509,7 +10684,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10521,7 +10696,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[121]
+	mi := &file_manager_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10534,7 +10709,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{121}
+	return file_manager_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *ListPoolsResponse) GetPools() []*Pool {
@@ -10562,7 +10737,7 @@ type PoolUpdated struct {
 
 func (x *PoolUpdated) Reset() {
 	*x = PoolUpdated{}
-	mi := &file_manager_proto_msgTypes[122]
+	mi := &file_manager_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10574,7 +10749,7 @@ func (x *PoolUpdated) String() string {
 func (*PoolUpdated) ProtoMessage() {}
 
 func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[122]
+	mi := &file_manager_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10587,7 +10762,7 @@ func (x *PoolUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolUpdated.ProtoReflect.Descriptor instead.
 func (*PoolUpdated) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{122}
+	return file_manager_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *PoolUpdated) GetPool() *Pool {
@@ -10607,7 +10782,7 @@ type PoolDeleted struct {
 
 func (x *PoolDeleted) Reset() {
 	*x = PoolDeleted{}
-	mi := &file_manager_proto_msgTypes[123]
+	mi := &file_manager_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10619,7 +10794,7 @@ func (x *PoolDeleted) String() string {
 func (*PoolDeleted) ProtoMessage() {}
 
 func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[123]
+	mi := &file_manager_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10632,7 +10807,7 @@ func (x *PoolDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolDeleted.ProtoReflect.Descriptor instead.
 func (*PoolDeleted) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{123}
+	return file_manager_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *PoolDeleted) GetName() *PoolName {
@@ -10659,7 +10834,7 @@ type NodeSchedulingState struct {
 
 func (x *NodeSchedulingState) Reset() {
 	*x = NodeSchedulingState{}
-	mi := &file_manager_proto_msgTypes[124]
+	mi := &file_manager_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10671,7 +10846,7 @@ func (x *NodeSchedulingState) String() string {
 func (*NodeSchedulingState) ProtoMessage() {}
 
 func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[124]
+	mi := &file_manager_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10684,7 +10859,7 @@ func (x *NodeSchedulingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSchedulingState.ProtoReflect.Descriptor instead.
 func (*NodeSchedulingState) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{124}
+	return file_manager_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *NodeSchedulingState) GetState() NodeScheduling {
@@ -10727,7 +10902,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_manager_proto_msgTypes[125]
+	mi := &file_manager_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10739,7 +10914,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[125]
+	mi := &file_manager_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10752,7 +10927,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{125}
+	return file_manager_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *CordonNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -10781,7 +10956,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_manager_proto_msgTypes[126]
+	mi := &file_manager_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10793,7 +10968,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[126]
+	mi := &file_manager_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10806,7 +10981,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{126}
+	return file_manager_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *DrainNodeRequest) GetNodeId() *commonpb.NodeId {
@@ -10849,7 +11024,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10861,7 +11036,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[127]
+	mi := &file_manager_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10874,7 +11049,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{127}
+	return file_manager_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -10935,7 +11110,7 @@ type AclBootstrapRequest struct {
 
 func (x *AclBootstrapRequest) Reset() {
 	*x = AclBootstrapRequest{}
-	mi := &file_manager_proto_msgTypes[128]
+	mi := &file_manager_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10947,7 +11122,7 @@ func (x *AclBootstrapRequest) String() string {
 func (*AclBootstrapRequest) ProtoMessage() {}
 
 func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[128]
+	mi := &file_manager_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10960,7 +11135,7 @@ func (x *AclBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*AclBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{128}
+	return file_manager_proto_rawDescGZIP(), []int{129}
 }
 
 // Added (ours). AclTokenCreate.
@@ -10977,7 +11152,7 @@ type AclTokenCreateRequest struct {
 
 func (x *AclTokenCreateRequest) Reset() {
 	*x = AclTokenCreateRequest{}
-	mi := &file_manager_proto_msgTypes[129]
+	mi := &file_manager_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10989,7 +11164,7 @@ func (x *AclTokenCreateRequest) String() string {
 func (*AclTokenCreateRequest) ProtoMessage() {}
 
 func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[129]
+	mi := &file_manager_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11002,7 +11177,7 @@ func (x *AclTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{129}
+	return file_manager_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *AclTokenCreateRequest) GetName() string {
@@ -11035,7 +11210,7 @@ type AclTokenListRequest struct {
 
 func (x *AclTokenListRequest) Reset() {
 	*x = AclTokenListRequest{}
-	mi := &file_manager_proto_msgTypes[130]
+	mi := &file_manager_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11047,7 +11222,7 @@ func (x *AclTokenListRequest) String() string {
 func (*AclTokenListRequest) ProtoMessage() {}
 
 func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[130]
+	mi := &file_manager_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11060,7 +11235,7 @@ func (x *AclTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{130}
+	return file_manager_proto_rawDescGZIP(), []int{131}
 }
 
 // Added (ours). AclTokenList.
@@ -11077,7 +11252,7 @@ type AclTokenListResponse struct {
 
 func (x *AclTokenListResponse) Reset() {
 	*x = AclTokenListResponse{}
-	mi := &file_manager_proto_msgTypes[131]
+	mi := &file_manager_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11089,7 +11264,7 @@ func (x *AclTokenListResponse) String() string {
 func (*AclTokenListResponse) ProtoMessage() {}
 
 func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[131]
+	mi := &file_manager_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11102,7 +11277,7 @@ func (x *AclTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenListResponse.ProtoReflect.Descriptor instead.
 func (*AclTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{131}
+	return file_manager_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *AclTokenListResponse) GetTokens() []*AclToken {
@@ -11129,7 +11304,7 @@ type AclTokenRevokeRequest struct {
 
 func (x *AclTokenRevokeRequest) Reset() {
 	*x = AclTokenRevokeRequest{}
-	mi := &file_manager_proto_msgTypes[132]
+	mi := &file_manager_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11141,7 +11316,7 @@ func (x *AclTokenRevokeRequest) String() string {
 func (*AclTokenRevokeRequest) ProtoMessage() {}
 
 func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[132]
+	mi := &file_manager_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11154,7 +11329,7 @@ func (x *AclTokenRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{132}
+	return file_manager_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *AclTokenRevokeRequest) GetAccessorId() string {
@@ -11173,7 +11348,7 @@ type AclTokenSelfRequest struct {
 
 func (x *AclTokenSelfRequest) Reset() {
 	*x = AclTokenSelfRequest{}
-	mi := &file_manager_proto_msgTypes[133]
+	mi := &file_manager_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11185,7 +11360,7 @@ func (x *AclTokenSelfRequest) String() string {
 func (*AclTokenSelfRequest) ProtoMessage() {}
 
 func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[133]
+	mi := &file_manager_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11198,7 +11373,7 @@ func (x *AclTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*AclTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{133}
+	return file_manager_proto_rawDescGZIP(), []int{134}
 }
 
 // Added (newer NorskManager SDK). AppendAuditEntry.
@@ -11213,7 +11388,7 @@ type AppendAuditEntryRequest struct {
 
 func (x *AppendAuditEntryRequest) Reset() {
 	*x = AppendAuditEntryRequest{}
-	mi := &file_manager_proto_msgTypes[134]
+	mi := &file_manager_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11225,7 +11400,7 @@ func (x *AppendAuditEntryRequest) String() string {
 func (*AppendAuditEntryRequest) ProtoMessage() {}
 
 func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[134]
+	mi := &file_manager_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11238,7 +11413,7 @@ func (x *AppendAuditEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEntryRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEntryRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{134}
+	return file_manager_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *AppendAuditEntryRequest) GetSource() string {
@@ -11288,7 +11463,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_manager_proto_msgTypes[135]
+	mi := &file_manager_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11300,7 +11475,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[135]
+	mi := &file_manager_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11313,7 +11488,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{135}
+	return file_manager_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *AuditLogEntry) GetSeq() int64 {
@@ -11387,7 +11562,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_manager_proto_msgTypes[136]
+	mi := &file_manager_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11399,7 +11574,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[136]
+	mi := &file_manager_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11412,7 +11587,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{136}
+	return file_manager_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *ListAuditEntriesRequest) GetFromSeq() int64 {
@@ -11450,7 +11625,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_manager_proto_msgTypes[137]
+	mi := &file_manager_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11462,7 +11637,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[137]
+	mi := &file_manager_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11475,7 +11650,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_manager_proto_rawDescGZIP(), []int{137}
+	return file_manager_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditLogEntry {
@@ -11509,7 +11684,7 @@ type DateFilter_Within struct {
 
 func (x *DateFilter_Within) Reset() {
 	*x = DateFilter_Within{}
-	mi := &file_manager_proto_msgTypes[144]
+	mi := &file_manager_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11521,7 +11696,7 @@ func (x *DateFilter_Within) String() string {
 func (*DateFilter_Within) ProtoMessage() {}
 
 func (x *DateFilter_Within) ProtoReflect() protoreflect.Message {
-	mi := &file_manager_proto_msgTypes[144]
+	mi := &file_manager_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12280,7 +12455,7 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"\x1e\n" +
 	"\bPoolName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xe2\x03\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa5\x04\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x05tiers\x18\x02 \x03(\v2\x1b.norsk.api.manager.PoolTierR\x05tiers\x12J\n" +
@@ -12292,7 +12467,21 @@ const file_manager_proto_rawDesc = "" +
 	"\x13preemption_disabled\x18\b \x01(\bR\x12preemptionDisabled\x12B\n" +
 	"\vtier_status\x18\n" +
 	" \x03(\v2!.norsk.api.manager.PoolTierStatusR\n" +
-	"tierStatusJ\x04\b\v\x10\x0f\"\xb3\x01\n" +
+	"tierStatus\x12A\n" +
+	"\n" +
+	"disconnect\x18\x0f \x01(\v2!.norsk.api.manager.PoolDisconnectR\n" +
+	"disconnectJ\x04\b\v\x10\x0f\"\xa0\x02\n" +
+	"\x0ePoolDisconnect\x12=\n" +
+	"\x05fence\x18\x01 \x01(\x0e2'.norsk.api.manager.PoolDisconnect.FenceR\x05fence\x12C\n" +
+	"\areplace\x18\x02 \x01(\x0e2).norsk.api.manager.PoolDisconnect.ReplaceR\areplace\";\n" +
+	"\x05Fence\x12\x15\n" +
+	"\x11FENCE_UNSPECIFIED\x10\x00\x12\f\n" +
+	"\bFENCE_ON\x10\x01\x12\r\n" +
+	"\tFENCE_OFF\x10\x02\"M\n" +
+	"\aReplace\x12\x17\n" +
+	"\x13REPLACE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13REPLACE_IMMEDIATELY\x10\x01\x12\x10\n" +
+	"\fREPLACE_WAIT\x10\x02\"\xb3\x01\n" +
 	"\x0ePoolTierStatus\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12#\n" +
 	"\rnodes_running\x18\x02 \x01(\rR\fnodesRunning\x12%\n" +
@@ -12528,8 +12717,8 @@ func file_manager_proto_rawDescGZIP() []byte {
 	return file_manager_proto_rawDescData
 }
 
-var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
-var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 153)
+var file_manager_proto_enumTypes = make([]protoimpl.EnumInfo, 19)
+var file_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 154)
 var file_manager_proto_goTypes = []any{
 	(Version)(0),                          // 0: norsk.api.manager.Version
 	(Health)(0),                           // 1: norsk.api.manager.Health
@@ -12548,559 +12737,565 @@ var file_manager_proto_goTypes = []any{
 	(Migration_Phase)(0),                  // 14: norsk.api.manager.Migration.Phase
 	(Migration_Why)(0),                    // 15: norsk.api.manager.Migration.Why
 	(PlacementDegraded_State)(0),          // 16: norsk.api.manager.PlacementDegraded.State
-	(*Hello)(nil),                         // 17: norsk.api.manager.Hello
-	(*Job)(nil),                           // 18: norsk.api.manager.Job
-	(*TerminalState)(nil),                 // 19: norsk.api.manager.TerminalState
-	(*AutoPlacement)(nil),                 // 20: norsk.api.manager.AutoPlacement
-	(*CapabilityRequirement)(nil),         // 21: norsk.api.manager.CapabilityRequirement
-	(*JobRequirements)(nil),               // 22: norsk.api.manager.JobRequirements
-	(*JobHash)(nil),                       // 23: norsk.api.manager.JobHash
-	(*JobHistoryJobCreated)(nil),          // 24: norsk.api.manager.JobHistoryJobCreated
-	(*JobHistoryJobUpdated)(nil),          // 25: norsk.api.manager.JobHistoryJobUpdated
-	(*JobHistoryJobProvisioned)(nil),      // 26: norsk.api.manager.JobHistoryJobProvisioned
-	(*JobHistoryJobRunning)(nil),          // 27: norsk.api.manager.JobHistoryJobRunning
-	(*JobHistoryJobStopping)(nil),         // 28: norsk.api.manager.JobHistoryJobStopping
-	(*JobHistoryJobStopped)(nil),          // 29: norsk.api.manager.JobHistoryJobStopped
-	(*JobHistoryJobCompleted)(nil),        // 30: norsk.api.manager.JobHistoryJobCompleted
-	(*JobHistoryEntry)(nil),               // 31: norsk.api.manager.JobHistoryEntry
-	(*JobWithHistory)(nil),                // 32: norsk.api.manager.JobWithHistory
-	(*PhysicalNode)(nil),                  // 33: norsk.api.manager.PhysicalNode
-	(*DefinitionDrift)(nil),               // 34: norsk.api.manager.DefinitionDrift
-	(*RunningJob)(nil),                    // 35: norsk.api.manager.RunningJob
-	(*JobActive)(nil),                     // 36: norsk.api.manager.JobActive
-	(*JobPending)(nil),                    // 37: norsk.api.manager.JobPending
-	(*JobUpdated)(nil),                    // 38: norsk.api.manager.JobUpdated
-	(*JobDeleted)(nil),                    // 39: norsk.api.manager.JobDeleted
-	(*JobOutOfWindow)(nil),                // 40: norsk.api.manager.JobOutOfWindow
-	(*CurrentJob)(nil),                    // 41: norsk.api.manager.CurrentJob
-	(*NodeStarting)(nil),                  // 42: norsk.api.manager.NodeStarting
-	(*NodeStarted)(nil),                   // 43: norsk.api.manager.NodeStarted
-	(*NodeStopping)(nil),                  // 44: norsk.api.manager.NodeStopping
-	(*NodeStopped)(nil),                   // 45: norsk.api.manager.NodeStopped
-	(*NodeRunning)(nil),                   // 46: norsk.api.manager.NodeRunning
-	(*PhysicalNodeConnected)(nil),         // 47: norsk.api.manager.PhysicalNodeConnected
-	(*AwsLaunchTemplate)(nil),             // 48: norsk.api.manager.AwsLaunchTemplate
-	(*AwsIamRole)(nil),                    // 49: norsk.api.manager.AwsIamRole
-	(*CreateAwsNodeRequest)(nil),          // 50: norsk.api.manager.CreateAwsNodeRequest
-	(*CreateOciNodeRequest)(nil),          // 51: norsk.api.manager.CreateOciNodeRequest
-	(*UpdatePhysicalNodeRequest)(nil),     // 52: norsk.api.manager.UpdatePhysicalNodeRequest
-	(*StartJobRequest)(nil),               // 53: norsk.api.manager.StartJobRequest
-	(*StopJobRequest)(nil),                // 54: norsk.api.manager.StopJobRequest
-	(*TagFilter)(nil),                     // 55: norsk.api.manager.TagFilter
-	(*IdFilter)(nil),                      // 56: norsk.api.manager.IdFilter
-	(*DateFilter)(nil),                    // 57: norsk.api.manager.DateFilter
-	(*JobFilter)(nil),                     // 58: norsk.api.manager.JobFilter
-	(*EventStreamRequest)(nil),            // 59: norsk.api.manager.EventStreamRequest
-	(*AwsRegionHealth)(nil),               // 60: norsk.api.manager.AwsRegionHealth
-	(*AwsHealth)(nil),                     // 61: norsk.api.manager.AwsHealth
-	(*OciRegionHealth)(nil),               // 62: norsk.api.manager.OciRegionHealth
-	(*OciHealth)(nil),                     // 63: norsk.api.manager.OciHealth
-	(*ProviderHealth)(nil),                // 64: norsk.api.manager.ProviderHealth
-	(*InitialDataComplete)(nil),           // 65: norsk.api.manager.InitialDataComplete
-	(*NodeAlert)(nil),                     // 66: norsk.api.manager.NodeAlert
-	(*StreamReset)(nil),                   // 67: norsk.api.manager.StreamReset
-	(*EventStreamEvent)(nil),              // 68: norsk.api.manager.EventStreamEvent
-	(*JobSearchRequest)(nil),              // 69: norsk.api.manager.JobSearchRequest
-	(*NorskStatusEvent)(nil),              // 70: norsk.api.manager.NorskStatusEvent
-	(*VersionInfo)(nil),                   // 71: norsk.api.manager.VersionInfo
-	(*NodeInfo)(nil),                      // 72: norsk.api.manager.NodeInfo
-	(*Orphan)(nil),                        // 73: norsk.api.manager.Orphan
-	(*StopOrphanRequest)(nil),             // 74: norsk.api.manager.StopOrphanRequest
-	(*InstanceFailure)(nil),               // 75: norsk.api.manager.InstanceFailure
-	(*ListNodesRequest)(nil),              // 76: norsk.api.manager.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 77: norsk.api.manager.ListNodesResponse
-	(*JobByIdResponse)(nil),               // 78: norsk.api.manager.JobByIdResponse
-	(*RegisterClusterNodeRequest)(nil),    // 79: norsk.api.manager.RegisterClusterNodeRequest
-	(*RegisterClusterNodeResponse)(nil),   // 80: norsk.api.manager.RegisterClusterNodeResponse
-	(*ClusterHardware)(nil),               // 81: norsk.api.manager.ClusterHardware
-	(*ClusterNode)(nil),                   // 82: norsk.api.manager.ClusterNode
-	(*ListClusterNodesRequest)(nil),       // 83: norsk.api.manager.ListClusterNodesRequest
-	(*ListClusterNodesResponse)(nil),      // 84: norsk.api.manager.ListClusterNodesResponse
-	(*ClusterMemberRegisterRequest)(nil),  // 85: norsk.api.manager.ClusterMemberRegisterRequest
-	(*ClusterMemberRegisterResponse)(nil), // 86: norsk.api.manager.ClusterMemberRegisterResponse
-	(*CreateMockNodeRequest)(nil),         // 87: norsk.api.manager.CreateMockNodeRequest
-	(*ClusterMember)(nil),                 // 88: norsk.api.manager.ClusterMember
-	(*ClusterMembersRequest)(nil),         // 89: norsk.api.manager.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),        // 90: norsk.api.manager.ClusterMembersResponse
-	(*BundleId)(nil),                      // 91: norsk.api.manager.BundleId
-	(*Bundle)(nil),                        // 92: norsk.api.manager.Bundle
-	(*BundleJobSpec)(nil),                 // 93: norsk.api.manager.BundleJobSpec
-	(*ResiliencePolicy)(nil),              // 94: norsk.api.manager.ResiliencePolicy
-	(*IntraReplicaRules)(nil),             // 95: norsk.api.manager.IntraReplicaRules
-	(*CreateBundleResponse)(nil),          // 96: norsk.api.manager.CreateBundleResponse
-	(*StartBundleJobRequest)(nil),         // 97: norsk.api.manager.StartBundleJobRequest
-	(*StopBundleJobRequest)(nil),          // 98: norsk.api.manager.StopBundleJobRequest
-	(*BundleUpdated)(nil),                 // 99: norsk.api.manager.BundleUpdated
-	(*BundleDeleted)(nil),                 // 100: norsk.api.manager.BundleDeleted
-	(*BundleJobStatus)(nil),               // 101: norsk.api.manager.BundleJobStatus
-	(*BundleInfo)(nil),                    // 102: norsk.api.manager.BundleInfo
-	(*ListBundlesRequest)(nil),            // 103: norsk.api.manager.ListBundlesRequest
-	(*ListBundlesResponse)(nil),           // 104: norsk.api.manager.ListBundlesResponse
-	(*Migration)(nil),                     // 105: norsk.api.manager.Migration
-	(*MigrateJobRequest)(nil),             // 106: norsk.api.manager.MigrateJobRequest
-	(*MigrateJobResponse)(nil),            // 107: norsk.api.manager.MigrateJobResponse
-	(*AbortMigrationRequest)(nil),         // 108: norsk.api.manager.AbortMigrationRequest
-	(*MigrationStarted)(nil),              // 109: norsk.api.manager.MigrationStarted
-	(*MigrationCompleted)(nil),            // 110: norsk.api.manager.MigrationCompleted
-	(*MigrationAborted)(nil),              // 111: norsk.api.manager.MigrationAborted
-	(*PlacementInfo)(nil),                 // 112: norsk.api.manager.PlacementInfo
-	(*RolePlacement)(nil),                 // 113: norsk.api.manager.RolePlacement
-	(*PlacementAttempt)(nil),              // 114: norsk.api.manager.PlacementAttempt
-	(*JobPlaced)(nil),                     // 115: norsk.api.manager.JobPlaced
-	(*JobPreempted)(nil),                  // 116: norsk.api.manager.JobPreempted
-	(*PlacementFailed)(nil),               // 117: norsk.api.manager.PlacementFailed
-	(*NodeProvisioning)(nil),              // 118: norsk.api.manager.NodeProvisioning
-	(*NodeReleased)(nil),                  // 119: norsk.api.manager.NodeReleased
-	(*PlacementDegraded)(nil),             // 120: norsk.api.manager.PlacementDegraded
-	(*PlacementFilterCount)(nil),          // 121: norsk.api.manager.PlacementFilterCount
-	(*SnapshotSaveRequest)(nil),           // 122: norsk.api.manager.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                 // 123: norsk.api.manager.SnapshotChunk
-	(*SnapshotHeader)(nil),                // 124: norsk.api.manager.SnapshotHeader
-	(*SnapshotData)(nil),                  // 125: norsk.api.manager.SnapshotData
-	(*SnapshotTrailer)(nil),               // 126: norsk.api.manager.SnapshotTrailer
-	(*PoolName)(nil),                      // 127: norsk.api.manager.PoolName
-	(*Pool)(nil),                          // 128: norsk.api.manager.Pool
-	(*PoolTierStatus)(nil),                // 129: norsk.api.manager.PoolTierStatus
-	(*OfferingBackoff)(nil),               // 130: norsk.api.manager.OfferingBackoff
-	(*PoolTier)(nil),                      // 131: norsk.api.manager.PoolTier
-	(*AwsTierProvisioner)(nil),            // 132: norsk.api.manager.AwsTierProvisioner
-	(*TierInstanceType)(nil),              // 133: norsk.api.manager.TierInstanceType
-	(*OciTierProvisioner)(nil),            // 134: norsk.api.manager.OciTierProvisioner
-	(*MockTierProvisioner)(nil),           // 135: norsk.api.manager.MockTierProvisioner
-	(*RestartCeiling)(nil),                // 136: norsk.api.manager.RestartCeiling
-	(*ListPoolsRequest)(nil),              // 137: norsk.api.manager.ListPoolsRequest
-	(*ListPoolsResponse)(nil),             // 138: norsk.api.manager.ListPoolsResponse
-	(*PoolUpdated)(nil),                   // 139: norsk.api.manager.PoolUpdated
-	(*PoolDeleted)(nil),                   // 140: norsk.api.manager.PoolDeleted
-	(*NodeSchedulingState)(nil),           // 141: norsk.api.manager.NodeSchedulingState
-	(*CordonNodeRequest)(nil),             // 142: norsk.api.manager.CordonNodeRequest
-	(*DrainNodeRequest)(nil),              // 143: norsk.api.manager.DrainNodeRequest
-	(*AclToken)(nil),                      // 144: norsk.api.manager.AclToken
-	(*AclBootstrapRequest)(nil),           // 145: norsk.api.manager.AclBootstrapRequest
-	(*AclTokenCreateRequest)(nil),         // 146: norsk.api.manager.AclTokenCreateRequest
-	(*AclTokenListRequest)(nil),           // 147: norsk.api.manager.AclTokenListRequest
-	(*AclTokenListResponse)(nil),          // 148: norsk.api.manager.AclTokenListResponse
-	(*AclTokenRevokeRequest)(nil),         // 149: norsk.api.manager.AclTokenRevokeRequest
-	(*AclTokenSelfRequest)(nil),           // 150: norsk.api.manager.AclTokenSelfRequest
-	(*AppendAuditEntryRequest)(nil),       // 151: norsk.api.manager.AppendAuditEntryRequest
-	(*AuditLogEntry)(nil),                 // 152: norsk.api.manager.AuditLogEntry
-	(*ListAuditEntriesRequest)(nil),       // 153: norsk.api.manager.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil),      // 154: norsk.api.manager.ListAuditEntriesResponse
-	nil,                                   // 155: norsk.api.manager.Job.TagsEntry
-	nil,                                   // 156: norsk.api.manager.Job.ProductTemplateParametersEntry
-	nil,                                   // 157: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	nil,                                   // 158: norsk.api.manager.PhysicalNode.TagsEntry
-	nil,                                   // 159: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	nil,                                   // 160: norsk.api.manager.CreateOciNodeRequest.TagsEntry
-	(*DateFilter_Within)(nil),             // 161: norsk.api.manager.DateFilter.Within
-	nil,                                   // 162: norsk.api.manager.Orphan.ServicePortMappingsEntry
-	nil,                                   // 163: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	nil,                                   // 164: norsk.api.manager.ClusterNode.TagsEntry
-	nil,                                   // 165: norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	nil,                                   // 166: norsk.api.manager.PoolTier.NodeSelectorEntry
-	nil,                                   // 167: norsk.api.manager.AwsTierProvisioner.TagsEntry
-	nil,                                   // 168: norsk.api.manager.OciTierProvisioner.TagsEntry
-	nil,                                   // 169: norsk.api.manager.MockTierProvisioner.TagsEntry
-	(*commonpb.Version)(nil),              // 170: norsk.api.common.Version
-	(*commonpb.JobId)(nil),                // 171: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 172: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 173: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 174: norsk.api.common.ServiceParameters
-	(*commonpb.ProductTemplateRef)(nil),   // 175: norsk.api.common.ProductTemplateRef
-	(*commonpb.WriteFile)(nil),            // 176: norsk.api.common.WriteFile
-	(*commonpb.OptionalInt)(nil),          // 177: norsk.api.common.OptionalInt
-	(*commonpb.OptionalFloat)(nil),        // 178: norsk.api.common.OptionalFloat
-	(*commonpb.OptionalString)(nil),       // 179: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 180: norsk.api.common.NodeMetadata
-	(*commonpb.RunningNodeMetadata)(nil),  // 181: norsk.api.common.RunningNodeMetadata
-	(*commonpb.ActiveJobKey)(nil),         // 182: norsk.api.common.ActiveJobKey
-	(*commonpb.NodeId)(nil),               // 183: norsk.api.common.NodeId
-	(*commonpb.JobInfoMessage)(nil),       // 184: norsk.api.common.JobInfoMessage
-	(*commonpb.Log)(nil),                  // 185: norsk.api.common.Log
-	(*commonpb.RuntimeCondition)(nil),     // 186: norsk.api.common.RuntimeCondition
-	(*commonpb.NodeResources)(nil),        // 187: norsk.api.common.NodeResources
-	(commonpb.Architecture)(0),            // 188: norsk.api.common.Architecture
-	(*commonpb.ProductTemplateOffer)(nil), // 189: norsk.api.common.ProductTemplateOffer
-	(*commonpb.ResolvedPortMappings)(nil), // 190: norsk.api.common.ResolvedPortMappings
-	(*emptypb.Empty)(nil),                 // 191: google.protobuf.Empty
+	(PoolDisconnect_Fence)(0),             // 17: norsk.api.manager.PoolDisconnect.Fence
+	(PoolDisconnect_Replace)(0),           // 18: norsk.api.manager.PoolDisconnect.Replace
+	(*Hello)(nil),                         // 19: norsk.api.manager.Hello
+	(*Job)(nil),                           // 20: norsk.api.manager.Job
+	(*TerminalState)(nil),                 // 21: norsk.api.manager.TerminalState
+	(*AutoPlacement)(nil),                 // 22: norsk.api.manager.AutoPlacement
+	(*CapabilityRequirement)(nil),         // 23: norsk.api.manager.CapabilityRequirement
+	(*JobRequirements)(nil),               // 24: norsk.api.manager.JobRequirements
+	(*JobHash)(nil),                       // 25: norsk.api.manager.JobHash
+	(*JobHistoryJobCreated)(nil),          // 26: norsk.api.manager.JobHistoryJobCreated
+	(*JobHistoryJobUpdated)(nil),          // 27: norsk.api.manager.JobHistoryJobUpdated
+	(*JobHistoryJobProvisioned)(nil),      // 28: norsk.api.manager.JobHistoryJobProvisioned
+	(*JobHistoryJobRunning)(nil),          // 29: norsk.api.manager.JobHistoryJobRunning
+	(*JobHistoryJobStopping)(nil),         // 30: norsk.api.manager.JobHistoryJobStopping
+	(*JobHistoryJobStopped)(nil),          // 31: norsk.api.manager.JobHistoryJobStopped
+	(*JobHistoryJobCompleted)(nil),        // 32: norsk.api.manager.JobHistoryJobCompleted
+	(*JobHistoryEntry)(nil),               // 33: norsk.api.manager.JobHistoryEntry
+	(*JobWithHistory)(nil),                // 34: norsk.api.manager.JobWithHistory
+	(*PhysicalNode)(nil),                  // 35: norsk.api.manager.PhysicalNode
+	(*DefinitionDrift)(nil),               // 36: norsk.api.manager.DefinitionDrift
+	(*RunningJob)(nil),                    // 37: norsk.api.manager.RunningJob
+	(*JobActive)(nil),                     // 38: norsk.api.manager.JobActive
+	(*JobPending)(nil),                    // 39: norsk.api.manager.JobPending
+	(*JobUpdated)(nil),                    // 40: norsk.api.manager.JobUpdated
+	(*JobDeleted)(nil),                    // 41: norsk.api.manager.JobDeleted
+	(*JobOutOfWindow)(nil),                // 42: norsk.api.manager.JobOutOfWindow
+	(*CurrentJob)(nil),                    // 43: norsk.api.manager.CurrentJob
+	(*NodeStarting)(nil),                  // 44: norsk.api.manager.NodeStarting
+	(*NodeStarted)(nil),                   // 45: norsk.api.manager.NodeStarted
+	(*NodeStopping)(nil),                  // 46: norsk.api.manager.NodeStopping
+	(*NodeStopped)(nil),                   // 47: norsk.api.manager.NodeStopped
+	(*NodeRunning)(nil),                   // 48: norsk.api.manager.NodeRunning
+	(*PhysicalNodeConnected)(nil),         // 49: norsk.api.manager.PhysicalNodeConnected
+	(*AwsLaunchTemplate)(nil),             // 50: norsk.api.manager.AwsLaunchTemplate
+	(*AwsIamRole)(nil),                    // 51: norsk.api.manager.AwsIamRole
+	(*CreateAwsNodeRequest)(nil),          // 52: norsk.api.manager.CreateAwsNodeRequest
+	(*CreateOciNodeRequest)(nil),          // 53: norsk.api.manager.CreateOciNodeRequest
+	(*UpdatePhysicalNodeRequest)(nil),     // 54: norsk.api.manager.UpdatePhysicalNodeRequest
+	(*StartJobRequest)(nil),               // 55: norsk.api.manager.StartJobRequest
+	(*StopJobRequest)(nil),                // 56: norsk.api.manager.StopJobRequest
+	(*TagFilter)(nil),                     // 57: norsk.api.manager.TagFilter
+	(*IdFilter)(nil),                      // 58: norsk.api.manager.IdFilter
+	(*DateFilter)(nil),                    // 59: norsk.api.manager.DateFilter
+	(*JobFilter)(nil),                     // 60: norsk.api.manager.JobFilter
+	(*EventStreamRequest)(nil),            // 61: norsk.api.manager.EventStreamRequest
+	(*AwsRegionHealth)(nil),               // 62: norsk.api.manager.AwsRegionHealth
+	(*AwsHealth)(nil),                     // 63: norsk.api.manager.AwsHealth
+	(*OciRegionHealth)(nil),               // 64: norsk.api.manager.OciRegionHealth
+	(*OciHealth)(nil),                     // 65: norsk.api.manager.OciHealth
+	(*ProviderHealth)(nil),                // 66: norsk.api.manager.ProviderHealth
+	(*InitialDataComplete)(nil),           // 67: norsk.api.manager.InitialDataComplete
+	(*NodeAlert)(nil),                     // 68: norsk.api.manager.NodeAlert
+	(*StreamReset)(nil),                   // 69: norsk.api.manager.StreamReset
+	(*EventStreamEvent)(nil),              // 70: norsk.api.manager.EventStreamEvent
+	(*JobSearchRequest)(nil),              // 71: norsk.api.manager.JobSearchRequest
+	(*NorskStatusEvent)(nil),              // 72: norsk.api.manager.NorskStatusEvent
+	(*VersionInfo)(nil),                   // 73: norsk.api.manager.VersionInfo
+	(*NodeInfo)(nil),                      // 74: norsk.api.manager.NodeInfo
+	(*Orphan)(nil),                        // 75: norsk.api.manager.Orphan
+	(*StopOrphanRequest)(nil),             // 76: norsk.api.manager.StopOrphanRequest
+	(*InstanceFailure)(nil),               // 77: norsk.api.manager.InstanceFailure
+	(*ListNodesRequest)(nil),              // 78: norsk.api.manager.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 79: norsk.api.manager.ListNodesResponse
+	(*JobByIdResponse)(nil),               // 80: norsk.api.manager.JobByIdResponse
+	(*RegisterClusterNodeRequest)(nil),    // 81: norsk.api.manager.RegisterClusterNodeRequest
+	(*RegisterClusterNodeResponse)(nil),   // 82: norsk.api.manager.RegisterClusterNodeResponse
+	(*ClusterHardware)(nil),               // 83: norsk.api.manager.ClusterHardware
+	(*ClusterNode)(nil),                   // 84: norsk.api.manager.ClusterNode
+	(*ListClusterNodesRequest)(nil),       // 85: norsk.api.manager.ListClusterNodesRequest
+	(*ListClusterNodesResponse)(nil),      // 86: norsk.api.manager.ListClusterNodesResponse
+	(*ClusterMemberRegisterRequest)(nil),  // 87: norsk.api.manager.ClusterMemberRegisterRequest
+	(*ClusterMemberRegisterResponse)(nil), // 88: norsk.api.manager.ClusterMemberRegisterResponse
+	(*CreateMockNodeRequest)(nil),         // 89: norsk.api.manager.CreateMockNodeRequest
+	(*ClusterMember)(nil),                 // 90: norsk.api.manager.ClusterMember
+	(*ClusterMembersRequest)(nil),         // 91: norsk.api.manager.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),        // 92: norsk.api.manager.ClusterMembersResponse
+	(*BundleId)(nil),                      // 93: norsk.api.manager.BundleId
+	(*Bundle)(nil),                        // 94: norsk.api.manager.Bundle
+	(*BundleJobSpec)(nil),                 // 95: norsk.api.manager.BundleJobSpec
+	(*ResiliencePolicy)(nil),              // 96: norsk.api.manager.ResiliencePolicy
+	(*IntraReplicaRules)(nil),             // 97: norsk.api.manager.IntraReplicaRules
+	(*CreateBundleResponse)(nil),          // 98: norsk.api.manager.CreateBundleResponse
+	(*StartBundleJobRequest)(nil),         // 99: norsk.api.manager.StartBundleJobRequest
+	(*StopBundleJobRequest)(nil),          // 100: norsk.api.manager.StopBundleJobRequest
+	(*BundleUpdated)(nil),                 // 101: norsk.api.manager.BundleUpdated
+	(*BundleDeleted)(nil),                 // 102: norsk.api.manager.BundleDeleted
+	(*BundleJobStatus)(nil),               // 103: norsk.api.manager.BundleJobStatus
+	(*BundleInfo)(nil),                    // 104: norsk.api.manager.BundleInfo
+	(*ListBundlesRequest)(nil),            // 105: norsk.api.manager.ListBundlesRequest
+	(*ListBundlesResponse)(nil),           // 106: norsk.api.manager.ListBundlesResponse
+	(*Migration)(nil),                     // 107: norsk.api.manager.Migration
+	(*MigrateJobRequest)(nil),             // 108: norsk.api.manager.MigrateJobRequest
+	(*MigrateJobResponse)(nil),            // 109: norsk.api.manager.MigrateJobResponse
+	(*AbortMigrationRequest)(nil),         // 110: norsk.api.manager.AbortMigrationRequest
+	(*MigrationStarted)(nil),              // 111: norsk.api.manager.MigrationStarted
+	(*MigrationCompleted)(nil),            // 112: norsk.api.manager.MigrationCompleted
+	(*MigrationAborted)(nil),              // 113: norsk.api.manager.MigrationAborted
+	(*PlacementInfo)(nil),                 // 114: norsk.api.manager.PlacementInfo
+	(*RolePlacement)(nil),                 // 115: norsk.api.manager.RolePlacement
+	(*PlacementAttempt)(nil),              // 116: norsk.api.manager.PlacementAttempt
+	(*JobPlaced)(nil),                     // 117: norsk.api.manager.JobPlaced
+	(*JobPreempted)(nil),                  // 118: norsk.api.manager.JobPreempted
+	(*PlacementFailed)(nil),               // 119: norsk.api.manager.PlacementFailed
+	(*NodeProvisioning)(nil),              // 120: norsk.api.manager.NodeProvisioning
+	(*NodeReleased)(nil),                  // 121: norsk.api.manager.NodeReleased
+	(*PlacementDegraded)(nil),             // 122: norsk.api.manager.PlacementDegraded
+	(*PlacementFilterCount)(nil),          // 123: norsk.api.manager.PlacementFilterCount
+	(*SnapshotSaveRequest)(nil),           // 124: norsk.api.manager.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                 // 125: norsk.api.manager.SnapshotChunk
+	(*SnapshotHeader)(nil),                // 126: norsk.api.manager.SnapshotHeader
+	(*SnapshotData)(nil),                  // 127: norsk.api.manager.SnapshotData
+	(*SnapshotTrailer)(nil),               // 128: norsk.api.manager.SnapshotTrailer
+	(*PoolName)(nil),                      // 129: norsk.api.manager.PoolName
+	(*Pool)(nil),                          // 130: norsk.api.manager.Pool
+	(*PoolDisconnect)(nil),                // 131: norsk.api.manager.PoolDisconnect
+	(*PoolTierStatus)(nil),                // 132: norsk.api.manager.PoolTierStatus
+	(*OfferingBackoff)(nil),               // 133: norsk.api.manager.OfferingBackoff
+	(*PoolTier)(nil),                      // 134: norsk.api.manager.PoolTier
+	(*AwsTierProvisioner)(nil),            // 135: norsk.api.manager.AwsTierProvisioner
+	(*TierInstanceType)(nil),              // 136: norsk.api.manager.TierInstanceType
+	(*OciTierProvisioner)(nil),            // 137: norsk.api.manager.OciTierProvisioner
+	(*MockTierProvisioner)(nil),           // 138: norsk.api.manager.MockTierProvisioner
+	(*RestartCeiling)(nil),                // 139: norsk.api.manager.RestartCeiling
+	(*ListPoolsRequest)(nil),              // 140: norsk.api.manager.ListPoolsRequest
+	(*ListPoolsResponse)(nil),             // 141: norsk.api.manager.ListPoolsResponse
+	(*PoolUpdated)(nil),                   // 142: norsk.api.manager.PoolUpdated
+	(*PoolDeleted)(nil),                   // 143: norsk.api.manager.PoolDeleted
+	(*NodeSchedulingState)(nil),           // 144: norsk.api.manager.NodeSchedulingState
+	(*CordonNodeRequest)(nil),             // 145: norsk.api.manager.CordonNodeRequest
+	(*DrainNodeRequest)(nil),              // 146: norsk.api.manager.DrainNodeRequest
+	(*AclToken)(nil),                      // 147: norsk.api.manager.AclToken
+	(*AclBootstrapRequest)(nil),           // 148: norsk.api.manager.AclBootstrapRequest
+	(*AclTokenCreateRequest)(nil),         // 149: norsk.api.manager.AclTokenCreateRequest
+	(*AclTokenListRequest)(nil),           // 150: norsk.api.manager.AclTokenListRequest
+	(*AclTokenListResponse)(nil),          // 151: norsk.api.manager.AclTokenListResponse
+	(*AclTokenRevokeRequest)(nil),         // 152: norsk.api.manager.AclTokenRevokeRequest
+	(*AclTokenSelfRequest)(nil),           // 153: norsk.api.manager.AclTokenSelfRequest
+	(*AppendAuditEntryRequest)(nil),       // 154: norsk.api.manager.AppendAuditEntryRequest
+	(*AuditLogEntry)(nil),                 // 155: norsk.api.manager.AuditLogEntry
+	(*ListAuditEntriesRequest)(nil),       // 156: norsk.api.manager.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),      // 157: norsk.api.manager.ListAuditEntriesResponse
+	nil,                                   // 158: norsk.api.manager.Job.TagsEntry
+	nil,                                   // 159: norsk.api.manager.Job.ProductTemplateParametersEntry
+	nil,                                   // 160: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	nil,                                   // 161: norsk.api.manager.PhysicalNode.TagsEntry
+	nil,                                   // 162: norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	nil,                                   // 163: norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	(*DateFilter_Within)(nil),             // 164: norsk.api.manager.DateFilter.Within
+	nil,                                   // 165: norsk.api.manager.Orphan.ServicePortMappingsEntry
+	nil,                                   // 166: norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	nil,                                   // 167: norsk.api.manager.ClusterNode.TagsEntry
+	nil,                                   // 168: norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	nil,                                   // 169: norsk.api.manager.PoolTier.NodeSelectorEntry
+	nil,                                   // 170: norsk.api.manager.AwsTierProvisioner.TagsEntry
+	nil,                                   // 171: norsk.api.manager.OciTierProvisioner.TagsEntry
+	nil,                                   // 172: norsk.api.manager.MockTierProvisioner.TagsEntry
+	(*commonpb.Version)(nil),              // 173: norsk.api.common.Version
+	(*commonpb.JobId)(nil),                // 174: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 175: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 176: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 177: norsk.api.common.ServiceParameters
+	(*commonpb.ProductTemplateRef)(nil),   // 178: norsk.api.common.ProductTemplateRef
+	(*commonpb.WriteFile)(nil),            // 179: norsk.api.common.WriteFile
+	(*commonpb.OptionalInt)(nil),          // 180: norsk.api.common.OptionalInt
+	(*commonpb.OptionalFloat)(nil),        // 181: norsk.api.common.OptionalFloat
+	(*commonpb.OptionalString)(nil),       // 182: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 183: norsk.api.common.NodeMetadata
+	(*commonpb.RunningNodeMetadata)(nil),  // 184: norsk.api.common.RunningNodeMetadata
+	(*commonpb.ActiveJobKey)(nil),         // 185: norsk.api.common.ActiveJobKey
+	(*commonpb.NodeId)(nil),               // 186: norsk.api.common.NodeId
+	(*commonpb.JobInfoMessage)(nil),       // 187: norsk.api.common.JobInfoMessage
+	(*commonpb.Log)(nil),                  // 188: norsk.api.common.Log
+	(*commonpb.RuntimeCondition)(nil),     // 189: norsk.api.common.RuntimeCondition
+	(*commonpb.NodeResources)(nil),        // 190: norsk.api.common.NodeResources
+	(commonpb.Architecture)(0),            // 191: norsk.api.common.Architecture
+	(*commonpb.ProductTemplateOffer)(nil), // 192: norsk.api.common.ProductTemplateOffer
+	(*commonpb.ResolvedPortMappings)(nil), // 193: norsk.api.common.ResolvedPortMappings
+	(*emptypb.Empty)(nil),                 // 194: google.protobuf.Empty
 }
 var file_manager_proto_depIdxs = []int32{
-	170, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
-	171, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
-	155, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
-	172, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
-	173, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
+	173, // 0: norsk.api.manager.Hello.version:type_name -> norsk.api.common.Version
+	174, // 1: norsk.api.manager.Job.job_id:type_name -> norsk.api.common.JobId
+	158, // 2: norsk.api.manager.Job.tags:type_name -> norsk.api.manager.Job.TagsEntry
+	175, // 3: norsk.api.manager.Job.start_date_time:type_name -> google.protobuf.Timestamp
+	176, // 4: norsk.api.manager.Job.services:type_name -> norsk.api.common.Service
 	0,   // 5: norsk.api.manager.Job.norsk_media_version:type_name -> norsk.api.manager.Version
-	174, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	177, // 6: norsk.api.manager.Job.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
 	10,  // 7: norsk.api.manager.Job.state:type_name -> norsk.api.manager.Job.JobState
 	3,   // 8: norsk.api.manager.Job.cloud:type_name -> norsk.api.manager.Cloud
-	20,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
-	175, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	156, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
-	19,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
-	176, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
+	22,  // 9: norsk.api.manager.Job.auto_placement:type_name -> norsk.api.manager.AutoPlacement
+	178, // 10: norsk.api.manager.Job.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	159, // 11: norsk.api.manager.Job.product_template_parameters:type_name -> norsk.api.manager.Job.ProductTemplateParametersEntry
+	21,  // 12: norsk.api.manager.Job.terminal_state:type_name -> norsk.api.manager.TerminalState
+	179, // 13: norsk.api.manager.Job.write_files:type_name -> norsk.api.common.WriteFile
 	2,   // 14: norsk.api.manager.Job.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	22,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
-	177, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
-	178, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
-	179, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
-	21,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
+	24,  // 15: norsk.api.manager.AutoPlacement.requirements:type_name -> norsk.api.manager.JobRequirements
+	180, // 16: norsk.api.manager.JobRequirements.required_cores:type_name -> norsk.api.common.OptionalInt
+	181, // 17: norsk.api.manager.JobRequirements.required_gpu_capacity:type_name -> norsk.api.common.OptionalFloat
+	182, // 18: norsk.api.manager.JobRequirements.required_gpu_model:type_name -> norsk.api.common.OptionalString
+	23,  // 19: norsk.api.manager.JobRequirements.required_capabilities:type_name -> norsk.api.manager.CapabilityRequirement
 	4,   // 20: norsk.api.manager.JobRequirements.priority_band:type_name -> norsk.api.manager.PriorityBand
-	172, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
-	172, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
-	18,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
-	172, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
-	180, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	172, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
-	180, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	157, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
-	172, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
-	180, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	175, // 21: norsk.api.manager.JobHistoryJobCreated.timestamp:type_name -> google.protobuf.Timestamp
+	175, // 22: norsk.api.manager.JobHistoryJobUpdated.timestamp:type_name -> google.protobuf.Timestamp
+	20,  // 23: norsk.api.manager.JobHistoryJobUpdated.previous_job:type_name -> norsk.api.manager.Job
+	175, // 24: norsk.api.manager.JobHistoryJobProvisioned.timestamp:type_name -> google.protobuf.Timestamp
+	183, // 25: norsk.api.manager.JobHistoryJobProvisioned.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 26: norsk.api.manager.JobHistoryJobProvisioned.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	175, // 27: norsk.api.manager.JobHistoryJobRunning.timestamp:type_name -> google.protobuf.Timestamp
+	183, // 28: norsk.api.manager.JobHistoryJobRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 29: norsk.api.manager.JobHistoryJobRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	160, // 30: norsk.api.manager.JobHistoryJobRunning.service_port_mappings:type_name -> norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry
+	175, // 31: norsk.api.manager.JobHistoryJobStopping.timestamp:type_name -> google.protobuf.Timestamp
+	183, // 32: norsk.api.manager.JobHistoryJobStopping.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 33: norsk.api.manager.JobHistoryJobStopping.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
 	11,  // 34: norsk.api.manager.JobHistoryJobStopping.reason:type_name -> norsk.api.manager.JobHistoryJobStopping.Reason
-	172, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
-	180, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	172, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
-	24,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
-	25,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
-	26,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
-	27,  // 42: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
-	28,  // 43: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
-	29,  // 44: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
-	30,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
-	18,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
-	31,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
-	158, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
-	171, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
+	175, // 35: norsk.api.manager.JobHistoryJobStopped.timestamp:type_name -> google.protobuf.Timestamp
+	183, // 36: norsk.api.manager.JobHistoryJobStopped.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 37: norsk.api.manager.JobHistoryJobStopped.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	175, // 38: norsk.api.manager.JobHistoryJobCompleted.timestamp:type_name -> google.protobuf.Timestamp
+	26,  // 39: norsk.api.manager.JobHistoryEntry.job_created:type_name -> norsk.api.manager.JobHistoryJobCreated
+	27,  // 40: norsk.api.manager.JobHistoryEntry.job_updated:type_name -> norsk.api.manager.JobHistoryJobUpdated
+	28,  // 41: norsk.api.manager.JobHistoryEntry.job_provisioned:type_name -> norsk.api.manager.JobHistoryJobProvisioned
+	29,  // 42: norsk.api.manager.JobHistoryEntry.job_running:type_name -> norsk.api.manager.JobHistoryJobRunning
+	30,  // 43: norsk.api.manager.JobHistoryEntry.job_stopping:type_name -> norsk.api.manager.JobHistoryJobStopping
+	31,  // 44: norsk.api.manager.JobHistoryEntry.job_stopped:type_name -> norsk.api.manager.JobHistoryJobStopped
+	32,  // 45: norsk.api.manager.JobHistoryEntry.job_completed:type_name -> norsk.api.manager.JobHistoryJobCompleted
+	20,  // 46: norsk.api.manager.JobWithHistory.job:type_name -> norsk.api.manager.Job
+	33,  // 47: norsk.api.manager.JobWithHistory.history_entry:type_name -> norsk.api.manager.JobHistoryEntry
+	161, // 48: norsk.api.manager.PhysicalNode.tags:type_name -> norsk.api.manager.PhysicalNode.TagsEntry
+	174, // 49: norsk.api.manager.DefinitionDrift.job_id:type_name -> norsk.api.common.JobId
 	2,   // 50: norsk.api.manager.DefinitionDrift.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	35,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
-	182, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
-	183, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
-	32,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	32,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	32,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	171, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
-	32,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
-	18,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
-	35,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
-	180, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	180, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	183, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
+	37,  // 51: norsk.api.manager.DefinitionDrift.instances:type_name -> norsk.api.manager.RunningJob
+	185, // 52: norsk.api.manager.RunningJob.job_key:type_name -> norsk.api.common.ActiveJobKey
+	186, // 53: norsk.api.manager.RunningJob.node_id:type_name -> norsk.api.common.NodeId
+	34,  // 54: norsk.api.manager.JobActive.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	34,  // 55: norsk.api.manager.JobPending.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	34,  // 56: norsk.api.manager.JobUpdated.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	174, // 57: norsk.api.manager.JobDeleted.jobId:type_name -> norsk.api.common.JobId
+	34,  // 58: norsk.api.manager.JobOutOfWindow.jobWithHistory:type_name -> norsk.api.manager.JobWithHistory
+	20,  // 59: norsk.api.manager.CurrentJob.job:type_name -> norsk.api.manager.Job
+	37,  // 60: norsk.api.manager.CurrentJob.instances:type_name -> norsk.api.manager.RunningJob
+	183, // 61: norsk.api.manager.NodeStarting.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	183, // 62: norsk.api.manager.NodeStarted.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 63: norsk.api.manager.NodeStarted.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	186, // 64: norsk.api.manager.NodeStopping.node_id:type_name -> norsk.api.common.NodeId
 	12,  // 65: norsk.api.manager.NodeStopping.reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	183, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
-	180, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
-	35,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
-	33,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
-	35,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
-	183, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	159, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
-	48,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	186, // 66: norsk.api.manager.NodeStopped.node_id:type_name -> norsk.api.common.NodeId
+	183, // 67: norsk.api.manager.NodeRunning.nodeMetadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 68: norsk.api.manager.NodeRunning.runningNodeMetadata:type_name -> norsk.api.common.RunningNodeMetadata
+	37,  // 69: norsk.api.manager.NodeRunning.instances:type_name -> norsk.api.manager.RunningJob
+	35,  // 70: norsk.api.manager.PhysicalNodeConnected.node:type_name -> norsk.api.manager.PhysicalNode
+	37,  // 71: norsk.api.manager.PhysicalNodeConnected.instances:type_name -> norsk.api.manager.RunningJob
+	186, // 72: norsk.api.manager.CreateAwsNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	162, // 73: norsk.api.manager.CreateAwsNodeRequest.tags:type_name -> norsk.api.manager.CreateAwsNodeRequest.TagsEntry
+	50,  // 74: norsk.api.manager.CreateAwsNodeRequest.template:type_name -> norsk.api.manager.AwsLaunchTemplate
 	0,   // 75: norsk.api.manager.CreateAwsNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 76: norsk.api.manager.CreateAwsNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	183, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	160, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
+	186, // 77: norsk.api.manager.CreateOciNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	163, // 78: norsk.api.manager.CreateOciNodeRequest.tags:type_name -> norsk.api.manager.CreateOciNodeRequest.TagsEntry
 	0,   // 79: norsk.api.manager.CreateOciNodeRequest.worker_image_version:type_name -> norsk.api.manager.Version
 	0,   // 80: norsk.api.manager.CreateOciNodeRequest.worker_daemon_version:type_name -> norsk.api.manager.Version
-	171, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
-	183, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	171, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
-	183, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
-	172, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
-	172, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
-	172, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
-	172, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
-	172, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
-	161, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
-	55,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
-	56,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
-	57,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
+	174, // 81: norsk.api.manager.StartJobRequest.job_id:type_name -> norsk.api.common.JobId
+	186, // 82: norsk.api.manager.StartJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	174, // 83: norsk.api.manager.StopJobRequest.job_id:type_name -> norsk.api.common.JobId
+	186, // 84: norsk.api.manager.StopJobRequest.node_id:type_name -> norsk.api.common.NodeId
+	175, // 85: norsk.api.manager.DateFilter.eq:type_name -> google.protobuf.Timestamp
+	175, // 86: norsk.api.manager.DateFilter.lt:type_name -> google.protobuf.Timestamp
+	175, // 87: norsk.api.manager.DateFilter.lte:type_name -> google.protobuf.Timestamp
+	175, // 88: norsk.api.manager.DateFilter.gt:type_name -> google.protobuf.Timestamp
+	175, // 89: norsk.api.manager.DateFilter.gte:type_name -> google.protobuf.Timestamp
+	164, // 90: norsk.api.manager.DateFilter.within:type_name -> norsk.api.manager.DateFilter.Within
+	57,  // 91: norsk.api.manager.JobFilter.tag_filter:type_name -> norsk.api.manager.TagFilter
+	58,  // 92: norsk.api.manager.JobFilter.id_filter:type_name -> norsk.api.manager.IdFilter
+	59,  // 93: norsk.api.manager.JobFilter.date_filter:type_name -> norsk.api.manager.DateFilter
 	1,   // 94: norsk.api.manager.AwsRegionHealth.health:type_name -> norsk.api.manager.Health
-	60,  // 95: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
+	62,  // 95: norsk.api.manager.AwsHealth.region_health:type_name -> norsk.api.manager.AwsRegionHealth
 	1,   // 96: norsk.api.manager.OciRegionHealth.health:type_name -> norsk.api.manager.Health
-	62,  // 97: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
-	61,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
-	63,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
-	64,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
-	183, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
+	64,  // 97: norsk.api.manager.OciHealth.region_health:type_name -> norsk.api.manager.OciRegionHealth
+	63,  // 98: norsk.api.manager.ProviderHealth.aws:type_name -> norsk.api.manager.AwsHealth
+	65,  // 99: norsk.api.manager.ProviderHealth.oci:type_name -> norsk.api.manager.OciHealth
+	66,  // 100: norsk.api.manager.InitialDataComplete.health:type_name -> norsk.api.manager.ProviderHealth
+	186, // 101: norsk.api.manager.NodeAlert.node_id:type_name -> norsk.api.common.NodeId
 	13,  // 102: norsk.api.manager.NodeAlert.kind:type_name -> norsk.api.manager.NodeAlert.Kind
-	182, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
-	172, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
-	172, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
-	46,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
-	36,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
-	65,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
-	38,  // 109: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
-	39,  // 110: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
-	37,  // 111: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
-	40,  // 112: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
-	42,  // 113: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
-	43,  // 114: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
-	44,  // 115: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
-	45,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
-	47,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
-	64,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
-	184, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
-	67,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
-	99,  // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
-	100, // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
-	66,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
-	139, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
-	140, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
-	115, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
-	117, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
-	120, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
-	109, // 129: norsk.api.manager.EventStreamEvent.migration_started:type_name -> norsk.api.manager.MigrationStarted
-	110, // 130: norsk.api.manager.EventStreamEvent.migration_completed:type_name -> norsk.api.manager.MigrationCompleted
-	111, // 131: norsk.api.manager.EventStreamEvent.migration_aborted:type_name -> norsk.api.manager.MigrationAborted
-	116, // 132: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
-	34,  // 133: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
-	118, // 134: norsk.api.manager.EventStreamEvent.node_provisioning:type_name -> norsk.api.manager.NodeProvisioning
-	119, // 135: norsk.api.manager.EventStreamEvent.node_released:type_name -> norsk.api.manager.NodeReleased
-	172, // 136: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
-	58,  // 137: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
-	17,  // 138: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
-	185, // 139: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
-	170, // 140: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
-	180, // 141: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
-	181, // 142: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
+	185, // 103: norsk.api.manager.NodeAlert.job_key:type_name -> norsk.api.common.ActiveJobKey
+	175, // 104: norsk.api.manager.NodeAlert.at:type_name -> google.protobuf.Timestamp
+	175, // 105: norsk.api.manager.NodeAlert.stop_at:type_name -> google.protobuf.Timestamp
+	48,  // 106: norsk.api.manager.EventStreamEvent.node_running:type_name -> norsk.api.manager.NodeRunning
+	38,  // 107: norsk.api.manager.EventStreamEvent.job_active:type_name -> norsk.api.manager.JobActive
+	67,  // 108: norsk.api.manager.EventStreamEvent.initial_data_complete:type_name -> norsk.api.manager.InitialDataComplete
+	40,  // 109: norsk.api.manager.EventStreamEvent.job_updated:type_name -> norsk.api.manager.JobUpdated
+	41,  // 110: norsk.api.manager.EventStreamEvent.job_deleted:type_name -> norsk.api.manager.JobDeleted
+	39,  // 111: norsk.api.manager.EventStreamEvent.job_pending:type_name -> norsk.api.manager.JobPending
+	42,  // 112: norsk.api.manager.EventStreamEvent.job_out_of_window:type_name -> norsk.api.manager.JobOutOfWindow
+	44,  // 113: norsk.api.manager.EventStreamEvent.node_starting:type_name -> norsk.api.manager.NodeStarting
+	45,  // 114: norsk.api.manager.EventStreamEvent.node_started:type_name -> norsk.api.manager.NodeStarted
+	46,  // 115: norsk.api.manager.EventStreamEvent.node_stopping:type_name -> norsk.api.manager.NodeStopping
+	47,  // 116: norsk.api.manager.EventStreamEvent.node_stopped:type_name -> norsk.api.manager.NodeStopped
+	49,  // 117: norsk.api.manager.EventStreamEvent.physical_node_connected:type_name -> norsk.api.manager.PhysicalNodeConnected
+	66,  // 118: norsk.api.manager.EventStreamEvent.provider_health_change:type_name -> norsk.api.manager.ProviderHealth
+	187, // 119: norsk.api.manager.EventStreamEvent.job_info:type_name -> norsk.api.common.JobInfoMessage
+	69,  // 120: norsk.api.manager.EventStreamEvent.stream_reset:type_name -> norsk.api.manager.StreamReset
+	101, // 121: norsk.api.manager.EventStreamEvent.bundle_updated:type_name -> norsk.api.manager.BundleUpdated
+	102, // 122: norsk.api.manager.EventStreamEvent.bundle_deleted:type_name -> norsk.api.manager.BundleDeleted
+	68,  // 123: norsk.api.manager.EventStreamEvent.node_alert:type_name -> norsk.api.manager.NodeAlert
+	142, // 124: norsk.api.manager.EventStreamEvent.pool_updated:type_name -> norsk.api.manager.PoolUpdated
+	143, // 125: norsk.api.manager.EventStreamEvent.pool_deleted:type_name -> norsk.api.manager.PoolDeleted
+	117, // 126: norsk.api.manager.EventStreamEvent.job_placed:type_name -> norsk.api.manager.JobPlaced
+	119, // 127: norsk.api.manager.EventStreamEvent.placement_failed:type_name -> norsk.api.manager.PlacementFailed
+	122, // 128: norsk.api.manager.EventStreamEvent.placement_degraded:type_name -> norsk.api.manager.PlacementDegraded
+	111, // 129: norsk.api.manager.EventStreamEvent.migration_started:type_name -> norsk.api.manager.MigrationStarted
+	112, // 130: norsk.api.manager.EventStreamEvent.migration_completed:type_name -> norsk.api.manager.MigrationCompleted
+	113, // 131: norsk.api.manager.EventStreamEvent.migration_aborted:type_name -> norsk.api.manager.MigrationAborted
+	118, // 132: norsk.api.manager.EventStreamEvent.job_preempted:type_name -> norsk.api.manager.JobPreempted
+	36,  // 133: norsk.api.manager.EventStreamEvent.definition_drift:type_name -> norsk.api.manager.DefinitionDrift
+	120, // 134: norsk.api.manager.EventStreamEvent.node_provisioning:type_name -> norsk.api.manager.NodeProvisioning
+	121, // 135: norsk.api.manager.EventStreamEvent.node_released:type_name -> norsk.api.manager.NodeReleased
+	175, // 136: norsk.api.manager.EventStreamEvent.event_time:type_name -> google.protobuf.Timestamp
+	60,  // 137: norsk.api.manager.JobSearchRequest.job_filter:type_name -> norsk.api.manager.JobFilter
+	19,  // 138: norsk.api.manager.NorskStatusEvent.hello:type_name -> norsk.api.manager.Hello
+	188, // 139: norsk.api.manager.NorskStatusEvent.log_event:type_name -> norsk.api.common.Log
+	173, // 140: norsk.api.manager.VersionInfo.version:type_name -> norsk.api.common.Version
+	183, // 141: norsk.api.manager.NodeInfo.metadata:type_name -> norsk.api.common.NodeMetadata
+	184, // 142: norsk.api.manager.NodeInfo.running_metadata:type_name -> norsk.api.common.RunningNodeMetadata
 	5,   // 143: norsk.api.manager.NodeInfo.provider:type_name -> norsk.api.manager.NodeProvider
 	6,   // 144: norsk.api.manager.NodeInfo.state:type_name -> norsk.api.manager.NodeLifecycle
-	35,  // 145: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
-	172, // 146: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
+	37,  // 145: norsk.api.manager.NodeInfo.instances:type_name -> norsk.api.manager.RunningJob
+	175, // 146: norsk.api.manager.NodeInfo.last_seen:type_name -> google.protobuf.Timestamp
 	12,  // 147: norsk.api.manager.NodeInfo.stop_reason:type_name -> norsk.api.manager.NodeStopping.Reason
-	186, // 148: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	73,  // 149: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
-	187, // 150: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
+	189, // 148: norsk.api.manager.NodeInfo.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	75,  // 149: norsk.api.manager.NodeInfo.orphans:type_name -> norsk.api.manager.Orphan
+	190, // 150: norsk.api.manager.NodeInfo.resources:type_name -> norsk.api.common.NodeResources
 	3,   // 151: norsk.api.manager.NodeInfo.cloud:type_name -> norsk.api.manager.Cloud
-	141, // 152: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
-	182, // 153: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
-	172, // 154: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
-	172, // 155: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
-	162, // 156: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
-	183, // 157: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
-	182, // 158: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
-	183, // 159: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
-	172, // 160: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
-	72,  // 161: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
-	32,  // 162: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
-	35,  // 163: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
-	75,  // 164: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
-	105, // 165: norsk.api.manager.JobByIdResponse.migrations:type_name -> norsk.api.manager.Migration
-	163, // 166: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
-	183, // 167: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
-	188, // 168: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
-	183, // 169: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
-	81,  // 170: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
-	172, // 171: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	172, // 172: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
-	164, // 173: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
+	144, // 152: norsk.api.manager.NodeInfo.scheduling:type_name -> norsk.api.manager.NodeSchedulingState
+	185, // 153: norsk.api.manager.Orphan.job_key:type_name -> norsk.api.common.ActiveJobKey
+	175, // 154: norsk.api.manager.Orphan.first_seen:type_name -> google.protobuf.Timestamp
+	175, // 155: norsk.api.manager.Orphan.stop_at:type_name -> google.protobuf.Timestamp
+	165, // 156: norsk.api.manager.Orphan.service_port_mappings:type_name -> norsk.api.manager.Orphan.ServicePortMappingsEntry
+	186, // 157: norsk.api.manager.StopOrphanRequest.node_id:type_name -> norsk.api.common.NodeId
+	185, // 158: norsk.api.manager.StopOrphanRequest.job_key:type_name -> norsk.api.common.ActiveJobKey
+	186, // 159: norsk.api.manager.InstanceFailure.node_id:type_name -> norsk.api.common.NodeId
+	175, // 160: norsk.api.manager.InstanceFailure.at:type_name -> google.protobuf.Timestamp
+	74,  // 161: norsk.api.manager.ListNodesResponse.nodes:type_name -> norsk.api.manager.NodeInfo
+	34,  // 162: norsk.api.manager.JobByIdResponse.job:type_name -> norsk.api.manager.JobWithHistory
+	37,  // 163: norsk.api.manager.JobByIdResponse.instances:type_name -> norsk.api.manager.RunningJob
+	77,  // 164: norsk.api.manager.JobByIdResponse.last_failures:type_name -> norsk.api.manager.InstanceFailure
+	107, // 165: norsk.api.manager.JobByIdResponse.migrations:type_name -> norsk.api.manager.Migration
+	166, // 166: norsk.api.manager.RegisterClusterNodeRequest.tags:type_name -> norsk.api.manager.RegisterClusterNodeRequest.TagsEntry
+	186, // 167: norsk.api.manager.RegisterClusterNodeResponse.node_id:type_name -> norsk.api.common.NodeId
+	191, // 168: norsk.api.manager.ClusterHardware.architecture:type_name -> norsk.api.common.Architecture
+	186, // 169: norsk.api.manager.ClusterNode.node_id:type_name -> norsk.api.common.NodeId
+	83,  // 170: norsk.api.manager.ClusterNode.hardware:type_name -> norsk.api.manager.ClusterHardware
+	175, // 171: norsk.api.manager.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	175, // 172: norsk.api.manager.ClusterNode.registered_at:type_name -> google.protobuf.Timestamp
+	167, // 173: norsk.api.manager.ClusterNode.tags:type_name -> norsk.api.manager.ClusterNode.TagsEntry
 	6,   // 174: norsk.api.manager.ClusterNode.state:type_name -> norsk.api.manager.NodeLifecycle
-	82,  // 175: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
-	81,  // 176: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
-	187, // 177: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
-	183, // 178: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
-	183, // 179: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	165, // 180: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
-	172, // 181: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
-	88,  // 182: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
-	91,  // 183: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
-	93,  // 184: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
-	95,  // 185: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
-	94,  // 186: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
+	84,  // 175: norsk.api.manager.ListClusterNodesResponse.nodes:type_name -> norsk.api.manager.ClusterNode
+	83,  // 176: norsk.api.manager.ClusterMemberRegisterRequest.hardware:type_name -> norsk.api.manager.ClusterHardware
+	190, // 177: norsk.api.manager.ClusterMemberRegisterRequest.resources:type_name -> norsk.api.common.NodeResources
+	186, // 178: norsk.api.manager.ClusterMemberRegisterResponse.node_id:type_name -> norsk.api.common.NodeId
+	186, // 179: norsk.api.manager.CreateMockNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	168, // 180: norsk.api.manager.CreateMockNodeRequest.tags:type_name -> norsk.api.manager.CreateMockNodeRequest.TagsEntry
+	175, // 181: norsk.api.manager.ClusterMember.last_contact:type_name -> google.protobuf.Timestamp
+	90,  // 182: norsk.api.manager.ClusterMembersResponse.members:type_name -> norsk.api.manager.ClusterMember
+	93,  // 183: norsk.api.manager.Bundle.bundle_id:type_name -> norsk.api.manager.BundleId
+	95,  // 184: norsk.api.manager.Bundle.jobs:type_name -> norsk.api.manager.BundleJobSpec
+	97,  // 185: norsk.api.manager.Bundle.intra_replica_placement:type_name -> norsk.api.manager.IntraReplicaRules
+	96,  // 186: norsk.api.manager.Bundle.resilience_policy:type_name -> norsk.api.manager.ResiliencePolicy
 	8,   // 187: norsk.api.manager.Bundle.state:type_name -> norsk.api.manager.BundleState
 	2,   // 188: norsk.api.manager.Bundle.update_strategy:type_name -> norsk.api.manager.UpdateStrategy
-	22,  // 189: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
-	18,  // 190: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
+	24,  // 189: norsk.api.manager.BundleJobSpec.requirements:type_name -> norsk.api.manager.JobRequirements
+	20,  // 190: norsk.api.manager.BundleJobSpec.job:type_name -> norsk.api.manager.Job
 	7,   // 191: norsk.api.manager.ResiliencePolicy.same_node:type_name -> norsk.api.manager.AntiAffinity
 	7,   // 192: norsk.api.manager.ResiliencePolicy.same_az:type_name -> norsk.api.manager.AntiAffinity
 	7,   // 193: norsk.api.manager.ResiliencePolicy.same_cloud:type_name -> norsk.api.manager.AntiAffinity
-	91,  // 194: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
-	91,  // 195: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	91,  // 196: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
-	92,  // 197: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
-	91,  // 198: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
-	171, // 199: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
+	93,  // 194: norsk.api.manager.CreateBundleResponse.bundle_id:type_name -> norsk.api.manager.BundleId
+	93,  // 195: norsk.api.manager.StartBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	93,  // 196: norsk.api.manager.StopBundleJobRequest.bundle_id:type_name -> norsk.api.manager.BundleId
+	94,  // 197: norsk.api.manager.BundleUpdated.bundle:type_name -> norsk.api.manager.Bundle
+	93,  // 198: norsk.api.manager.BundleDeleted.bundle_id:type_name -> norsk.api.manager.BundleId
+	174, // 199: norsk.api.manager.BundleJobStatus.job_id:type_name -> norsk.api.common.JobId
 	16,  // 200: norsk.api.manager.BundleJobStatus.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	114, // 201: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
-	92,  // 202: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
-	101, // 203: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
-	102, // 204: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
+	116, // 201: norsk.api.manager.BundleJobStatus.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	94,  // 202: norsk.api.manager.BundleInfo.bundle:type_name -> norsk.api.manager.Bundle
+	103, // 203: norsk.api.manager.BundleInfo.jobs:type_name -> norsk.api.manager.BundleJobStatus
+	104, // 204: norsk.api.manager.ListBundlesResponse.bundles:type_name -> norsk.api.manager.BundleInfo
 	14,  // 205: norsk.api.manager.Migration.phase:type_name -> norsk.api.manager.Migration.Phase
 	15,  // 206: norsk.api.manager.Migration.why:type_name -> norsk.api.manager.Migration.Why
-	172, // 207: norsk.api.manager.Migration.started_at:type_name -> google.protobuf.Timestamp
-	172, // 208: norsk.api.manager.Migration.target_started_at:type_name -> google.protobuf.Timestamp
-	172, // 209: norsk.api.manager.Migration.target_running_at:type_name -> google.protobuf.Timestamp
-	171, // 210: norsk.api.manager.MigrateJobRequest.job_id:type_name -> norsk.api.common.JobId
-	105, // 211: norsk.api.manager.MigrateJobResponse.migration:type_name -> norsk.api.manager.Migration
-	171, // 212: norsk.api.manager.AbortMigrationRequest.job_id:type_name -> norsk.api.common.JobId
-	171, // 213: norsk.api.manager.MigrationStarted.job_id:type_name -> norsk.api.common.JobId
-	105, // 214: norsk.api.manager.MigrationStarted.migration:type_name -> norsk.api.manager.Migration
-	171, // 215: norsk.api.manager.MigrationCompleted.job_id:type_name -> norsk.api.common.JobId
-	105, // 216: norsk.api.manager.MigrationCompleted.migration:type_name -> norsk.api.manager.Migration
-	171, // 217: norsk.api.manager.MigrationAborted.job_id:type_name -> norsk.api.common.JobId
-	105, // 218: norsk.api.manager.MigrationAborted.migration:type_name -> norsk.api.manager.Migration
-	113, // 219: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
-	114, // 220: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
+	175, // 207: norsk.api.manager.Migration.started_at:type_name -> google.protobuf.Timestamp
+	175, // 208: norsk.api.manager.Migration.target_started_at:type_name -> google.protobuf.Timestamp
+	175, // 209: norsk.api.manager.Migration.target_running_at:type_name -> google.protobuf.Timestamp
+	174, // 210: norsk.api.manager.MigrateJobRequest.job_id:type_name -> norsk.api.common.JobId
+	107, // 211: norsk.api.manager.MigrateJobResponse.migration:type_name -> norsk.api.manager.Migration
+	174, // 212: norsk.api.manager.AbortMigrationRequest.job_id:type_name -> norsk.api.common.JobId
+	174, // 213: norsk.api.manager.MigrationStarted.job_id:type_name -> norsk.api.common.JobId
+	107, // 214: norsk.api.manager.MigrationStarted.migration:type_name -> norsk.api.manager.Migration
+	174, // 215: norsk.api.manager.MigrationCompleted.job_id:type_name -> norsk.api.common.JobId
+	107, // 216: norsk.api.manager.MigrationCompleted.migration:type_name -> norsk.api.manager.Migration
+	174, // 217: norsk.api.manager.MigrationAborted.job_id:type_name -> norsk.api.common.JobId
+	107, // 218: norsk.api.manager.MigrationAborted.migration:type_name -> norsk.api.manager.Migration
+	115, // 219: norsk.api.manager.PlacementInfo.roles:type_name -> norsk.api.manager.RolePlacement
+	116, // 220: norsk.api.manager.RolePlacement.last_attempt:type_name -> norsk.api.manager.PlacementAttempt
 	16,  // 221: norsk.api.manager.RolePlacement.degradation:type_name -> norsk.api.manager.PlacementDegraded.State
-	172, // 222: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
-	121, // 223: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
-	171, // 224: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
-	183, // 225: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
-	171, // 226: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
-	183, // 227: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
-	171, // 228: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
-	171, // 229: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
-	114, // 230: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
-	183, // 231: norsk.api.manager.NodeProvisioning.node_id:type_name -> norsk.api.common.NodeId
-	183, // 232: norsk.api.manager.NodeReleased.node_id:type_name -> norsk.api.common.NodeId
-	171, // 233: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
-	183, // 234: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
+	175, // 222: norsk.api.manager.PlacementAttempt.since:type_name -> google.protobuf.Timestamp
+	123, // 223: norsk.api.manager.PlacementAttempt.filters:type_name -> norsk.api.manager.PlacementFilterCount
+	174, // 224: norsk.api.manager.JobPlaced.job_id:type_name -> norsk.api.common.JobId
+	186, // 225: norsk.api.manager.JobPlaced.node_id:type_name -> norsk.api.common.NodeId
+	174, // 226: norsk.api.manager.JobPreempted.job_id:type_name -> norsk.api.common.JobId
+	186, // 227: norsk.api.manager.JobPreempted.node_id:type_name -> norsk.api.common.NodeId
+	174, // 228: norsk.api.manager.JobPreempted.for_job_id:type_name -> norsk.api.common.JobId
+	174, // 229: norsk.api.manager.PlacementFailed.job_id:type_name -> norsk.api.common.JobId
+	116, // 230: norsk.api.manager.PlacementFailed.attempt:type_name -> norsk.api.manager.PlacementAttempt
+	186, // 231: norsk.api.manager.NodeProvisioning.node_id:type_name -> norsk.api.common.NodeId
+	186, // 232: norsk.api.manager.NodeReleased.node_id:type_name -> norsk.api.common.NodeId
+	174, // 233: norsk.api.manager.PlacementDegraded.job_id:type_name -> norsk.api.common.JobId
+	186, // 234: norsk.api.manager.PlacementDegraded.node_id:type_name -> norsk.api.common.NodeId
 	16,  // 235: norsk.api.manager.PlacementDegraded.state:type_name -> norsk.api.manager.PlacementDegraded.State
-	183, // 236: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
-	124, // 237: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
-	125, // 238: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
-	126, // 239: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
-	172, // 240: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
-	131, // 241: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
-	136, // 242: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
-	129, // 243: norsk.api.manager.Pool.tier_status:type_name -> norsk.api.manager.PoolTierStatus
-	130, // 244: norsk.api.manager.PoolTierStatus.backed_off:type_name -> norsk.api.manager.OfferingBackoff
-	172, // 245: norsk.api.manager.OfferingBackoff.until:type_name -> google.protobuf.Timestamp
-	166, // 246: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
-	132, // 247: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
-	134, // 248: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
-	135, // 249: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
-	189, // 250: norsk.api.manager.PoolTier.templates:type_name -> norsk.api.common.ProductTemplateOffer
-	48,  // 251: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
-	133, // 252: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
-	167, // 253: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
-	133, // 254: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
-	168, // 255: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
-	169, // 256: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
-	133, // 257: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
-	128, // 258: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
-	128, // 259: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
-	127, // 260: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
-	9,   // 261: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
-	172, // 262: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
-	183, // 263: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	183, // 264: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
-	172, // 265: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
-	172, // 266: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
-	144, // 267: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
-	152, // 268: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
-	190, // 269: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	172, // 270: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
-	172, // 271: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
-	190, // 272: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	191, // 273: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
-	18,  // 274: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
-	18,  // 275: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
-	171, // 276: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
-	69,  // 277: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
-	50,  // 278: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
-	51,  // 279: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
-	52,  // 280: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
-	183, // 281: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
-	53,  // 282: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
-	54,  // 283: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
-	171, // 284: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
-	59,  // 285: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
-	191, // 286: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
-	76,  // 287: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
-	74,  // 288: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
-	171, // 289: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
-	79,  // 290: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
-	83,  // 291: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
-	183, // 292: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
-	85,  // 293: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
-	87,  // 294: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
-	89,  // 295: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
-	92,  // 296: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
-	92,  // 297: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
-	91,  // 298: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
-	97,  // 299: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
-	98,  // 300: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
-	91,  // 301: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
-	103, // 302: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
-	122, // 303: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
-	128, // 304: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
-	128, // 305: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
-	127, // 306: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
-	127, // 307: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
-	137, // 308: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
-	142, // 309: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
-	183, // 310: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
-	143, // 311: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
-	171, // 312: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
-	145, // 313: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
-	146, // 314: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
-	147, // 315: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
-	149, // 316: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
-	150, // 317: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
-	151, // 318: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
-	153, // 319: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
-	106, // 320: norsk.api.manager.Manager.MigrateJob:input_type -> norsk.api.manager.MigrateJobRequest
-	108, // 321: norsk.api.manager.Manager.AbortMigration:input_type -> norsk.api.manager.AbortMigrationRequest
-	70,  // 322: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
-	23,  // 323: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
-	23,  // 324: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
-	191, // 325: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
-	41,  // 326: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
-	191, // 327: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
-	191, // 328: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
-	191, // 329: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
-	191, // 330: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
-	191, // 331: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
-	191, // 332: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
-	191, // 333: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
-	68,  // 334: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
-	71,  // 335: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
-	77,  // 336: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
-	191, // 337: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
-	78,  // 338: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
-	80,  // 339: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
-	84,  // 340: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
-	191, // 341: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
-	86,  // 342: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
-	191, // 343: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
-	90,  // 344: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
-	96,  // 345: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
-	191, // 346: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
-	191, // 347: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
-	191, // 348: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
-	191, // 349: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
-	102, // 350: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
-	104, // 351: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
-	123, // 352: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
-	191, // 353: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
-	191, // 354: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
-	191, // 355: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
-	128, // 356: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
-	138, // 357: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
-	191, // 358: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
-	191, // 359: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
-	191, // 360: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
-	112, // 361: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
-	144, // 362: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
-	144, // 363: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
-	148, // 364: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
-	191, // 365: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
-	144, // 366: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
-	152, // 367: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
-	154, // 368: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
-	107, // 369: norsk.api.manager.Manager.MigrateJob:output_type -> norsk.api.manager.MigrateJobResponse
-	191, // 370: norsk.api.manager.Manager.AbortMigration:output_type -> google.protobuf.Empty
-	322, // [322:371] is the sub-list for method output_type
-	273, // [273:322] is the sub-list for method input_type
-	273, // [273:273] is the sub-list for extension type_name
-	273, // [273:273] is the sub-list for extension extendee
-	0,   // [0:273] is the sub-list for field type_name
+	186, // 236: norsk.api.manager.PlacementDegraded.peer_node_id:type_name -> norsk.api.common.NodeId
+	126, // 237: norsk.api.manager.SnapshotChunk.header:type_name -> norsk.api.manager.SnapshotHeader
+	127, // 238: norsk.api.manager.SnapshotChunk.data:type_name -> norsk.api.manager.SnapshotData
+	128, // 239: norsk.api.manager.SnapshotChunk.trailer:type_name -> norsk.api.manager.SnapshotTrailer
+	175, // 240: norsk.api.manager.SnapshotHeader.created_at:type_name -> google.protobuf.Timestamp
+	134, // 241: norsk.api.manager.Pool.tiers:type_name -> norsk.api.manager.PoolTier
+	139, // 242: norsk.api.manager.Pool.restart_ceiling:type_name -> norsk.api.manager.RestartCeiling
+	132, // 243: norsk.api.manager.Pool.tier_status:type_name -> norsk.api.manager.PoolTierStatus
+	131, // 244: norsk.api.manager.Pool.disconnect:type_name -> norsk.api.manager.PoolDisconnect
+	17,  // 245: norsk.api.manager.PoolDisconnect.fence:type_name -> norsk.api.manager.PoolDisconnect.Fence
+	18,  // 246: norsk.api.manager.PoolDisconnect.replace:type_name -> norsk.api.manager.PoolDisconnect.Replace
+	133, // 247: norsk.api.manager.PoolTierStatus.backed_off:type_name -> norsk.api.manager.OfferingBackoff
+	175, // 248: norsk.api.manager.OfferingBackoff.until:type_name -> google.protobuf.Timestamp
+	169, // 249: norsk.api.manager.PoolTier.node_selector:type_name -> norsk.api.manager.PoolTier.NodeSelectorEntry
+	135, // 250: norsk.api.manager.PoolTier.aws:type_name -> norsk.api.manager.AwsTierProvisioner
+	137, // 251: norsk.api.manager.PoolTier.oci:type_name -> norsk.api.manager.OciTierProvisioner
+	138, // 252: norsk.api.manager.PoolTier.mock:type_name -> norsk.api.manager.MockTierProvisioner
+	192, // 253: norsk.api.manager.PoolTier.templates:type_name -> norsk.api.common.ProductTemplateOffer
+	50,  // 254: norsk.api.manager.AwsTierProvisioner.template:type_name -> norsk.api.manager.AwsLaunchTemplate
+	136, // 255: norsk.api.manager.AwsTierProvisioner.instance_types:type_name -> norsk.api.manager.TierInstanceType
+	170, // 256: norsk.api.manager.AwsTierProvisioner.tags:type_name -> norsk.api.manager.AwsTierProvisioner.TagsEntry
+	136, // 257: norsk.api.manager.OciTierProvisioner.shape:type_name -> norsk.api.manager.TierInstanceType
+	171, // 258: norsk.api.manager.OciTierProvisioner.tags:type_name -> norsk.api.manager.OciTierProvisioner.TagsEntry
+	172, // 259: norsk.api.manager.MockTierProvisioner.tags:type_name -> norsk.api.manager.MockTierProvisioner.TagsEntry
+	136, // 260: norsk.api.manager.MockTierProvisioner.offering:type_name -> norsk.api.manager.TierInstanceType
+	130, // 261: norsk.api.manager.ListPoolsResponse.pools:type_name -> norsk.api.manager.Pool
+	130, // 262: norsk.api.manager.PoolUpdated.pool:type_name -> norsk.api.manager.Pool
+	129, // 263: norsk.api.manager.PoolDeleted.name:type_name -> norsk.api.manager.PoolName
+	9,   // 264: norsk.api.manager.NodeSchedulingState.state:type_name -> norsk.api.manager.NodeScheduling
+	175, // 265: norsk.api.manager.NodeSchedulingState.since:type_name -> google.protobuf.Timestamp
+	186, // 266: norsk.api.manager.CordonNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	186, // 267: norsk.api.manager.DrainNodeRequest.node_id:type_name -> norsk.api.common.NodeId
+	175, // 268: norsk.api.manager.AclToken.create_time:type_name -> google.protobuf.Timestamp
+	175, // 269: norsk.api.manager.AclToken.expire_time:type_name -> google.protobuf.Timestamp
+	147, // 270: norsk.api.manager.AclTokenListResponse.tokens:type_name -> norsk.api.manager.AclToken
+	155, // 271: norsk.api.manager.ListAuditEntriesResponse.entries:type_name -> norsk.api.manager.AuditLogEntry
+	193, // 272: norsk.api.manager.JobHistoryJobRunning.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	175, // 273: norsk.api.manager.DateFilter.Within.start_date:type_name -> google.protobuf.Timestamp
+	175, // 274: norsk.api.manager.DateFilter.Within.end_date:type_name -> google.protobuf.Timestamp
+	193, // 275: norsk.api.manager.Orphan.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	194, // 276: norsk.api.manager.Manager.CreateStatusChannel:input_type -> google.protobuf.Empty
+	20,  // 277: norsk.api.manager.Manager.CreateJob:input_type -> norsk.api.manager.Job
+	20,  // 278: norsk.api.manager.Manager.UpdateJob:input_type -> norsk.api.manager.Job
+	174, // 279: norsk.api.manager.Manager.DeleteJob:input_type -> norsk.api.common.JobId
+	71,  // 280: norsk.api.manager.Manager.JobSearch:input_type -> norsk.api.manager.JobSearchRequest
+	52,  // 281: norsk.api.manager.Manager.CreateAwsNode:input_type -> norsk.api.manager.CreateAwsNodeRequest
+	53,  // 282: norsk.api.manager.Manager.CreateOciNode:input_type -> norsk.api.manager.CreateOciNodeRequest
+	54,  // 283: norsk.api.manager.Manager.UpdatePhysicalNode:input_type -> norsk.api.manager.UpdatePhysicalNodeRequest
+	186, // 284: norsk.api.manager.Manager.TerminateNode:input_type -> norsk.api.common.NodeId
+	55,  // 285: norsk.api.manager.Manager.StartJob:input_type -> norsk.api.manager.StartJobRequest
+	56,  // 286: norsk.api.manager.Manager.StopJob:input_type -> norsk.api.manager.StopJobRequest
+	174, // 287: norsk.api.manager.Manager.CompleteJob:input_type -> norsk.api.common.JobId
+	61,  // 288: norsk.api.manager.Manager.EventStream:input_type -> norsk.api.manager.EventStreamRequest
+	194, // 289: norsk.api.manager.Manager.Version:input_type -> google.protobuf.Empty
+	78,  // 290: norsk.api.manager.Manager.ListNodes:input_type -> norsk.api.manager.ListNodesRequest
+	76,  // 291: norsk.api.manager.Manager.StopOrphan:input_type -> norsk.api.manager.StopOrphanRequest
+	174, // 292: norsk.api.manager.Manager.JobById:input_type -> norsk.api.common.JobId
+	81,  // 293: norsk.api.manager.Manager.RegisterClusterNode:input_type -> norsk.api.manager.RegisterClusterNodeRequest
+	85,  // 294: norsk.api.manager.Manager.ListClusterNodes:input_type -> norsk.api.manager.ListClusterNodesRequest
+	186, // 295: norsk.api.manager.Manager.DeregisterClusterNode:input_type -> norsk.api.common.NodeId
+	87,  // 296: norsk.api.manager.Manager.ClusterMemberRegister:input_type -> norsk.api.manager.ClusterMemberRegisterRequest
+	89,  // 297: norsk.api.manager.Manager.CreateMockNode:input_type -> norsk.api.manager.CreateMockNodeRequest
+	91,  // 298: norsk.api.manager.Manager.ClusterMembers:input_type -> norsk.api.manager.ClusterMembersRequest
+	94,  // 299: norsk.api.manager.Manager.CreateBundle:input_type -> norsk.api.manager.Bundle
+	94,  // 300: norsk.api.manager.Manager.UpdateBundle:input_type -> norsk.api.manager.Bundle
+	93,  // 301: norsk.api.manager.Manager.DeleteBundle:input_type -> norsk.api.manager.BundleId
+	99,  // 302: norsk.api.manager.Manager.StartBundleJob:input_type -> norsk.api.manager.StartBundleJobRequest
+	100, // 303: norsk.api.manager.Manager.StopBundleJob:input_type -> norsk.api.manager.StopBundleJobRequest
+	93,  // 304: norsk.api.manager.Manager.GetBundle:input_type -> norsk.api.manager.BundleId
+	105, // 305: norsk.api.manager.Manager.ListBundles:input_type -> norsk.api.manager.ListBundlesRequest
+	124, // 306: norsk.api.manager.Manager.SnapshotSave:input_type -> norsk.api.manager.SnapshotSaveRequest
+	130, // 307: norsk.api.manager.Manager.CreatePool:input_type -> norsk.api.manager.Pool
+	130, // 308: norsk.api.manager.Manager.UpdatePool:input_type -> norsk.api.manager.Pool
+	129, // 309: norsk.api.manager.Manager.DeletePool:input_type -> norsk.api.manager.PoolName
+	129, // 310: norsk.api.manager.Manager.GetPool:input_type -> norsk.api.manager.PoolName
+	140, // 311: norsk.api.manager.Manager.ListPools:input_type -> norsk.api.manager.ListPoolsRequest
+	145, // 312: norsk.api.manager.Manager.CordonNode:input_type -> norsk.api.manager.CordonNodeRequest
+	186, // 313: norsk.api.manager.Manager.UncordonNode:input_type -> norsk.api.common.NodeId
+	146, // 314: norsk.api.manager.Manager.DrainNode:input_type -> norsk.api.manager.DrainNodeRequest
+	174, // 315: norsk.api.manager.Manager.GetPlacement:input_type -> norsk.api.common.JobId
+	148, // 316: norsk.api.manager.Manager.AclBootstrap:input_type -> norsk.api.manager.AclBootstrapRequest
+	149, // 317: norsk.api.manager.Manager.AclTokenCreate:input_type -> norsk.api.manager.AclTokenCreateRequest
+	150, // 318: norsk.api.manager.Manager.AclTokenList:input_type -> norsk.api.manager.AclTokenListRequest
+	152, // 319: norsk.api.manager.Manager.AclTokenRevoke:input_type -> norsk.api.manager.AclTokenRevokeRequest
+	153, // 320: norsk.api.manager.Manager.AclTokenSelf:input_type -> norsk.api.manager.AclTokenSelfRequest
+	154, // 321: norsk.api.manager.Manager.AppendAuditEntry:input_type -> norsk.api.manager.AppendAuditEntryRequest
+	156, // 322: norsk.api.manager.Manager.ListAuditEntries:input_type -> norsk.api.manager.ListAuditEntriesRequest
+	108, // 323: norsk.api.manager.Manager.MigrateJob:input_type -> norsk.api.manager.MigrateJobRequest
+	110, // 324: norsk.api.manager.Manager.AbortMigration:input_type -> norsk.api.manager.AbortMigrationRequest
+	72,  // 325: norsk.api.manager.Manager.CreateStatusChannel:output_type -> norsk.api.manager.NorskStatusEvent
+	25,  // 326: norsk.api.manager.Manager.CreateJob:output_type -> norsk.api.manager.JobHash
+	25,  // 327: norsk.api.manager.Manager.UpdateJob:output_type -> norsk.api.manager.JobHash
+	194, // 328: norsk.api.manager.Manager.DeleteJob:output_type -> google.protobuf.Empty
+	43,  // 329: norsk.api.manager.Manager.JobSearch:output_type -> norsk.api.manager.CurrentJob
+	194, // 330: norsk.api.manager.Manager.CreateAwsNode:output_type -> google.protobuf.Empty
+	194, // 331: norsk.api.manager.Manager.CreateOciNode:output_type -> google.protobuf.Empty
+	194, // 332: norsk.api.manager.Manager.UpdatePhysicalNode:output_type -> google.protobuf.Empty
+	194, // 333: norsk.api.manager.Manager.TerminateNode:output_type -> google.protobuf.Empty
+	194, // 334: norsk.api.manager.Manager.StartJob:output_type -> google.protobuf.Empty
+	194, // 335: norsk.api.manager.Manager.StopJob:output_type -> google.protobuf.Empty
+	194, // 336: norsk.api.manager.Manager.CompleteJob:output_type -> google.protobuf.Empty
+	70,  // 337: norsk.api.manager.Manager.EventStream:output_type -> norsk.api.manager.EventStreamEvent
+	73,  // 338: norsk.api.manager.Manager.Version:output_type -> norsk.api.manager.VersionInfo
+	79,  // 339: norsk.api.manager.Manager.ListNodes:output_type -> norsk.api.manager.ListNodesResponse
+	194, // 340: norsk.api.manager.Manager.StopOrphan:output_type -> google.protobuf.Empty
+	80,  // 341: norsk.api.manager.Manager.JobById:output_type -> norsk.api.manager.JobByIdResponse
+	82,  // 342: norsk.api.manager.Manager.RegisterClusterNode:output_type -> norsk.api.manager.RegisterClusterNodeResponse
+	86,  // 343: norsk.api.manager.Manager.ListClusterNodes:output_type -> norsk.api.manager.ListClusterNodesResponse
+	194, // 344: norsk.api.manager.Manager.DeregisterClusterNode:output_type -> google.protobuf.Empty
+	88,  // 345: norsk.api.manager.Manager.ClusterMemberRegister:output_type -> norsk.api.manager.ClusterMemberRegisterResponse
+	194, // 346: norsk.api.manager.Manager.CreateMockNode:output_type -> google.protobuf.Empty
+	92,  // 347: norsk.api.manager.Manager.ClusterMembers:output_type -> norsk.api.manager.ClusterMembersResponse
+	98,  // 348: norsk.api.manager.Manager.CreateBundle:output_type -> norsk.api.manager.CreateBundleResponse
+	194, // 349: norsk.api.manager.Manager.UpdateBundle:output_type -> google.protobuf.Empty
+	194, // 350: norsk.api.manager.Manager.DeleteBundle:output_type -> google.protobuf.Empty
+	194, // 351: norsk.api.manager.Manager.StartBundleJob:output_type -> google.protobuf.Empty
+	194, // 352: norsk.api.manager.Manager.StopBundleJob:output_type -> google.protobuf.Empty
+	104, // 353: norsk.api.manager.Manager.GetBundle:output_type -> norsk.api.manager.BundleInfo
+	106, // 354: norsk.api.manager.Manager.ListBundles:output_type -> norsk.api.manager.ListBundlesResponse
+	125, // 355: norsk.api.manager.Manager.SnapshotSave:output_type -> norsk.api.manager.SnapshotChunk
+	194, // 356: norsk.api.manager.Manager.CreatePool:output_type -> google.protobuf.Empty
+	194, // 357: norsk.api.manager.Manager.UpdatePool:output_type -> google.protobuf.Empty
+	194, // 358: norsk.api.manager.Manager.DeletePool:output_type -> google.protobuf.Empty
+	130, // 359: norsk.api.manager.Manager.GetPool:output_type -> norsk.api.manager.Pool
+	141, // 360: norsk.api.manager.Manager.ListPools:output_type -> norsk.api.manager.ListPoolsResponse
+	194, // 361: norsk.api.manager.Manager.CordonNode:output_type -> google.protobuf.Empty
+	194, // 362: norsk.api.manager.Manager.UncordonNode:output_type -> google.protobuf.Empty
+	194, // 363: norsk.api.manager.Manager.DrainNode:output_type -> google.protobuf.Empty
+	114, // 364: norsk.api.manager.Manager.GetPlacement:output_type -> norsk.api.manager.PlacementInfo
+	147, // 365: norsk.api.manager.Manager.AclBootstrap:output_type -> norsk.api.manager.AclToken
+	147, // 366: norsk.api.manager.Manager.AclTokenCreate:output_type -> norsk.api.manager.AclToken
+	151, // 367: norsk.api.manager.Manager.AclTokenList:output_type -> norsk.api.manager.AclTokenListResponse
+	194, // 368: norsk.api.manager.Manager.AclTokenRevoke:output_type -> google.protobuf.Empty
+	147, // 369: norsk.api.manager.Manager.AclTokenSelf:output_type -> norsk.api.manager.AclToken
+	155, // 370: norsk.api.manager.Manager.AppendAuditEntry:output_type -> norsk.api.manager.AuditLogEntry
+	157, // 371: norsk.api.manager.Manager.ListAuditEntries:output_type -> norsk.api.manager.ListAuditEntriesResponse
+	109, // 372: norsk.api.manager.Manager.MigrateJob:output_type -> norsk.api.manager.MigrateJobResponse
+	194, // 373: norsk.api.manager.Manager.AbortMigration:output_type -> google.protobuf.Empty
+	325, // [325:374] is the sub-list for method output_type
+	276, // [276:325] is the sub-list for method input_type
+	276, // [276:276] is the sub-list for extension type_name
+	276, // [276:276] is the sub-list for extension extendee
+	0,   // [0:276] is the sub-list for field type_name
 }
 
 func init() { file_manager_proto_init() }
@@ -13198,7 +13393,7 @@ func file_manager_proto_init() {
 		(*SnapshotChunk_Data)(nil),
 		(*SnapshotChunk_Trailer)(nil),
 	}
-	file_manager_proto_msgTypes[114].OneofWrappers = []any{
+	file_manager_proto_msgTypes[115].OneofWrappers = []any{
 		(*PoolTier_Aws)(nil),
 		(*PoolTier_Oci)(nil),
 		(*PoolTier_Mock)(nil),
@@ -13208,8 +13403,8 @@ func file_manager_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_manager_proto_rawDesc), len(file_manager_proto_rawDesc)),
-			NumEnums:      17,
-			NumMessages:   153,
+			NumEnums:      19,
+			NumMessages:   154,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

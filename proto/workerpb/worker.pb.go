@@ -134,8 +134,13 @@ type Health struct {
 	// Added. The state of what the worker's runtime depends on (the Docker
 	// engine of a Docker worker); empty for a runtime that depends on nothing.
 	RuntimeConditions []*commonpb.RuntimeCondition `protobuf:"bytes,2,rep,name=runtime_conditions,json=runtimeConditions,proto3" json:"runtime_conditions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Added (the fence's lease, docs/design/worker-sessions.md §8). Non-zero:
+	// the worker asks for health_ack{seq} once a manager that holds this
+	// node's session healthy has read this health. Numbers increase within a
+	// worker process. 0 (a worker that predates the fence): no ack is sent.
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Health) Reset() {
@@ -182,6 +187,67 @@ func (x *Health) GetRuntimeConditions() []*commonpb.RuntimeCondition {
 	return nil
 }
 
+func (x *Health) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Added (docs/design/worker-sessions.md §8). Set on a provision_job by the
+// placement engine for a job of a pool whose disconnect.fence is on: a
+// worker that goes without a manager's health_ack for longer than its
+// lease stops the job by itself, before the managers may start another
+// copy of it elsewhere.
+type WorkerFence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The managers' guarantee: they start no other copy of the job sooner
+	// than this many milliseconds after they acknowledged a health of this
+	// worker (their node LostTimeout). The worker begins the stop at
+	// replace_after_ms - its stop grace - a margin after sending the last
+	// acknowledged health. 0: the worker's default, 30000.
+	ReplaceAfterMs uint32 `protobuf:"varint,1,opt,name=replace_after_ms,json=replaceAfterMs,proto3" json:"replace_after_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WorkerFence) Reset() {
+	*x = WorkerFence{}
+	mi := &file_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerFence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerFence) ProtoMessage() {}
+
+func (x *WorkerFence) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerFence.ProtoReflect.Descriptor instead.
+func (*WorkerFence) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkerFence) GetReplaceAfterMs() uint32 {
+	if x != nil {
+		return x.ReplaceAfterMs
+	}
+	return 0
+}
+
 type WorkerJob struct {
 	state                  protoimpl.MessageState      `protogen:"open.v1"`
 	JobId                  *commonpb.JobId             `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -208,14 +274,20 @@ type WorkerJob struct {
 	// changes nothing: the running instance keeps its id, and the
 	// job_started it answers with carries that id. Empty: unknown (a manager
 	// that predates instance ids).
-	InstanceId    string `protobuf:"bytes,17,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,17,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Added (docs/design/worker-sessions.md §8). Set: the worker fences this
+	// job (stops it after its lease without a manager); kept with the job's
+	// record, so a re-adopted job is fenced too. Unset: the job runs on
+	// whatever happens to the sessions (manual starts, pools with the fence
+	// off, managers that predate it).
+	Fence         *WorkerFence `protobuf:"bytes,18,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerJob) Reset() {
 	*x = WorkerJob{}
-	mi := &file_worker_proto_msgTypes[2]
+	mi := &file_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +299,7 @@ func (x *WorkerJob) String() string {
 func (*WorkerJob) ProtoMessage() {}
 
 func (x *WorkerJob) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[2]
+	mi := &file_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +312,7 @@ func (x *WorkerJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerJob.ProtoReflect.Descriptor instead.
 func (*WorkerJob) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{2}
+	return file_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WorkerJob) GetJobId() *commonpb.JobId {
@@ -355,6 +427,13 @@ func (x *WorkerJob) GetInstanceId() string {
 	return ""
 }
 
+func (x *WorkerJob) GetFence() *WorkerFence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
 type UpdateJobConfig struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	JobId              *commonpb.JobId        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -365,7 +444,7 @@ type UpdateJobConfig struct {
 
 func (x *UpdateJobConfig) Reset() {
 	*x = UpdateJobConfig{}
-	mi := &file_worker_proto_msgTypes[3]
+	mi := &file_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +456,7 @@ func (x *UpdateJobConfig) String() string {
 func (*UpdateJobConfig) ProtoMessage() {}
 
 func (x *UpdateJobConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[3]
+	mi := &file_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +469,7 @@ func (x *UpdateJobConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobConfig.ProtoReflect.Descriptor instead.
 func (*UpdateJobConfig) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{3}
+	return file_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpdateJobConfig) GetJobId() *commonpb.JobId {
@@ -417,7 +496,7 @@ type WorkerRunningJob struct {
 
 func (x *WorkerRunningJob) Reset() {
 	*x = WorkerRunningJob{}
-	mi := &file_worker_proto_msgTypes[4]
+	mi := &file_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +508,7 @@ func (x *WorkerRunningJob) String() string {
 func (*WorkerRunningJob) ProtoMessage() {}
 
 func (x *WorkerRunningJob) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[4]
+	mi := &file_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +521,7 @@ func (x *WorkerRunningJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerRunningJob.ProtoReflect.Descriptor instead.
 func (*WorkerRunningJob) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{4}
+	return file_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WorkerRunningJob) GetJob() *WorkerJob {
@@ -470,7 +549,7 @@ type WorkerAuthenticationToken struct {
 
 func (x *WorkerAuthenticationToken) Reset() {
 	*x = WorkerAuthenticationToken{}
-	mi := &file_worker_proto_msgTypes[5]
+	mi := &file_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +561,7 @@ func (x *WorkerAuthenticationToken) String() string {
 func (*WorkerAuthenticationToken) ProtoMessage() {}
 
 func (x *WorkerAuthenticationToken) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[5]
+	mi := &file_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +574,7 @@ func (x *WorkerAuthenticationToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerAuthenticationToken.ProtoReflect.Descriptor instead.
 func (*WorkerAuthenticationToken) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{5}
+	return file_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WorkerAuthenticationToken) GetInstanceId() string {
@@ -539,7 +618,7 @@ type WorkerHello struct {
 
 func (x *WorkerHello) Reset() {
 	*x = WorkerHello{}
-	mi := &file_worker_proto_msgTypes[6]
+	mi := &file_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +630,7 @@ func (x *WorkerHello) String() string {
 func (*WorkerHello) ProtoMessage() {}
 
 func (x *WorkerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[6]
+	mi := &file_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +643,7 @@ func (x *WorkerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHello.ProtoReflect.Descriptor instead.
 func (*WorkerHello) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{6}
+	return file_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WorkerHello) GetNodeMetadata() *commonpb.NodeMetadata {
@@ -629,7 +708,7 @@ type WorkerJobStarted struct {
 
 func (x *WorkerJobStarted) Reset() {
 	*x = WorkerJobStarted{}
-	mi := &file_worker_proto_msgTypes[7]
+	mi := &file_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +720,7 @@ func (x *WorkerJobStarted) String() string {
 func (*WorkerJobStarted) ProtoMessage() {}
 
 func (x *WorkerJobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[7]
+	mi := &file_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +733,7 @@ func (x *WorkerJobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerJobStarted.ProtoReflect.Descriptor instead.
 func (*WorkerJobStarted) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{7}
+	return file_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WorkerJobStarted) GetJobKey() *commonpb.ActiveJobKey {
@@ -691,7 +770,7 @@ type WorkerJobFailed struct {
 
 func (x *WorkerJobFailed) Reset() {
 	*x = WorkerJobFailed{}
-	mi := &file_worker_proto_msgTypes[8]
+	mi := &file_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +782,7 @@ func (x *WorkerJobFailed) String() string {
 func (*WorkerJobFailed) ProtoMessage() {}
 
 func (x *WorkerJobFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[8]
+	mi := &file_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +795,7 @@ func (x *WorkerJobFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerJobFailed.ProtoReflect.Descriptor instead.
 func (*WorkerJobFailed) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{8}
+	return file_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkerJobFailed) GetJobKey() *commonpb.ActiveJobKey {
@@ -740,6 +819,52 @@ func (x *WorkerJobFailed) GetInstanceId() string {
 	return ""
 }
 
+// Added. See NodeControllerMessage.health_ack.
+type WorkerHealthAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Health.seq acknowledged.
+	Seq           uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerHealthAck) Reset() {
+	*x = WorkerHealthAck{}
+	mi := &file_worker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerHealthAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerHealthAck) ProtoMessage() {}
+
+func (x *WorkerHealthAck) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerHealthAck.ProtoReflect.Descriptor instead.
+func (*WorkerHealthAck) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WorkerHealthAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type WorkerHelloResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	License       string                 `protobuf:"bytes,1,opt,name=license,proto3" json:"license,omitempty"`
@@ -750,7 +875,7 @@ type WorkerHelloResponse struct {
 
 func (x *WorkerHelloResponse) Reset() {
 	*x = WorkerHelloResponse{}
-	mi := &file_worker_proto_msgTypes[9]
+	mi := &file_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +887,7 @@ func (x *WorkerHelloResponse) String() string {
 func (*WorkerHelloResponse) ProtoMessage() {}
 
 func (x *WorkerHelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[9]
+	mi := &file_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +900,7 @@ func (x *WorkerHelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHelloResponse.ProtoReflect.Descriptor instead.
 func (*WorkerHelloResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{9}
+	return file_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WorkerHelloResponse) GetLicense() string {
@@ -809,7 +934,7 @@ type WorkerMessage struct {
 
 func (x *WorkerMessage) Reset() {
 	*x = WorkerMessage{}
-	mi := &file_worker_proto_msgTypes[10]
+	mi := &file_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +946,7 @@ func (x *WorkerMessage) String() string {
 func (*WorkerMessage) ProtoMessage() {}
 
 func (x *WorkerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[10]
+	mi := &file_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +959,7 @@ func (x *WorkerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerMessage.ProtoReflect.Descriptor instead.
 func (*WorkerMessage) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{10}
+	return file_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkerMessage) GetMessage() isWorkerMessage_Message {
@@ -947,6 +1072,7 @@ type NodeControllerMessage struct {
 	//	*NodeControllerMessage_StopJob
 	//	*NodeControllerMessage_UpdateJob
 	//	*NodeControllerMessage_DeleteJob
+	//	*NodeControllerMessage_HealthAck
 	Message isNodeControllerMessage_Message `protobuf_oneof:"message"`
 	// Added. Epoch of the session that sent this message; strictly increasing
 	// per node across sessions. The worker ignores messages from a session
@@ -958,7 +1084,7 @@ type NodeControllerMessage struct {
 
 func (x *NodeControllerMessage) Reset() {
 	*x = NodeControllerMessage{}
-	mi := &file_worker_proto_msgTypes[11]
+	mi := &file_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1096,7 @@ func (x *NodeControllerMessage) String() string {
 func (*NodeControllerMessage) ProtoMessage() {}
 
 func (x *NodeControllerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[11]
+	mi := &file_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1109,7 @@ func (x *NodeControllerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeControllerMessage.ProtoReflect.Descriptor instead.
 func (*NodeControllerMessage) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{11}
+	return file_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeControllerMessage) GetMessage() isNodeControllerMessage_Message {
@@ -1038,6 +1164,15 @@ func (x *NodeControllerMessage) GetDeleteJob() *commonpb.JobId {
 	return nil
 }
 
+func (x *NodeControllerMessage) GetHealthAck() *WorkerHealthAck {
+	if x != nil {
+		if x, ok := x.Message.(*NodeControllerMessage_HealthAck); ok {
+			return x.HealthAck
+		}
+	}
+	return nil
+}
+
 func (x *NodeControllerMessage) GetSessionEpoch() uint64 {
 	if x != nil {
 		return x.SessionEpoch
@@ -1077,6 +1212,14 @@ type NodeControllerMessage_DeleteJob struct {
 	DeleteJob *commonpb.JobId `protobuf:"bytes,5,opt,name=delete_job,json=deleteJob,proto3,oneof"`
 }
 
+type NodeControllerMessage_HealthAck struct {
+	// Added (docs/design/worker-sessions.md §8). The answer to a health
+	// with a non-zero seq, sent by a manager whose node holds the session
+	// healthy (never to a worker that sent seq 0): the worker's fence
+	// lease runs from when it sent that health.
+	HealthAck *WorkerHealthAck `protobuf:"bytes,6,opt,name=health_ack,json=healthAck,proto3,oneof"`
+}
+
 func (*NodeControllerMessage_HelloResponse) isNodeControllerMessage_Message() {}
 
 func (*NodeControllerMessage_ProvisionJob) isNodeControllerMessage_Message() {}
@@ -1086,6 +1229,8 @@ func (*NodeControllerMessage_StopJob) isNodeControllerMessage_Message() {}
 func (*NodeControllerMessage_UpdateJob) isNodeControllerMessage_Message() {}
 
 func (*NodeControllerMessage_DeleteJob) isNodeControllerMessage_Message() {}
+
+func (*NodeControllerMessage_HealthAck) isNodeControllerMessage_Message() {}
 
 var File_worker_proto protoreflect.FileDescriptor
 
@@ -1097,10 +1242,13 @@ const file_worker_proto_rawDesc = "" +
 	"\x06memory\x18\x02 \x01(\x02R\x06memory\x12\x1c\n" +
 	"\tdiskSpace\x18\x03 \x01(\x02R\tdiskSpace\x12\x1a\n" +
 	"\bdiskIOPS\x18\x04 \x01(\x02R\bdiskIOPS\x12 \n" +
-	"\vnetworkIOPS\x18\x05 \x01(\x02R\vnetworkIOPS\"\x9c\x01\n" +
+	"\vnetworkIOPS\x18\x05 \x01(\x02R\vnetworkIOPS\"\xae\x01\n" +
 	"\x06Health\x12?\n" +
 	"\rmeasured_load\x18\x01 \x01(\v2\x1a.norsk.api.worker.CapacityR\fmeasuredLoad\x12Q\n" +
-	"\x12runtime_conditions\x18\x02 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\"\xf7\b\n" +
+	"\x12runtime_conditions\x18\x02 \x03(\v2\".norsk.api.common.RuntimeConditionR\x11runtimeConditions\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"7\n" +
+	"\vWorkerFence\x12(\n" +
+	"\x10replace_after_ms\x18\x01 \x01(\rR\x0ereplaceAfterMs\"\xac\t\n" +
 	"\tWorkerJob\x12.\n" +
 	"\x06job_id\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -1120,7 +1268,8 @@ const file_worker_proto_rawDesc = "" +
 	"\x10product_template\x18\x0f \x01(\v2$.norsk.api.common.ProductTemplateRefH\x02R\x0fproductTemplate\x88\x01\x01\x12z\n" +
 	"\x1bproduct_template_parameters\x18\x10 \x03(\v2:.norsk.api.worker.WorkerJob.ProductTemplateParametersEntryR\x19productTemplateParameters\x12\x1f\n" +
 	"\vinstance_id\x18\x11 \x01(\tR\n" +
-	"instanceId\x1a7\n" +
+	"instanceId\x123\n" +
+	"\x05fence\x18\x12 \x01(\v2\x1d.norsk.api.worker.WorkerFenceR\x05fence\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aL\n" +
@@ -1164,7 +1313,9 @@ const file_worker_proto_rawDesc = "" +
 	"\ajob_key\x18\x01 \x01(\v2\x1e.norsk.api.common.ActiveJobKeyR\x06jobKey\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vinstance_id\x18\x03 \x01(\tR\n" +
-	"instanceId\"M\n" +
+	"instanceId\"#\n" +
+	"\x0fWorkerHealthAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"M\n" +
 	"\x13WorkerHelloResponse\x12\x18\n" +
 	"\alicense\x18\x01 \x01(\tR\alicense\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\tR\tsignature\"\x92\x03\n" +
@@ -1178,7 +1329,7 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"job_failed\x18\x05 \x01(\v2!.norsk.api.worker.WorkerJobFailedH\x00R\tjobFailed\x12=\n" +
 	"\bjob_info\x18\x06 \x01(\v2 .norsk.api.common.JobInfoMessageH\x00R\ajobInfoB\t\n" +
-	"\amessage\"\x90\x03\n" +
+	"\amessage\"\xd4\x03\n" +
 	"\x15NodeControllerMessage\x12N\n" +
 	"\x0ehello_response\x18\x01 \x01(\v2%.norsk.api.worker.WorkerHelloResponseH\x00R\rhelloResponse\x12B\n" +
 	"\rprovision_job\x18\x02 \x01(\v2\x1b.norsk.api.worker.WorkerJobH\x00R\fprovisionJob\x12;\n" +
@@ -1186,7 +1337,9 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"update_job\x18\x04 \x01(\v2\x1b.norsk.api.worker.WorkerJobH\x00R\tupdateJob\x128\n" +
 	"\n" +
-	"delete_job\x18\x05 \x01(\v2\x17.norsk.api.common.JobIdH\x00R\tdeleteJob\x12#\n" +
+	"delete_job\x18\x05 \x01(\v2\x17.norsk.api.common.JobIdH\x00R\tdeleteJob\x12B\n" +
+	"\n" +
+	"health_ack\x18\x06 \x01(\v2!.norsk.api.worker.WorkerHealthAckH\x00R\thealthAck\x12#\n" +
 	"\rsession_epoch\x18\n" +
 	" \x01(\x04R\fsessionEpochB\t\n" +
 	"\amessage2n\n" +
@@ -1205,82 +1358,86 @@ func file_worker_proto_rawDescGZIP() []byte {
 	return file_worker_proto_rawDescData
 }
 
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_worker_proto_goTypes = []any{
 	(*Capacity)(nil),                      // 0: norsk.api.worker.Capacity
 	(*Health)(nil),                        // 1: norsk.api.worker.Health
-	(*WorkerJob)(nil),                     // 2: norsk.api.worker.WorkerJob
-	(*UpdateJobConfig)(nil),               // 3: norsk.api.worker.UpdateJobConfig
-	(*WorkerRunningJob)(nil),              // 4: norsk.api.worker.WorkerRunningJob
-	(*WorkerAuthenticationToken)(nil),     // 5: norsk.api.worker.WorkerAuthenticationToken
-	(*WorkerHello)(nil),                   // 6: norsk.api.worker.WorkerHello
-	(*WorkerJobStarted)(nil),              // 7: norsk.api.worker.WorkerJobStarted
-	(*WorkerJobFailed)(nil),               // 8: norsk.api.worker.WorkerJobFailed
-	(*WorkerHelloResponse)(nil),           // 9: norsk.api.worker.WorkerHelloResponse
-	(*WorkerMessage)(nil),                 // 10: norsk.api.worker.WorkerMessage
-	(*NodeControllerMessage)(nil),         // 11: norsk.api.worker.NodeControllerMessage
-	nil,                                   // 12: norsk.api.worker.WorkerJob.TagsEntry
-	nil,                                   // 13: norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
-	nil,                                   // 14: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
-	nil,                                   // 15: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
-	(*commonpb.RuntimeCondition)(nil),     // 16: norsk.api.common.RuntimeCondition
-	(*commonpb.JobId)(nil),                // 17: norsk.api.common.JobId
-	(*timestamppb.Timestamp)(nil),         // 18: google.protobuf.Timestamp
-	(*commonpb.Service)(nil),              // 19: norsk.api.common.Service
-	(*commonpb.ServiceParameters)(nil),    // 20: norsk.api.common.ServiceParameters
-	(*commonpb.WriteFile)(nil),            // 21: norsk.api.common.WriteFile
-	(*commonpb.ProductTemplateRef)(nil),   // 22: norsk.api.common.ProductTemplateRef
-	(*commonpb.OptionalString)(nil),       // 23: norsk.api.common.OptionalString
-	(*commonpb.NodeMetadata)(nil),         // 24: norsk.api.common.NodeMetadata
-	(*commonpb.NodeResources)(nil),        // 25: norsk.api.common.NodeResources
-	(*commonpb.ActiveJobKey)(nil),         // 26: norsk.api.common.ActiveJobKey
-	(*commonpb.JobInfoMessage)(nil),       // 27: norsk.api.common.JobInfoMessage
-	(*commonpb.ResolvedPortMappings)(nil), // 28: norsk.api.common.ResolvedPortMappings
+	(*WorkerFence)(nil),                   // 2: norsk.api.worker.WorkerFence
+	(*WorkerJob)(nil),                     // 3: norsk.api.worker.WorkerJob
+	(*UpdateJobConfig)(nil),               // 4: norsk.api.worker.UpdateJobConfig
+	(*WorkerRunningJob)(nil),              // 5: norsk.api.worker.WorkerRunningJob
+	(*WorkerAuthenticationToken)(nil),     // 6: norsk.api.worker.WorkerAuthenticationToken
+	(*WorkerHello)(nil),                   // 7: norsk.api.worker.WorkerHello
+	(*WorkerJobStarted)(nil),              // 8: norsk.api.worker.WorkerJobStarted
+	(*WorkerJobFailed)(nil),               // 9: norsk.api.worker.WorkerJobFailed
+	(*WorkerHealthAck)(nil),               // 10: norsk.api.worker.WorkerHealthAck
+	(*WorkerHelloResponse)(nil),           // 11: norsk.api.worker.WorkerHelloResponse
+	(*WorkerMessage)(nil),                 // 12: norsk.api.worker.WorkerMessage
+	(*NodeControllerMessage)(nil),         // 13: norsk.api.worker.NodeControllerMessage
+	nil,                                   // 14: norsk.api.worker.WorkerJob.TagsEntry
+	nil,                                   // 15: norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
+	nil,                                   // 16: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
+	nil,                                   // 17: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
+	(*commonpb.RuntimeCondition)(nil),     // 18: norsk.api.common.RuntimeCondition
+	(*commonpb.JobId)(nil),                // 19: norsk.api.common.JobId
+	(*timestamppb.Timestamp)(nil),         // 20: google.protobuf.Timestamp
+	(*commonpb.Service)(nil),              // 21: norsk.api.common.Service
+	(*commonpb.ServiceParameters)(nil),    // 22: norsk.api.common.ServiceParameters
+	(*commonpb.WriteFile)(nil),            // 23: norsk.api.common.WriteFile
+	(*commonpb.ProductTemplateRef)(nil),   // 24: norsk.api.common.ProductTemplateRef
+	(*commonpb.OptionalString)(nil),       // 25: norsk.api.common.OptionalString
+	(*commonpb.NodeMetadata)(nil),         // 26: norsk.api.common.NodeMetadata
+	(*commonpb.NodeResources)(nil),        // 27: norsk.api.common.NodeResources
+	(*commonpb.ActiveJobKey)(nil),         // 28: norsk.api.common.ActiveJobKey
+	(*commonpb.JobInfoMessage)(nil),       // 29: norsk.api.common.JobInfoMessage
+	(*commonpb.ResolvedPortMappings)(nil), // 30: norsk.api.common.ResolvedPortMappings
 }
 var file_worker_proto_depIdxs = []int32{
 	0,  // 0: norsk.api.worker.Health.measured_load:type_name -> norsk.api.worker.Capacity
-	16, // 1: norsk.api.worker.Health.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	17, // 2: norsk.api.worker.WorkerJob.job_id:type_name -> norsk.api.common.JobId
-	12, // 3: norsk.api.worker.WorkerJob.tags:type_name -> norsk.api.worker.WorkerJob.TagsEntry
-	18, // 4: norsk.api.worker.WorkerJob.start_date_time:type_name -> google.protobuf.Timestamp
-	19, // 5: norsk.api.worker.WorkerJob.services:type_name -> norsk.api.common.Service
-	20, // 6: norsk.api.worker.WorkerJob.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
-	21, // 7: norsk.api.worker.WorkerJob.write_files:type_name -> norsk.api.common.WriteFile
-	22, // 8: norsk.api.worker.WorkerJob.product_template:type_name -> norsk.api.common.ProductTemplateRef
-	13, // 9: norsk.api.worker.WorkerJob.product_template_parameters:type_name -> norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
-	17, // 10: norsk.api.worker.UpdateJobConfig.job_id:type_name -> norsk.api.common.JobId
-	2,  // 11: norsk.api.worker.WorkerRunningJob.job:type_name -> norsk.api.worker.WorkerJob
-	14, // 12: norsk.api.worker.WorkerRunningJob.service_port_mappings:type_name -> norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
-	23, // 13: norsk.api.worker.WorkerAuthenticationToken.signature:type_name -> norsk.api.common.OptionalString
-	24, // 14: norsk.api.worker.WorkerHello.node_metadata:type_name -> norsk.api.common.NodeMetadata
-	0,  // 15: norsk.api.worker.WorkerHello.measured_load:type_name -> norsk.api.worker.Capacity
-	4,  // 16: norsk.api.worker.WorkerHello.running_jobs:type_name -> norsk.api.worker.WorkerRunningJob
-	5,  // 17: norsk.api.worker.WorkerHello.token:type_name -> norsk.api.worker.WorkerAuthenticationToken
-	16, // 18: norsk.api.worker.WorkerHello.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
-	25, // 19: norsk.api.worker.WorkerHello.resources:type_name -> norsk.api.common.NodeResources
-	26, // 20: norsk.api.worker.WorkerJobStarted.job_key:type_name -> norsk.api.common.ActiveJobKey
-	15, // 21: norsk.api.worker.WorkerJobStarted.service_port_mappings:type_name -> norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
-	26, // 22: norsk.api.worker.WorkerJobFailed.job_key:type_name -> norsk.api.common.ActiveJobKey
-	6,  // 23: norsk.api.worker.WorkerMessage.hello:type_name -> norsk.api.worker.WorkerHello
-	1,  // 24: norsk.api.worker.WorkerMessage.health:type_name -> norsk.api.worker.Health
-	7,  // 25: norsk.api.worker.WorkerMessage.job_started:type_name -> norsk.api.worker.WorkerJobStarted
-	26, // 26: norsk.api.worker.WorkerMessage.job_stopped:type_name -> norsk.api.common.ActiveJobKey
-	8,  // 27: norsk.api.worker.WorkerMessage.job_failed:type_name -> norsk.api.worker.WorkerJobFailed
-	27, // 28: norsk.api.worker.WorkerMessage.job_info:type_name -> norsk.api.common.JobInfoMessage
-	9,  // 29: norsk.api.worker.NodeControllerMessage.hello_response:type_name -> norsk.api.worker.WorkerHelloResponse
-	2,  // 30: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
-	26, // 31: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
-	2,  // 32: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
-	17, // 33: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
-	28, // 34: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	28, // 35: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
-	11, // 36: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
-	10, // 37: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
-	37, // [37:38] is the sub-list for method output_type
-	36, // [36:37] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	18, // 1: norsk.api.worker.Health.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	19, // 2: norsk.api.worker.WorkerJob.job_id:type_name -> norsk.api.common.JobId
+	14, // 3: norsk.api.worker.WorkerJob.tags:type_name -> norsk.api.worker.WorkerJob.TagsEntry
+	20, // 4: norsk.api.worker.WorkerJob.start_date_time:type_name -> google.protobuf.Timestamp
+	21, // 5: norsk.api.worker.WorkerJob.services:type_name -> norsk.api.common.Service
+	22, // 6: norsk.api.worker.WorkerJob.norsk_service_parameters:type_name -> norsk.api.common.ServiceParameters
+	23, // 7: norsk.api.worker.WorkerJob.write_files:type_name -> norsk.api.common.WriteFile
+	24, // 8: norsk.api.worker.WorkerJob.product_template:type_name -> norsk.api.common.ProductTemplateRef
+	15, // 9: norsk.api.worker.WorkerJob.product_template_parameters:type_name -> norsk.api.worker.WorkerJob.ProductTemplateParametersEntry
+	2,  // 10: norsk.api.worker.WorkerJob.fence:type_name -> norsk.api.worker.WorkerFence
+	19, // 11: norsk.api.worker.UpdateJobConfig.job_id:type_name -> norsk.api.common.JobId
+	3,  // 12: norsk.api.worker.WorkerRunningJob.job:type_name -> norsk.api.worker.WorkerJob
+	16, // 13: norsk.api.worker.WorkerRunningJob.service_port_mappings:type_name -> norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry
+	25, // 14: norsk.api.worker.WorkerAuthenticationToken.signature:type_name -> norsk.api.common.OptionalString
+	26, // 15: norsk.api.worker.WorkerHello.node_metadata:type_name -> norsk.api.common.NodeMetadata
+	0,  // 16: norsk.api.worker.WorkerHello.measured_load:type_name -> norsk.api.worker.Capacity
+	5,  // 17: norsk.api.worker.WorkerHello.running_jobs:type_name -> norsk.api.worker.WorkerRunningJob
+	6,  // 18: norsk.api.worker.WorkerHello.token:type_name -> norsk.api.worker.WorkerAuthenticationToken
+	18, // 19: norsk.api.worker.WorkerHello.runtime_conditions:type_name -> norsk.api.common.RuntimeCondition
+	27, // 20: norsk.api.worker.WorkerHello.resources:type_name -> norsk.api.common.NodeResources
+	28, // 21: norsk.api.worker.WorkerJobStarted.job_key:type_name -> norsk.api.common.ActiveJobKey
+	17, // 22: norsk.api.worker.WorkerJobStarted.service_port_mappings:type_name -> norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry
+	28, // 23: norsk.api.worker.WorkerJobFailed.job_key:type_name -> norsk.api.common.ActiveJobKey
+	7,  // 24: norsk.api.worker.WorkerMessage.hello:type_name -> norsk.api.worker.WorkerHello
+	1,  // 25: norsk.api.worker.WorkerMessage.health:type_name -> norsk.api.worker.Health
+	8,  // 26: norsk.api.worker.WorkerMessage.job_started:type_name -> norsk.api.worker.WorkerJobStarted
+	28, // 27: norsk.api.worker.WorkerMessage.job_stopped:type_name -> norsk.api.common.ActiveJobKey
+	9,  // 28: norsk.api.worker.WorkerMessage.job_failed:type_name -> norsk.api.worker.WorkerJobFailed
+	29, // 29: norsk.api.worker.WorkerMessage.job_info:type_name -> norsk.api.common.JobInfoMessage
+	11, // 30: norsk.api.worker.NodeControllerMessage.hello_response:type_name -> norsk.api.worker.WorkerHelloResponse
+	3,  // 31: norsk.api.worker.NodeControllerMessage.provision_job:type_name -> norsk.api.worker.WorkerJob
+	28, // 32: norsk.api.worker.NodeControllerMessage.stop_job:type_name -> norsk.api.common.ActiveJobKey
+	3,  // 33: norsk.api.worker.NodeControllerMessage.update_job:type_name -> norsk.api.worker.WorkerJob
+	19, // 34: norsk.api.worker.NodeControllerMessage.delete_job:type_name -> norsk.api.common.JobId
+	10, // 35: norsk.api.worker.NodeControllerMessage.health_ack:type_name -> norsk.api.worker.WorkerHealthAck
+	30, // 36: norsk.api.worker.WorkerRunningJob.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	30, // 37: norsk.api.worker.WorkerJobStarted.ServicePortMappingsEntry.value:type_name -> norsk.api.common.ResolvedPortMappings
+	13, // 38: norsk.api.worker.Worker.NodeControllerStream:input_type -> norsk.api.worker.NodeControllerMessage
+	12, // 39: norsk.api.worker.Worker.NodeControllerStream:output_type -> norsk.api.worker.WorkerMessage
+	39, // [39:40] is the sub-list for method output_type
+	38, // [38:39] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -1288,8 +1445,8 @@ func file_worker_proto_init() {
 	if File_worker_proto != nil {
 		return
 	}
-	file_worker_proto_msgTypes[2].OneofWrappers = []any{}
-	file_worker_proto_msgTypes[10].OneofWrappers = []any{
+	file_worker_proto_msgTypes[3].OneofWrappers = []any{}
+	file_worker_proto_msgTypes[12].OneofWrappers = []any{
 		(*WorkerMessage_Hello)(nil),
 		(*WorkerMessage_Health)(nil),
 		(*WorkerMessage_JobStarted)(nil),
@@ -1297,12 +1454,13 @@ func file_worker_proto_init() {
 		(*WorkerMessage_JobFailed)(nil),
 		(*WorkerMessage_JobInfo)(nil),
 	}
-	file_worker_proto_msgTypes[11].OneofWrappers = []any{
+	file_worker_proto_msgTypes[13].OneofWrappers = []any{
 		(*NodeControllerMessage_HelloResponse)(nil),
 		(*NodeControllerMessage_ProvisionJob)(nil),
 		(*NodeControllerMessage_StopJob)(nil),
 		(*NodeControllerMessage_UpdateJob)(nil),
 		(*NodeControllerMessage_DeleteJob)(nil),
+		(*NodeControllerMessage_HealthAck)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1310,7 +1468,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

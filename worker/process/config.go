@@ -39,9 +39,10 @@ type Config struct {
 	// JobDir holds the services' working directories, one per (job,
 	// role), made for each job and owned by JobUser. It must not be inside
 	// StateDir (whose mode 0700 keeps JobUser out); New creates it (mode
-	// 0755) if missing, and refuses one not owned by this process's user,
-	// writable by others, or that JobUser cannot reach. Required with
-	// JobUser. Empty: working directories are made inside StateDir, as
+	// 0755) if missing, and refuses one not owned by this process's user
+	// or writable by others. One JobUser cannot reach (a directory above
+	// it it may not search) is logged by New, and fails each job's start
+	// with a reason that says so. Required with JobUser. Empty: working directories are made inside StateDir, as
 	// before JobUser existed.
 	JobDir string
 

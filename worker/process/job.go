@@ -148,6 +148,11 @@ func (j *job) Prepare(ctx context.Context) error {
 // given to the user, files and all: nothing the job controls is there
 // while the worker writes.
 func (j *job) prepare(def *workerpb.WorkerJob) error {
+	if j.user != nil {
+		if err := reachable(filepath.Dir(j.paths.work), j.user); err != nil {
+			return err
+		}
+	}
 	for _, dir := range j.paths.dirs() {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("remove stale job directory: %w", err)

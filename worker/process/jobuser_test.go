@@ -182,7 +182,6 @@ func TestNew_JobUserChecks(t *testing.T) {
 	}{
 		{"no job dir", "", "JobDir is required with JobUser"},
 		{"inside the state dir", filepath.Join(base, "state", "jobs-here"), "is inside StateDir"},
-		{"unreachable", filepath.Join(closed, "jobs"), "may not search " + closed},
 		{"writable by others", worldWritable, "is writable by other users (mode 0777)"},
 		{"owned by another user", notMine, "is owned by uid " + strconv.Itoa(int(nb.UID))},
 	} {
@@ -198,6 +197,33 @@ func TestNew_JobUserChecks(t *testing.T) {
 				t.Errorf("err = %v; want it to contain %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestRuntime_JobUser_UnreachableJobDir: a JobDir the job user cannot
+// reach fails each job's start, naming the directory in the way and the
+// flag that fixes it; the runtime itself runs (and reports its jobs).
+func TestRuntime_JobUser_UnreachableJobDir(t *testing.T) {
+	needRoot(t)
+	nb := nobody(t)
+	base := openTempDir(t)
+	closed := filepath.Join(base, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r, c := newTestRuntime(t, filepath.Join(base, "state"), func(cfg *Config) {
+		cfg.JobUser, cfg.JobDir = nb, filepath.Join(closed, "jobs")
+	})
+	job := testJob("job-unreachable", svc("s", "exec sleep 30"))
+	key := worker.KeyOf(job)
+	if _, err := r.Start(context.Background(), job); err == nil {
+		t.Fatal("Start succeeded")
+	}
+	ev := c.Wait(t, "job_failed", isKind(key, worker.EventFailed))
+	for _, want := range []string{"may not search " + closed + " (mode 0700", "--job-dir"} {
+		if !strings.Contains(ev.Reason, want) {
+			t.Errorf("reason %q lacks %q", ev.Reason, want)
+		}
 	}
 }
 

@@ -108,8 +108,13 @@ func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 	if err := os.MkdirAll(r.jobsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("process: create %s: %w", r.jobsDir, err)
 	}
-	if err := prepareJobDir(cfg.JobDir, cfg.JobUser); err != nil {
+	if err := prepareJobDir(cfg.JobDir); err != nil {
 		return nil, err
+	}
+	if cfg.JobUser != nil {
+		if err := reachable(cfg.JobDir, cfg.JobUser); err != nil {
+			r.log.Error("process jobs will fail", "error", err)
+		}
 	}
 	w, err := newWaker()
 	if err != nil {
@@ -127,11 +132,13 @@ func Within(dir, path string) bool {
 }
 
 // prepareJobDir creates dir (mode 0755) if missing and checks it can hold
-// the working directories of user's services: owned by this process's
-// user and writable by no one else (a job could otherwise plant a
-// symbolic link where the worker makes the next job's directory), and
-// reachable by user. Nothing to do for an empty dir.
-func prepareJobDir(dir string, user *JobUser) error {
+// the working directories of the services: owned by this process's user
+// and writable by no one else (a job could otherwise plant a symbolic
+// link where the worker makes the next job's directory). Nothing to do
+// for an empty dir. Whether the job user can reach it is checked by
+// each job's Prepare (reachable): a worker that cannot run process jobs
+// may still run and report, and each job's failure names the fix.
+func prepareJobDir(dir string) error {
 	if dir == "" {
 		return nil
 	}
@@ -150,11 +157,16 @@ func prepareJobDir(dir string, user *JobUser) error {
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("process: JobDir %s is writable by other users (mode %#o): give a directory only the worker may write (chmod go-w)", dir, fi.Mode().Perm())
 	}
-	if user == nil {
-		return nil
-	}
+	return nil
+}
+
+// reachable returns nil if user may search dir and every directory above
+// it, else an error that says so and what to do: the services' chdir
+// into their working directory happens as user.
+func reachable(dir string, user *JobUser) error {
 	if err := user.Reach(dir); err != nil {
-		return fmt.Errorf("process: JobDir %s: %w; give a JobDir every directory above which the job user may search (e.g. under /var/lib)", dir, err)
+		return fmt.Errorf("the job directory %s cannot hold the working directories of the job user's services: %w; "+
+			"start the worker with a --job-dir every directory above which the job user may search (e.g. under /var/lib)", dir, err)
 	}
 	return nil
 }

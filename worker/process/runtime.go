@@ -124,6 +124,10 @@ func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 	return r, nil
 }
 
+// ErrBadJobDir is matched by New's error when Config.JobDir cannot hold
+// the services' working directories (cmd/ names --job-dir).
+var ErrBadJobDir = errors.New("JobDir")
+
 // Within reports whether path is dir or inside it (both absolute and
 // clean), by their names: symbolic links are not resolved.
 func Within(dir, path string) bool {
@@ -143,19 +147,19 @@ func prepareJobDir(dir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("process: create JobDir: %w", err)
+		return fmt.Errorf("process: %w: create %s: %w", ErrBadJobDir, dir, err)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("process: JobDir: %w", err)
+		return fmt.Errorf("process: %w: %w", ErrBadJobDir, err)
 	}
 	switch owner, ok := fileOwner(fi); {
 	case !fi.IsDir():
-		return fmt.Errorf("process: JobDir %s is not a directory", dir)
+		return fmt.Errorf("process: %w: %s is not a directory", ErrBadJobDir, dir)
 	case ok && owner != os.Geteuid():
-		return fmt.Errorf("process: JobDir %s is owned by uid %d, not by this worker's user (uid %d): that user could tamper with the jobs' directories", dir, owner, os.Geteuid())
+		return fmt.Errorf("process: %w: %s is owned by uid %d, not by this worker's user (uid %d): that user could tamper with the jobs' directories", ErrBadJobDir, dir, owner, os.Geteuid())
 	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("process: JobDir %s is writable by other users (mode %#o): give a directory only the worker may write (chmod go-w)", dir, fi.Mode().Perm())
+		return fmt.Errorf("process: %w: %s is writable by other users (mode %#o): give a directory only the worker may write (chmod go-w)", ErrBadJobDir, dir, fi.Mode().Perm())
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func newFleet(t *testing.T, specs ...slotSpec) *fleet {
 	// startManager waits for the health of ""; the client watches the
 	// Manager service's own status, so wait for that one too.
 	testproc.Await(t, 30*time.Second, "the Manager service SERVING", func() error { return managerServing(m.addr) })
-	f := &fleet{t: t, m: m, mc: connect(t, m.addr), metricsAddr: testproc.Addr(mport), pidDir: t.TempDir(),
+	f := &fleet{t: t, m: m, mc: connect(t, m.addr), metricsAddr: testproc.Addr(mport), pidDir: testproc.JobFilesDir(t),
 		byName: map[string]*slot{}, byID: map[string]*slot{}}
 	for _, s := range specs {
 		f.add(s)

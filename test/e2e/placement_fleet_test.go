@@ -234,16 +234,20 @@ func (f *fleet) provisioned(job, role string) int {
 	return n
 }
 
-// nodeOfPID returns the id of the fleet node whose worker state dir holds
-// pid's working directory (services run in a work dir inside it), or "".
+// nodeOfPID returns the id of the fleet node whose worker holds pid's
+// working directory, or "": services run in a directory of the worker's
+// --job-dir (by default its --state-dir with "-jobs" appended), or of its
+// state dir for a job an older worker started.
 func (f *fleet) nodeOfPID(pid int) string {
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
 		return ""
 	}
 	for id, s := range f.byID {
-		if strings.HasPrefix(cwd, s.w.StateDir+string(filepath.Separator)) {
-			return id
+		for _, dir := range []string{s.w.StateDir, s.w.StateDir + "-jobs"} {
+			if strings.HasPrefix(cwd, dir+string(filepath.Separator)) {
+				return id
+			}
 		}
 	}
 	return ""

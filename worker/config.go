@@ -53,8 +53,10 @@ type Config struct {
 	Token string
 
 	// StateDir holds the node identity (identity.json, mode 0600) and the
-	// runtime's state. Required. Created (mode 0700) if missing. Run locks
-	// it (LockStateDir) for as long as it runs: one agent per directory.
+	// runtime's state. Required. Created (mode 0700) if missing, made
+	// private at every start (SecureStateDir: 0700, secrets 0600, owned by
+	// the worker's user). Run locks it (LockStateDir) for as long as it
+	// runs: one agent per directory.
 	StateDir string
 
 	// HealthInterval is the period of health messages on a verified

@@ -50,9 +50,10 @@ func (e *StateDirInUseError) Error() string {
 // Unwrap returns ErrStateDirInUse.
 func (e *StateDirInUseError) Unwrap() error { return ErrStateDirInUse }
 
-// LockStateDir creates dir (mode 0700) if missing and takes an exclusive
-// lock on dir/lock without waiting, writing this process's PID into the
-// file. It returns a *StateDirInUseError if another process, or another
+// LockStateDir creates dir (mode 0700) if missing, makes it private
+// (SecureStateDir: mode 0700, its secrets 0600, owned by this process's
+// user, else an error) and takes an exclusive lock on dir/lock without
+// waiting, writing this process's PID into the file. It returns a *StateDirInUseError if another process, or another
 // StateDirLock of this process, holds the lock: two workers over one state
 // directory would both re-adopt the same jobs and fight over the node.
 //
@@ -61,6 +62,9 @@ func (e *StateDirInUseError) Unwrap() error { return ErrStateDirInUse }
 func LockStateDir(dir string) (*StateDirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("worker: create state directory: %w", err)
+	}
+	if err := SecureStateDir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, stateDirLockFile)
 	// os.OpenFile sets O_CLOEXEC, so services started by a runtime never

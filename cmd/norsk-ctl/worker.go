@@ -73,6 +73,8 @@ type workerOptions struct {
 	dockerNetwork  string
 	mediaImages    []string
 	templateDir    string
+	jobUser        string // --job-user
+	jobDir         string // --job-dir
 	logLevel       string
 	resources      resourceFlags
 	tls            workerTLS
@@ -113,6 +115,7 @@ func addWorkerFlags(cmd *cobra.Command, o *workerOptions) {
 		"worker mode, --runtime=docker: the product-template catalogue, NAME/VERSION/compose.yaml (with an optional .env and template.json; docs/design/product-templates.md), "+
 			"read once at start and reported to the manager; a version using an unsupported compose key is logged and left out. Without it, the worker offers no templates")
 	f.StringVar(&o.logLevel, "log-level", "info", "worker mode: log level: debug, info, warn or error")
+	addJobUserFlags(cmd, o)
 	addResourceFlags(cmd, &o.resources)
 	addWorkerTLSFlags(cmd, &o.tls)
 }
@@ -145,6 +148,14 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = logger
+	jobs, err := o.jobIsolation(cfg.StateDir, os.Geteuid())
+	if err == nil {
+		err = jobs.checkSecretsHidden(o.tls.key)
+	}
+	if err != nil {
+		return fail(workerExitUsage, err)
+	}
+	jobs.log(logger)
 	var certs *pki.Reloader
 	if cfg.ServerTLS, cfg.ManagerTLS, certs, err = o.tls.load(logger, &cfg); err != nil {
 		return fail(workerExitUsage, err)
@@ -164,7 +175,7 @@ func runWorker(ctx context.Context, stderr io.Writer, o *workerOptions) error {
 		// catalogue beyond its limits): say so now, naming the flag.
 		return fail(workerExitUsage, fmt.Errorf("--template-dir %s: %w", o.templateDir, err))
 	}
-	rt, shutdown, err := o.newRuntime(ctx, cfg, logger, templates)
+	rt, shutdown, err := o.newRuntime(ctx, cfg, logger, templates, jobs)
 	if err != nil {
 		return fail(workerFailure(cfg.StateDir, err))
 	}
@@ -220,8 +231,10 @@ func withTemplates(res *commonpb.NodeResources, c *template.Catalogue) *commonpb
 
 // newRuntime creates the runtime --runtime selects over its directory
 // under the worker's state directory (process/ or docker/), and returns
-// its Shutdown. templates (nil: none) goes to the Docker runtime.
-func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logger *slog.Logger, templates *template.Catalogue) (worker.Runtime, func(), error) {
+// its Shutdown. templates (nil: none) goes to the Docker runtime, which
+// may bind-mount nothing of the state directory nor the TLS key; jobs (the
+// job user and directory) to the process runtime.
+func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logger *slog.Logger, templates *template.Catalogue, jobs jobIsolation) (worker.Runtime, func(), error) {
 	if o.runtime == "docker" {
 		dc := docker.DefaultConfig()
 		dc.Templates = templates
@@ -230,6 +243,10 @@ func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logge
 		dc.FailStopGrace = cfg.StopGrace
 		dc.Logger = logger
 		dc.MediaImages, _ = docker.ParseMediaImages(o.mediaImages) // checked by config
+		dc.ProtectedPaths = []string{cfg.StateDir}
+		if o.tls.key != "" {
+			dc.ProtectedPaths = append(dc.ProtectedPaths, o.tls.key)
+		}
 		rt, err := docker.New(ctx, dc)
 		if err != nil {
 			return nil, nil, stateDirError(dc.StateDir, err)
@@ -241,7 +258,11 @@ func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logge
 	pc.Environ = os.Environ()
 	pc.FailStopGrace = cfg.StopGrace
 	pc.Logger = logger
+	pc.JobUser, pc.JobDir = jobs.user, jobs.dir
 	rt, err := process.New(pc)
+	if errors.Is(err, process.ErrBadJobDir) {
+		return nil, nil, fmt.Errorf("--job-dir: %w", err)
+	}
 	if err != nil {
 		return nil, nil, stateDirError(cfg.StateDir, err)
 	}

@@ -38,6 +38,12 @@ func newEnv(ctx context.Context, s *settings) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create scratch dir under %s: %w", s.workDir, err)
 	}
+	// A worker running as root runs the jobs as its job user (nobody),
+	// which must reach the binaries and the --job-dir next to each state
+	// dir.
+	if err := os.Chmod(scratch, 0o755); err != nil {
+		return nil, fmt.Errorf("open scratch dir %s: %w", scratch, err)
+	}
 	return &env{settings: s, scratch: scratch, modRoot: root}, nil
 }
 
@@ -51,9 +57,14 @@ func (e *env) close() {
 	}
 }
 
-// dir returns a fresh path (not created) under the scratch dir.
+// dir returns a fresh directory under the scratch dir, writable by
+// everyone (mode 1777, like /tmp): the jobs of a worker running as root
+// run as its job user and write their pid files here.
 func (e *env) dir(name string) string {
 	p, err := os.MkdirTemp(e.scratch, name+"-")
+	if err == nil {
+		err = os.Chmod(p, 0o1777)
+	}
 	if err != nil {
 		panic(err) // the scratch dir is ours; failing here means the disk is gone
 	}

@@ -34,7 +34,7 @@ func TestE2E_NodeCapacity(t *testing.T) {
 	w := start(t, "worker", workerArgs("--token", token, "--capacity", "4")...)
 	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
 
-	job := webJob("enc", filepath.Join(t.TempDir(), "enc.pid"), testproc.FreePort(t))
+	job := webJob("enc", filepath.Join(testproc.JobFilesDir(t), "enc.pid"), testproc.FreePort(t))
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1.5}}
 	_, err = mc.CreateJob(ctx, job)
 	require.NoError(t, err)

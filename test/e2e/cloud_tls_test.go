@@ -100,7 +100,7 @@ func TestE2E_TLS_CloudWorkerFromUserData(t *testing.T) {
 	_, err = os.Stat(filepath.Join(stateDir, worker.SelfSignedCertFile))
 	require.NoError(t, err)
 
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", "aws-tls"))

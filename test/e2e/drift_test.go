@@ -54,7 +54,7 @@ func TestE2E_DefinitionDrift(t *testing.T) {
 	require.Equal(t, h1, in.GetDefinitionHash(), "a new description changes nothing the worker runs")
 	require.False(t, in.GetDefinitionStale())
 
-	marker := filepath.Join(t.TempDir(), "v2")
+	marker := filepath.Join(testproc.JobFilesDir(t), "v2")
 	h2 := update(func(j *managerpb.Job) {
 		j.Services[0].Command = fmt.Sprintf("echo v2 > %s; %s", marker, j.Services[0].Command)
 	})

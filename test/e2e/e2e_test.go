@@ -122,7 +122,7 @@ func TestE2E_JobLifecycleAcrossRestarts(t *testing.T) {
 		return ev.Has(func(e *managerpb.EventStreamEvent) bool { return e.GetNodeStarted() != nil })
 	})
 
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", client.NodeID(nodeID)))
@@ -210,7 +210,7 @@ func TestE2E_DeregisterSlot(t *testing.T) {
 	require.NoError(t, err)
 	w := startWorker(t, token, m.addr, filepath.Join(t.TempDir(), "worker"), wport)
 	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("j", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "j", "primary", nodeID))

@@ -57,6 +57,7 @@ func startWorker(t *testing.T, token, managerAddr, stateDir string, port int) *t
 	// is killed: job processes outlive their worker by design, and a test
 	// must not leave them behind.
 	t.Cleanup(func() { testproc.KillProcessesMentioning(stateDir) })
+	testproc.OpenTempDirs(t, filepath.Dir(stateDir)) // the job user reaches --job-dir
 	args := []string{"norsk-ctl", "--mode=worker", "--listen", testproc.Addr(port), "--state-dir", stateDir, "--log-level", "debug", "--stop-grace", "3s", "--dial-back-timeout", "3s"}
 	if token != "" {
 		args = append(args, "--token", token, "--manager-url", managerAddr)

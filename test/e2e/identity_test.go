@@ -45,7 +45,7 @@ func newWebSetup(t *testing.T, extra ...string) *webSetup {
 	ctx := context.Background()
 	s := &webSetup{managerDataDir: filepath.Join(t.TempDir(), "data"), managerPort: testproc.FreePort(t),
 		wport: testproc.FreePort(t), webPort: testproc.FreePort(t), stateDir: filepath.Join(t.TempDir(), "worker"),
-		pidFile: filepath.Join(t.TempDir(), "web.pid")}
+		pidFile: filepath.Join(testproc.JobFilesDir(t), "web.pid")}
 	s.m = startManager(t, s.managerDataDir, s.managerPort, extra...)
 	s.mc = connect(t, s.m.addr)
 	s.ev = &testproc.EventLog{}

@@ -68,7 +68,7 @@ func TestE2E_StopThenStartAtOnce_AcrossManagers(t *testing.T) {
 	testproc.StartWorker(t, "w1", string(node), token, c.URLs())
 	testproc.Eventually(t, 60*time.Second, "node started", func() bool { return testproc.NodeStarted(cl, string(node)) })
 	const id = "restart"
-	pidFile := filepath.Join(t.TempDir(), "restart.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "restart.pid")
 	testproc.Await(t, 60*time.Second, "job created", func() error {
 		_, err := cl.CreateJob(ctx, slowStopJob(id, pidFile))
 		if status.Code(err) == codes.AlreadyExists {

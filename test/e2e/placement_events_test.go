@@ -89,7 +89,7 @@ func TestE2E_PlacementFailedThenPlaced(t *testing.T) {
 func TestE2E_PlacementPinnedCores(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, slotSpec{name: "w-cores", zone: "z1", capacity: 8, extra: []string{"--cores", "0,1"}})
-	dir := t.TempDir()
+	dir := testproc.JobFilesDir(t)
 	coreJob := func(id string) *managerpb.Job {
 		return &managerpb.Job{
 			JobId: &commonpb.JobId{JobId: id},

@@ -77,7 +77,7 @@ func newFleet(t *testing.T, specs ...slotSpec) *fleet {
 	// startManager waits for the health of ""; the client watches the
 	// Manager service's own status, so wait for that one too.
 	testproc.Await(t, 30*time.Second, "the Manager service SERVING", func() error { return managerServing(m.addr) })
-	f := &fleet{t: t, m: m, mc: connect(t, m.addr), metricsAddr: testproc.Addr(mport), pidDir: t.TempDir(),
+	f := &fleet{t: t, m: m, mc: connect(t, m.addr), metricsAddr: testproc.Addr(mport), pidDir: testproc.JobFilesDir(t),
 		byName: map[string]*slot{}, byID: map[string]*slot{}}
 	for _, s := range specs {
 		f.add(s)
@@ -234,16 +234,20 @@ func (f *fleet) provisioned(job, role string) int {
 	return n
 }
 
-// nodeOfPID returns the id of the fleet node whose worker state dir holds
-// pid's working directory (services run in a work dir inside it), or "".
+// nodeOfPID returns the id of the fleet node whose worker holds pid's
+// working directory, or "": services run in a directory of the worker's
+// --job-dir (by default its --state-dir with "-jobs" appended), or of its
+// state dir for a job an older worker started.
 func (f *fleet) nodeOfPID(pid int) string {
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
 		return ""
 	}
 	for id, s := range f.byID {
-		if strings.HasPrefix(cwd, s.w.StateDir+string(filepath.Separator)) {
-			return id
+		for _, dir := range []string{s.w.StateDir, s.w.StateDir + "-jobs"} {
+			if strings.HasPrefix(cwd, dir+string(filepath.Separator)) {
+				return id
+			}
 		}
 	}
 	return ""

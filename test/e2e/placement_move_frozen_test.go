@@ -25,7 +25,7 @@ func TestE2E_MoveSourceFrozenDuringHandOver(t *testing.T) {
 	f := newFleet(t, slotSpec{name: "a", zone: "z1", capacity: 4})
 	ev := &testproc.EventLog{}
 	ev.Follow(t, f.mc, 10*time.Second)
-	dir := t.TempDir()
+	dir := testproc.JobFilesDir(t)
 	_, err := f.mc.CreateJob(ctx, stampJob("j", dir, 1))
 	require.NoError(t, err)
 	a := f.byName["a"]

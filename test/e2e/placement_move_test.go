@@ -65,7 +65,7 @@ func TestE2E_MoveDrainOverlaps(t *testing.T) {
 	f := newFleet(t, slotSpec{name: "d", zone: "z1", capacity: 8})
 	ev := &testproc.EventLog{}
 	ev.Follow(t, f.mc, 10*time.Second)
-	dir := t.TempDir()
+	dir := testproc.JobFilesDir(t)
 	jobs := []string{"m1", "m2", "m3", "m4", "m5"}
 	for _, id := range jobs {
 		_, err := f.mc.CreateJob(ctx, stampJob(id, dir, 1))
@@ -156,7 +156,7 @@ func TestE2E_MoveAbortMidMove(t *testing.T) {
 	f := newFleet(t, slotSpec{name: "a", zone: "z1", capacity: 4})
 	ev := &testproc.EventLog{}
 	ev.Follow(t, f.mc, 10*time.Second)
-	dir := t.TempDir()
+	dir := testproc.JobFilesDir(t)
 	_, err := f.mc.CreateJob(ctx, stampJob("j", dir, 1))
 	require.NoError(t, err)
 	a := f.byName["a"].id

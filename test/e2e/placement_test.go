@@ -53,7 +53,7 @@ func TestE2E_Placement(t *testing.T) {
 
 	// An auto-placed job runs without StartJob.
 	webPort := testproc.FreePort(t)
-	job := webJob("auto", filepath.Join(t.TempDir(), "auto.pid"), webPort)
+	job := webJob("auto", filepath.Join(testproc.JobFilesDir(t), "auto.pid"), webPort)
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
 	_, err := mc.CreateJob(ctx, job)
 	require.NoError(t, err)

@@ -101,7 +101,7 @@ func TestE2E_Provision_AWSZoneFallback(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, mc.CreatePool(ctx, awsPool(3)))
 	webPort := testproc.FreePort(t)
-	job := webJob("cloudjob", filepath.Join(t.TempDir(), "web.pid"), webPort)
+	job := webJob("cloudjob", filepath.Join(testproc.JobFilesDir(t), "web.pid"), webPort)
 	job.Tags["pool"] = "cloud"
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
 	job.ExtraSecurityGroups = []string{"srt-ingest"}
@@ -159,7 +159,7 @@ func TestE2E_Provision_ManagerKilledMidCreate(t *testing.T) {
 	mc := connect(t, m.addr)
 	ctx := context.Background()
 	require.NoError(t, mc.CreatePool(ctx, awsPool(300)))
-	job := webJob("waiting", filepath.Join(t.TempDir(), "web.pid"), testproc.FreePort(t))
+	job := webJob("waiting", filepath.Join(testproc.JobFilesDir(t), "web.pid"), testproc.FreePort(t))
 	job.Tags["pool"] = "cloud"
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
 	_, err := mc.CreateJob(ctx, job)

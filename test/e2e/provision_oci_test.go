@@ -47,7 +47,7 @@ func TestE2E_Provision_OCIOutOfHostCapacity(t *testing.T) {
 			Shape: &managerpb.TierInstanceType{InstanceType: "VM.Standard2.1", Capacity: 2}, Subnet: ociemu.DefaultSubnet, Architecture: "x86_64"}},
 	}}}))
 	webPort := testproc.FreePort(t)
-	job := webJob("ocijob", filepath.Join(t.TempDir(), "web.pid"), webPort)
+	job := webJob("ocijob", filepath.Join(testproc.JobFilesDir(t), "web.pid"), webPort)
 	job.Tags["pool"] = "oracle"
 	job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
 	_, err := mc.CreateJob(ctx, job)

@@ -39,7 +39,7 @@ func TestE2E_Provision_HighWaitsForNode(t *testing.T) {
 	run := func(id string, band managerpb.PriorityBand) (node string, port int) {
 		t.Helper()
 		port = testproc.FreePort(t)
-		pidFiles[id] = filepath.Join(t.TempDir(), id+".pid")
+		pidFiles[id] = filepath.Join(testproc.JobFilesDir(t), id+".pid")
 		job := webJob(id, pidFiles[id], port)
 		job.Tags["pool"] = "live"
 		job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 4, PriorityBand: band}}

@@ -69,7 +69,7 @@ func TestE2E_Provision_Mock(t *testing.T) {
 	ports := map[string]int{}
 	for _, id := range []string{"pa", "pb"} {
 		ports[id] = testproc.FreePort(t)
-		job := webJob(id, filepath.Join(t.TempDir(), id+".pid"), ports[id])
+		job := webJob(id, filepath.Join(testproc.JobFilesDir(t), id+".pid"), ports[id])
 		job.Tags["pool"] = "elastic"
 		job.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
 		_, err := mc.CreateJob(ctx, job)

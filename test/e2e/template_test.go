@@ -38,7 +38,7 @@ func TestE2E_ProductTemplate_NodeWithoutCatalogue(t *testing.T) {
 	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
 
 	hello := &commonpb.ProductTemplateRef{Name: "hello", Version: "1.0"}
-	manual := webJob("manual", filepath.Join(t.TempDir(), "manual.pid"), testproc.FreePort(t))
+	manual := webJob("manual", filepath.Join(testproc.JobFilesDir(t), "manual.pid"), testproc.FreePort(t))
 	manual.ProductTemplate = hello
 	_, err = mc.CreateJob(ctx, manual)
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestE2E_ProductTemplate_NodeWithoutCatalogue(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, j.GetInstances(), "a refused start records no instance")
 
-	auto := webJob("auto", filepath.Join(t.TempDir(), "auto.pid"), testproc.FreePort(t))
+	auto := webJob("auto", filepath.Join(testproc.JobFilesDir(t), "auto.pid"), testproc.FreePort(t))
 	auto.ProductTemplate = hello
 	auto.AutoPlacement = &managerpb.AutoPlacement{Requirements: &managerpb.JobRequirements{RequiredCapacity: 1}}
 	_, err = mc.CreateJob(ctx, auto)
@@ -72,7 +72,7 @@ func TestE2E_ProductTemplate_NodeWithoutCatalogue(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "Templates:  none\n")
 
-	bad := webJob("bad", filepath.Join(t.TempDir(), "bad.pid"), testproc.FreePort(t))
+	bad := webJob("bad", filepath.Join(testproc.JobFilesDir(t), "bad.pid"), testproc.FreePort(t))
 	bad.ProductTemplate = &commonpb.ProductTemplateRef{Name: "../hello", Version: "1.0"}
 	_, err = mc.CreateJob(ctx, bad)
 	require.Equal(t, codes.InvalidArgument, status.Code(err), "CreateJob: %v", err)

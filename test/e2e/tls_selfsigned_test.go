@@ -99,7 +99,7 @@ func TestE2E_TLS_SelfSignedWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, m.Output(), "worker session up")
 
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", client.NodeID(nodeID)))

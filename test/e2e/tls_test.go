@@ -231,7 +231,7 @@ func TestE2E_TLS(t *testing.T) {
 		"--ca-cert", caFile, "--tls-cert", d.path("norsk-worker.pem"), "--tls-key", d.path("norsk-worker-key.pem"))
 	nodeID := tokens["tls-worker"][0]
 	testproc.Eventually(t, 30*time.Second, "TLS worker online", func() bool { return nodeConnected(t, mc, nodeID) })
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", client.NodeID(nodeID)))
@@ -369,7 +369,7 @@ func TestE2E_TLS_Cluster(t *testing.T) {
 			}
 			return nil
 		})
-		_, err := m.Client().CreateJob(ctx, webJob("job-via-"+m.Name, filepath.Join(t.TempDir(), "pid"), testproc.FreePort(t)))
+		_, err := m.Client().CreateJob(ctx, webJob("job-via-"+m.Name, filepath.Join(testproc.JobFilesDir(t), "pid"), testproc.FreePort(t)))
 		require.NoError(t, err, "create a job through %s", m.Name)
 	}
 }

@@ -38,7 +38,7 @@ func TestE2E_WorkerRestart_WithoutToken_AndCorruptIdentity(t *testing.T) {
 
 	w := startWorkerArgs(t, "worker-token", stateDir, wport, "--token", token, "--manager-url", m.addr)
 	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", nodeID))

@@ -43,7 +43,7 @@ func TestE2E_OutputWhileManagerDown_ReachesEventStream(t *testing.T) {
 	w := startWorker(t, token, m.addr, filepath.Join(t.TempDir(), "worker"), wport)
 	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
 
-	dir := t.TempDir()
+	dir := testproc.JobFilesDir(t)
 	trigger := filepath.Join(dir, "go")
 	_, err = mc.CreateJob(ctx, &managerpb.Job{
 		JobId: &commonpb.JobId{JobId: "chatty"},

@@ -64,7 +64,7 @@ func TestE2E_WorkerBack_AfterNodeRetired_StopsItsJobs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			stateDir := filepath.Join(t.TempDir(), "worker")
 			wport, webPort := testproc.FreePort(t), testproc.FreePort(t)
-			pidFile := filepath.Join(t.TempDir(), "web.pid")
+			pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 			m, nodeID, token, pid := runningOffline(t, stateDir, wport, webJob("j", pidFile, webPort), pidFile,
 				func() bool { return httpOK(webPort) })
 
@@ -108,7 +108,7 @@ func stubbornJob(id, dir string) *managerpb.Job {
 // is still exiting), is refused again at its next start and finishes the
 // stop.
 func TestE2E_WorkerBack_AfterNodeRetired_StopSurvivesSIGKILL(t *testing.T) {
-	stateDir, jobDir := filepath.Join(t.TempDir(), "worker"), t.TempDir()
+	stateDir, jobDir := filepath.Join(t.TempDir(), "worker"), testproc.JobFilesDir(t)
 	t.Cleanup(func() { testproc.KillProcessesMentioning(jobDir) })
 	wport := testproc.FreePort(t)
 	pidFile := filepath.Join(jobDir, "pid")
@@ -148,7 +148,7 @@ func TestE2E_WorkerBack_AfterNodeRetired_StopSurvivesSIGKILL(t *testing.T) {
 func TestE2E_WorkerBack_UnknownToManager_KeepsItsJobs(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "worker")
 	wport, webPort := testproc.FreePort(t), testproc.FreePort(t)
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, _, token, pid := runningOffline(t, stateDir, wport, webJob("j", pidFile, webPort), pidFile,
 		func() bool { return httpOK(webPort) })
 

@@ -51,7 +51,7 @@ func TestE2E_WorkerStateCopy_WithoutToken(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "worker")
 	w := startWorkerArgs(t, "worker", stateDir, wport, "--token", token, "--manager-url", m.addr)
 	testproc.Eventually(t, 20*time.Second, "worker online", func() bool { return nodeConnected(t, mc, string(nodeID)) })
-	pidFile := filepath.Join(t.TempDir(), "web.pid")
+	pidFile := filepath.Join(testproc.JobFilesDir(t), "web.pid")
 	_, err = mc.CreateJob(ctx, webJob("web", pidFile, webPort))
 	require.NoError(t, err)
 	require.NoError(t, mc.StartJob(ctx, "web", "primary", nodeID))

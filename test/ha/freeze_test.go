@@ -116,9 +116,9 @@ func testFrozenManager(t *testing.T, which string) {
 	stopped := jobOwnedBy(c, victim, "stopme")
 	t.Logf("victim %s (%s); leader %s; session on %s; jobs %s, %s", victim.Name, which, leader.Name, holder.Name, cycled, stopped)
 
-	cyc := &cycler{t: t, node: string(nodeID), id: cycled, port: testproc.FreePort(t), pidFile: filepath.Join(t.TempDir(), "cycle.pid"), ms: c.Managers}
+	cyc := &cycler{t: t, node: string(nodeID), id: cycled, port: testproc.FreePort(t), pidFile: filepath.Join(testproc.JobFilesDir(t), "cycle.pid"), ms: c.Managers}
 	createJobAcked(t, cl, testproc.WebJob(cyc.id, cyc.pidFile, cyc.port))
-	stopPID := filepath.Join(t.TempDir(), "stop.pid")
+	stopPID := filepath.Join(testproc.JobFilesDir(t), "stop.pid")
 	stopPort := testproc.FreePort(t)
 	createJobAcked(t, cl, testproc.WebJob(stopped, stopPID, stopPort))
 	if err := cl.StartJob(ctx, client.JobID(stopped), "primary", nodeID); err != nil {

@@ -26,6 +26,7 @@ func mockPoolCluster(t *testing.T, prefix string, workers int, maxNodes, linger 
 		addr := testproc.Addr(testproc.FreePort(t))
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		stateDir := filepath.Join(t.TempDir(), name)
+		testproc.OpenTempDirs(t, filepath.Dir(stateDir)) // the job user reaches --job-dir
 		t.Cleanup(func() { testproc.KillProcessesMentioning(stateDir) })
 		testproc.Start(t, name, "norsk-ctl", "--mode=worker", "--listen", addr, "--state-dir", stateDir,
 			"--log-level", "debug", "--stop-grace", "3s", "--capacity", "4")

@@ -60,7 +60,7 @@ func TestHA_JobsSurviveManagerKills(t *testing.T) {
 		})
 		testproc.StartWorker(t, name, string(nodeID), token, c.URLs())
 		jobs = append(jobs, &workerJob{id: "web-" + name, node: string(nodeID), port: testproc.FreePort(t),
-			pidFile: filepath.Join(t.TempDir(), name+".pid")})
+			pidFile: filepath.Join(testproc.JobFilesDir(t), name+".pid")})
 	}
 	for _, j := range jobs {
 		testproc.Await(t, 60*time.Second, "node "+j.node+" started", func() error {

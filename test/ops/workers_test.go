@@ -34,7 +34,7 @@ func startWebJob(t *testing.T, cl *client.NorskManager, urls, name string) *webJ
 		return err
 	})
 	testproc.StartWorker(t, name, string(nodeID), token, urls)
-	j := &webJob{id: "web-" + name, node: string(nodeID), port: testproc.FreePort(t), pidFile: filepath.Join(t.TempDir(), name+".pid")}
+	j := &webJob{id: "web-" + name, node: string(nodeID), port: testproc.FreePort(t), pidFile: filepath.Join(testproc.JobFilesDir(t), name+".pid")}
 	testproc.Await(t, 60*time.Second, "node "+j.node+" started", func() error {
 		if !testproc.NodeStarted(cl, j.node) {
 			return fmt.Errorf("not connected and STARTED")

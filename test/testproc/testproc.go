@@ -46,6 +46,11 @@ func Bin(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
+		// Jobs run norsk-ctl (demo http) as the worker's job user, not
+		// root: the directory must be searchable by everyone.
+		if buildErr = os.Chmod(binDir, 0o755); buildErr != nil {
+			return
+		}
 		cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./cmd/norsk-manager", "./cmd/norsk-ctl")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()

@@ -39,6 +39,7 @@ type Worker struct {
 func StartWorker(t testing.TB, name, nodeID, token, managerURLs string, extra ...string) *Worker {
 	t.Helper()
 	stateDir := filepath.Join(t.TempDir(), name)
+	OpenTempDirs(t, filepath.Dir(stateDir)) // the job user reaches --job-dir
 	// Registered before Start's own cleanup, so it runs after the worker
 	// is killed (cleanups run last-in first-out).
 	t.Cleanup(func() { KillProcessesMentioning(stateDir) })

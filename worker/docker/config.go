@@ -97,6 +97,15 @@ type Config struct {
 	// Nil: no templates; such a job fails with worker.ErrTemplateUnavailable.
 	Templates *template.Catalogue
 
+	// ProtectedPaths are host paths no container may see through a bind
+	// mount (a product template's bind volumes): cmd/ gives the worker's
+	// state directory and its TLS key. A bind whose source is one of
+	// them, inside one or a directory above one (symbolic links resolved)
+	// fails the job, naming the mount (docs/design/security.md, "What a
+	// job can reach"). The runtime's own mounts of a job's files are
+	// not affected. Empty: nothing is refused.
+	ProtectedPaths []string
+
 	// Logger receives the runtime's logs. Nil logs text to stderr.
 	Logger *slog.Logger
 }

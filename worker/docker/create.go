@@ -195,6 +195,11 @@ func (j *job) createContainer(ctx context.Context, s *service, img image.Inspect
 	for _, v := range spec.Volumes {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: volumeName(j.r.id, j.key, v.Volume), Target: v.Target, ReadOnly: v.ReadOnly})
 	}
+	// Checked again here: a restored job's record may come from a worker
+	// that did not check, or had other protected paths.
+	if err := checkBinds([]*serviceSpec{spec}, j.r.cfg.ProtectedPaths); err != nil {
+		return "", err
+	}
 	for _, b := range spec.Binds {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}

@@ -293,6 +293,9 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob, pla
 	if err := validateStack(stack, def.GetVolumes(), specs); err != nil {
 		return nil, false, fmt.Errorf("%w: %v", worker.ErrInvalidJob, err)
 	}
+	if err := checkBinds(specs, r.cfg.ProtectedPaths); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", worker.ErrInvalidJob, err)
+	}
 	// A stack with networks runs on them whatever Config.Network says:
 	// its services bind their container ports.
 	hostNet := r.cfg.Network == NetworkHost && (stack == nil || len(stack.Networks) == 0)

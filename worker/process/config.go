@@ -27,6 +27,25 @@ type Config struct {
 	// directory the same way (cmd/ uses <worker state dir>/process).
 	StateDir string
 
+	// JobUser, when set, is the user every service runs as (its uid, gid
+	// and groups; its HOME, USER and LOGNAME on top of Environ), and JobDir
+	// must be set: a worker running as root sets it so that its jobs
+	// cannot read its state directory, the node credential or its TLS key
+	// (docs/design/security.md, "What a job can reach"). Changing user
+	// needs root: New fails otherwise. Nil: services run as the worker's
+	// own user.
+	JobUser *JobUser
+
+	// JobDir holds the services' working directories, one per (job,
+	// role), made for each job and owned by JobUser. It must not be inside
+	// StateDir (whose mode 0700 keeps JobUser out); New creates it (mode
+	// 0755) if missing, and refuses one not owned by this process's user
+	// or writable by others. One JobUser cannot reach (a directory above
+	// it it may not search) is logged by New, and fails each job's start
+	// with a reason that says so. Required with JobUser. Empty: working directories are made inside StateDir, as
+	// before JobUser existed.
+	JobDir string
+
 	// Environ is the base environment of every service, usually the
 	// worker's own (os.Environ(), set by cmd/). Nil gives only a default
 	// PATH. Service environment variables and NORSK_* variables are set on
@@ -105,6 +124,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.StateDir == "":
 		return errors.New("process: StateDir is required")
+	case c.JobUser != nil && c.JobDir == "":
+		return fmt.Errorf("process: JobDir is required with JobUser (%s): its working directories cannot be in StateDir, which the job user may not enter", c.JobUser)
 	case c.Shell == "":
 		return errors.New("process: Shell is required")
 	case net.ParseIP(c.DefaultHostAddress) == nil:

@@ -36,6 +36,8 @@ type job struct {
 	paths jobPaths
 	svcs  []*service // start order; their specs never change
 	sup   *supervisor.Job
+	// user is who the services run as; nil: the worker's own user.
+	user *JobUser
 	// restoredFrom is the record's services of a restored job (Adopt).
 	restoredFrom []serviceRecord
 }
@@ -59,13 +61,17 @@ type service struct {
 	cur      *proc // running process, nil if none
 }
 
-func (r *Runtime) newJob(key worker.JobKey, specs []*serviceSpec) *job {
+// newJob returns the job key with services specs, run in work as user
+// (nil: the worker's own user).
+func (r *Runtime) newJob(key worker.JobKey, specs []*serviceSpec, work string, user *JobUser) *job {
 	j := &job{
 		r:     r,
 		key:   key,
 		log:   r.log.With("job_id", key.JobID, "role", key.Role),
 		paths: newJobPaths(r.jobsDir, key),
+		user:  user,
 	}
+	j.paths.work = work
 	for _, spec := range specs {
 		s := &service{
 			spec:     spec,
@@ -136,9 +142,21 @@ func (j *job) Prepare(ctx context.Context) error {
 	return nil
 }
 
+// prepare makes a fresh job directory and working directory with def's
+// files. With a job user, the working directory (outside the state
+// directory) is filled while only the worker may write to it and then
+// given to the user, files and all: nothing the job controls is there
+// while the worker writes.
 func (j *job) prepare(def *workerpb.WorkerJob) error {
-	if err := os.RemoveAll(j.paths.root); err != nil {
-		return fmt.Errorf("remove stale job directory: %w", err)
+	if j.user != nil {
+		if err := reachable(filepath.Dir(j.paths.work), j.user); err != nil {
+			return err
+		}
+	}
+	for _, dir := range j.paths.dirs() {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove stale job directory: %w", err)
+		}
 	}
 	if err := j.paths.mkdirs(); err != nil {
 		return err
@@ -148,7 +166,23 @@ func (j *job) prepare(def *workerpb.WorkerJob) error {
 			return fmt.Errorf("write_files[%d] %q: %w", i, wf.GetPath(), err)
 		}
 	}
+	if j.user != nil {
+		if err := chownTree(j.paths.work, j.user); err != nil {
+			return fmt.Errorf("give the working directory to the job user %s: %w", j.user, err)
+		}
+	}
 	return nil
+}
+
+// chownTree gives dir and everything in it to u (links themselves, never
+// what they point to).
+func chownTree(dir string, u *JobUser) error {
+	return filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, int(u.UID), int(u.GID))
+	})
 }
 
 func writeJobFile(workDir string, wf *commonpb.WriteFile) error {
@@ -173,10 +207,14 @@ func writeJobFile(workDir string, wf *commonpb.WriteFile) error {
 // from their first instruction.
 func (j *job) Launch(ctx context.Context, svc int) (supervisor.Handle, error) {
 	s := j.svcs[svc]
-	env := svcplan.MergeEnv(j.r.cfg.Environ, s.spec.Env)
+	env := j.r.cfg.Environ
+	if j.user != nil {
+		env = svcplan.MergeEnv(env, j.user.env())
+	}
+	env = svcplan.MergeEnv(env, s.spec.Env)
 	var p *proc
 	start := func() (err error) {
-		p, err = spawn(j.r.cfg.Shell, s.spec.Command, j.paths.work, env, s.stdout, s.stderr, s.exitFile)
+		p, err = spawn(j.r.cfg.Shell, s.spec.Command, j.paths.work, env, s.stdout, s.stderr, s.exitFile, j.user)
 		return err
 	}
 	var err error
@@ -219,8 +257,10 @@ func (j *job) Teardown(ctx context.Context) {
 	for _, s := range j.svcs {
 		s.tail.close()
 	}
-	if err := os.RemoveAll(j.paths.root); err != nil {
-		j.log.Error("removing job directory", "dir", j.paths.root, "error", err)
+	for _, dir := range j.paths.dirs() {
+		if err := os.RemoveAll(dir); err != nil {
+			j.log.Error("removing job directory", "dir", dir, "error", err)
+		}
 	}
 	j.compose(stageDown, "removed the job's directory")
 }
@@ -240,6 +280,8 @@ func (j *job) Persist(sr supervisor.Record) error {
 		StopGrace:  sr.StopGrace,
 		FailReason: sr.FailReason,
 		Job:        defJSON,
+		WorkDir:    j.paths.work,
+		User:       j.user,
 	}
 	for i, s := range j.svcs {
 		svc := serviceRecord{Spec: s.spec}

@@ -16,9 +16,13 @@ import (
 )
 
 // spawn starts `shell -c wrapperScript shell exitFile command` in its own
-// session and process group, with stdout and stderr appended to the given
-// log files and stdin from /dev/null.
-func spawn(shell, command, dir string, env []string, stdoutPath, stderrPath, exitFile string) (*proc, error) {
+// session and process group, in dir, with stdout and stderr appended to
+// the given log files, stdin from /dev/null and the exit file, opened
+// here, as descriptor 3 for the wrapper to write the status to; as user
+// (its uid, gid and groups) when not nil. The files are opened by the
+// worker: a job user needs no access to them (they stay in the state
+// directory).
+func spawn(shell, command, dir string, env []string, stdoutPath, stderrPath, exitFile string, user *JobUser) (*proc, error) {
 	if err := os.Remove(exitFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove old exit file: %w", err)
 	}
@@ -37,13 +41,22 @@ func spawn(shell, command, dir string, env []string, stdoutPath, stderrPath, exi
 		return nil, err
 	}
 	defer stderr.Close()
+	exit, err := os.OpenFile(exitFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open exit file: %w", err)
+	}
+	defer exit.Close()
+	// A new session (hence a new process group, pgid == pid): signals
+	// for the worker's terminal or process group never reach services.
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if user != nil {
+		sys.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: user.Groups}
+	}
 	p, err := os.StartProcess(shell, []string{shell, "-c", wrapperScript, shell, exitFile, command}, &os.ProcAttr{
 		Dir:   dir,
 		Env:   env,
-		Files: []*os.File{devnull, stdout, stderr},
-		// A new session (hence a new process group, pgid == pid): signals
-		// for the worker's terminal or process group never reach services.
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Files: []*os.File{devnull, stdout, stderr, exit},
+		Sys:   sys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", shell, err)

@@ -12,7 +12,7 @@ import (
 // than Linux: the runtime relies on /proc and pidfd.
 var errNotLinux = errors.New("process: the process runtime runs services on Linux only")
 
-func spawn(shell, command, dir string, env []string, stdoutPath, stderrPath, exitFile string) (*proc, error) {
+func spawn(shell, command, dir string, env []string, stdoutPath, stderrPath, exitFile string, user *JobUser) (*proc, error) {
 	return nil, errNotLinux
 }
 

@@ -13,7 +13,7 @@ func spawnSleeper(t *testing.T) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	p, err := spawn("/bin/sh", "exec sleep 30", dir, os.Environ(),
-		filepath.Join(dir, "out"), filepath.Join(dir, "err"), filepath.Join(dir, "exit"))
+		filepath.Join(dir, "out"), filepath.Join(dir, "err"), filepath.Join(dir, "exit"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,12 @@ import (
 //
 // # Version History
 //
-// 1: first version. Since the shared supervisor (issue 14) a failing job
+// 1: first version. Since issue 21 a record may say where its services
+// run (work_dir, outside the state directory) and as whom (user); a
+// record without them is an older worker's, whose services run in
+// <job dir>/work as the worker's user. A worker from before reads such a
+// record but restarts services in <job dir>/work as itself: do not
+// downgrade a worker with running jobs. Since the shared supervisor (issue 14) a failing job
 // is recorded as phase "failing" (it was "stopping" with a fail_reason,
 // which is still read as failing); a worker from before reads "failing"
 // as running, so do not downgrade a worker with a failing job.
@@ -44,6 +49,13 @@ type record struct {
 	FailReason string          `json:"fail_reason,omitempty"`
 	Job        json.RawMessage `json:"job"`      // current WorkerJob, protojson
 	Services   []serviceRecord `json:"services"` // in start order
+	// WorkDir is the services' working directory (Config.JobDir's, or
+	// the job directory's work/); empty in a record of a worker from
+	// before JobDir, whose services ran in <job dir>/work.
+	WorkDir string `json:"work_dir,omitempty"`
+	// User is the user the services run as; nil: the worker's own user
+	// (and every record of a worker from before JobUser).
+	User *JobUser `json:"user,omitempty"`
 }
 
 // serviceRecord is one service's launch spec and current process.
@@ -101,9 +113,15 @@ func readRecord(path string) (*record, error) {
 // jobPaths are the files and directories of one (job, role):
 //
 //	<StateDir>/jobs/<job dir>/job.json      the record
-//	<StateDir>/jobs/<job dir>/work/         services' working directory (write_files)
+//	<StateDir>/jobs/<job dir>/work/         services' working directory (write_files), without a JobDir
+//	<JobDir>/<job dir>/                     services' working directory, with a JobDir (work is set then)
 //	<StateDir>/jobs/<job dir>/logs/<svc>.stdout.log, <svc>.stderr.log
-//	<StateDir>/jobs/<job dir>/run/<svc>.exit  exit status written by the wrapper
+//	<StateDir>/jobs/<job dir>/run/<svc>.exit  exit status, written by the wrapper to the descriptor it inherits
+//
+// Only the working directory is the job's: the record, logs and exit
+// files stay in the state directory, out of the job user's reach (a job
+// that could swap its log for a link would have the worker read, or
+// append to, any file).
 type jobPaths struct {
 	root, record, work, logs, run string
 }
@@ -128,6 +146,15 @@ func (p jobPaths) stderr(svc string) string {
 }
 
 func (p jobPaths) exit(svc string) string { return filepath.Join(p.run, safeName(svc, svc)+".exit") }
+
+// dirs returns the directories to remove with the job: its directory,
+// and its working directory when that is elsewhere.
+func (p jobPaths) dirs() []string {
+	if Within(p.root, p.work) {
+		return []string{p.root}
+	}
+	return []string{p.root, p.work}
+}
 
 func (p jobPaths) mkdirs() error {
 	for _, d := range []string{p.root, p.work, p.logs, p.run} {

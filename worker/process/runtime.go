@@ -63,6 +63,17 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("process: StateDir %q: %w", cfg.StateDir, err)
 	}
 	cfg.StateDir = abs
+	if cfg.JobDir != "" {
+		if cfg.JobDir, err = filepath.Abs(cfg.JobDir); err != nil {
+			return nil, fmt.Errorf("process: JobDir %q: %w", cfg.JobDir, err)
+		}
+		if Within(cfg.StateDir, cfg.JobDir) {
+			return nil, fmt.Errorf("process: JobDir %s is inside StateDir %s: the job user could not reach it, and the jobs must stay out of the state directory", cfg.JobDir, cfg.StateDir)
+		}
+	}
+	if cfg.JobUser != nil && os.Geteuid() != 0 {
+		return nil, fmt.Errorf("process: JobUser %s: running services as another user needs root, and this worker runs as uid %d", cfg.JobUser, os.Geteuid())
+	}
 	lock, err := worker.LockStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -97,12 +108,71 @@ func newLocked(cfg Config, lock *worker.StateDirLock) (*Runtime, error) {
 	if err := os.MkdirAll(r.jobsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("process: create %s: %w", r.jobsDir, err)
 	}
+	if err := prepareJobDir(cfg.JobDir); err != nil {
+		return nil, err
+	}
+	if cfg.JobUser != nil {
+		if err := reachable(cfg.JobDir, cfg.JobUser); err != nil {
+			r.log.Error("process jobs will fail", "error", err)
+		}
+	}
 	w, err := newWaker()
 	if err != nil {
 		return nil, fmt.Errorf("process: %w", err)
 	}
 	r.waker = w
 	return r, nil
+}
+
+// ErrBadJobDir is matched by New's error when Config.JobDir cannot hold
+// the services' working directories (cmd/ names --job-dir).
+var ErrBadJobDir = errors.New("JobDir")
+
+// Within reports whether path is dir or inside it (both absolute and
+// clean), by their names: symbolic links are not resolved.
+func Within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
+// prepareJobDir creates dir (mode 0755) if missing and checks it can hold
+// the working directories of the services: owned by this process's user
+// and writable by no one else (a job could otherwise plant a symbolic
+// link where the worker makes the next job's directory). Nothing to do
+// for an empty dir. Whether the job user can reach it is checked by
+// each job's Prepare (reachable): a worker that cannot run process jobs
+// may still run and report, and each job's failure names the fix.
+func prepareJobDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("process: %w: create %s: %w", ErrBadJobDir, dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("process: %w: %w", ErrBadJobDir, err)
+	}
+	switch owner, ok := fileOwner(fi); {
+	case !fi.IsDir():
+		return fmt.Errorf("process: %w: %s is not a directory", ErrBadJobDir, dir)
+	case ok && owner != os.Geteuid():
+		return fmt.Errorf("process: %w: %s is owned by uid %d, not by this worker's user (uid %d): that user could tamper with the jobs' directories", ErrBadJobDir, dir, owner, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("process: %w: %s is writable by other users (mode %#o): give a directory only the worker may write (chmod go-w)", ErrBadJobDir, dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// reachable returns nil if user may search dir and every directory above
+// it, else an error that says so and what to do: the services' chdir
+// into their working directory happens as user.
+func reachable(dir string, user *JobUser) error {
+	if err := user.Reach(dir); err != nil {
+		return fmt.Errorf("the job directory %s cannot hold the working directories of the job user's services: %w; "+
+			"start the worker with a --job-dir every directory above which the job user may search (e.g. under /var/lib)", dir, err)
+	}
+	return nil
 }
 
 // Events implements worker.Runtime.
@@ -195,7 +265,7 @@ func (r *Runtime) lookupOrCreate(key worker.JobKey, def *workerpb.WorkerJob) (j 
 		s.Env = serviceEnv(key, s, cpus)
 		s.mappings = nil
 	}
-	j = r.newJob(key, specs)
+	j = r.newJob(key, specs, r.workDir(key), r.cfg.JobUser)
 	j.sup = supervisor.New(j.supervise(proto.Clone(def).(*workerpb.WorkerJob)))
 	r.mu.jobs[key] = j
 	r.run(j)
@@ -327,7 +397,17 @@ func (r *Runtime) restoreDir(dir string) {
 		specs[i] = s.Spec
 		r.ports.Hold(key, s.Spec.Ports)
 	}
-	j := r.newJob(key, specs)
+	work := rec.WorkDir
+	if work == "" {
+		// A record of a worker from before JobDir: its services ran in
+		// the job's directory, as the worker's user, and keep doing so.
+		work = newJobPaths(r.jobsDir, key).work
+	}
+	if rec.User == nil && r.cfg.JobUser != nil {
+		r.log.Warn("job started by an older worker runs as the worker's own user, in the state directory, and can read the node's secrets; restart the job to run it as the job user",
+			"job_id", key.JobID, "role", key.Role, "job_user", r.cfg.JobUser.Name)
+	}
+	j := r.newJob(key, specs, work, rec.User)
 	j.restoredFrom = rec.Services
 	srec := supervisor.Record{Phase: rec.Phase, StopGrace: rec.StopGrace, FailReason: rec.FailReason, Def: def}
 	if srec.Phase == supervisor.PhaseStopping && srec.FailReason != "" {
@@ -348,6 +428,16 @@ func (r *Runtime) run(j *job) {
 		defer r.wg.Done()
 		j.sup.Run()
 	}()
+}
+
+// workDir returns the working directory of key's services: in JobDir
+// when set, else in its directory under StateDir.
+func (r *Runtime) workDir(key worker.JobKey) string {
+	p := newJobPaths(r.jobsDir, key)
+	if r.cfg.JobDir == "" {
+		return p.work
+	}
+	return filepath.Join(r.cfg.JobDir, filepath.Base(p.root))
 }
 
 // closedLocked reports whether Shutdown was called. Caller holds r.mu.

@@ -128,6 +128,9 @@ type crashyJournal struct {
 	persistence.Journal
 	armed    atomic.Bool
 	failNext atomic.Bool
+	// lostAnswer, when set, makes the next Append commit and then fail as
+	// failNext does (the leader committed it; its answer was lost).
+	lostAnswer atomic.Bool
 }
 
 func (c *crashyJournal) Append(ctx context.Context, k persistence.EntityKey, s persistence.Seq, ch persistence.Change) (persistence.AppendResult, error) {
@@ -136,6 +139,12 @@ func (c *crashyJournal) Append(ctx context.Context, k persistence.EntityKey, s p
 	}
 	if c.failNext.CompareAndSwap(true, false) {
 		return persistence.AppendResult{}, errors.New("injected: append via leader: outcome unknown")
+	}
+	if c.lostAnswer.CompareAndSwap(true, false) {
+		if _, err := c.Journal.Append(ctx, k, s, ch); err != nil {
+			return persistence.AppendResult{}, err
+		}
+		return persistence.AppendResult{}, errors.New("injected: append via leader: outcome unknown (committed)")
 	}
 	return c.Journal.Append(ctx, k, s, ch)
 }

@@ -193,7 +193,9 @@ func (g *grain) start(ctx actor.Context, reqID string, c *internalpb.StartJob) *
 	ctx.ReenterAfter(f, func(res any, err error) {
 		delete(g.pending, role)
 		ctx.Respond(g.started(ctx, reqID, role, p, res, err))
-		delete(g.endedWhilePending, role)
+		if _, unsure := g.pending[role]; !unsure {
+			delete(g.endedWhilePending, role)
+		}
 	})
 	return nil
 }
@@ -250,23 +252,53 @@ func (g *grain) checkStartable(role string) *internalpb.Reply {
 
 // started records the instance once the node grain accepted the provision.
 func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, res any, err error) *internalpb.Reply {
-	node := p.node
 	reply, err := actors.FutureReply(res, err)
 	if err != nil {
-		return actors.Fail(errorpb.Code_UNAVAILABLE, "node %q did not answer the provision of job %q: %v", node, g.id, err)
+		return actors.Fail(errorpb.Code_UNAVAILABLE, "node %q did not answer the provision of job %q: %v", p.node, g.id, err)
 	}
 	if actors.AsError(reply) != nil {
 		return reply
 	}
+	return g.recordStart(ctx, reqID, role, p, reply.GetNode(), g.cfg.Clock())
+}
+
+// recordStart records as PROVISIONING the instance p that the node grain
+// (its record nodeRec) sent the worker, unless the record says it is not
+// wanted (then it is stopped) or already has it.
+//
+// A commit that fails without a verdict — UNAVAILABLE, the outcome of the
+// append unknown (a Raft leader frozen or lost mid-append), or ABORTED,
+// another writer first — never stops the instance: it may run on air by
+// now, and the write may even have committed. The role stays pending
+// (a StartJob of it is refused) and confirmStart decides again on a
+// record confirmed current. Meanwhile the worker's job_started (or its
+// next hello) is adopted by reportStarted as for any pending start. A
+// stop sent now could also reach the worker after the next leader
+// started the same instance again (the same StartJob request id, hence
+// the same instance id, when nothing was recorded) and kill it.
+// docs/design/ha.md, "A write whose outcome is unknown".
+func (g *grain) recordStart(ctx actor.Context, reqID, role string, p pendingStart, nodeRec *internalpb.NodeRecord, since time.Time) *internalpb.Reply {
+	node := p.node
 	if g.rec == nil || g.rec.GetJob().GetJob().GetState() == managerpb.Job_POST {
 		// Completed while the node was provisioning: take it back.
 		g.sendStop(node, role, p.instance)
 		return actors.Fail(errorpb.Code_FAILED_PRECONDITION, "job %q was completed while it was being started", g.id)
 	}
-	if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
-		// The worker reported it started before this continuation ran
-		// (with the id of what it runs: this attempt's, or that of an
-		// instance it already ran, which it kept).
+	if i := instanceIndex(g.rec, role); i >= 0 {
+		if g.rec.GetInstances()[i].GetNodeId() == node {
+			// The worker reported it started before this continuation ran
+			// (with the id of what it runs: this attempt's, or that of an
+			// instance it already ran, which it kept).
+			return actors.OK()
+		}
+		// Recorded on another node meanwhile (by another activation): the
+		// record, confirmed current or fenced by its seq, wants it there.
+		g.sendStop(node, role, p.instance)
+		return actors.Fail(errorpb.Code_ALREADY_EXISTS, "job %q role %q runs on node %q", g.id, role, g.rec.GetInstances()[i].GetNodeId())
+	}
+	if slices.Contains(g.rec.GetRecentRequests(), reqID) {
+		// An earlier try whose outcome was unknown did commit (and the
+		// instance has ended since; its end is recorded).
 		return actors.OK()
 	}
 	if !moveTargetWanted(g.rec, role) {
@@ -279,7 +311,6 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 		// ran; reportGone recorded provisioned, stopping and stopped.
 		return actors.OK()
 	}
-	nodeRec := reply.GetNode()
 	now := g.now()
 	next := g.next()
 	in := &internalpb.Instance{
@@ -300,6 +331,16 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 		if i := instanceIndex(g.rec, role); i >= 0 && g.rec.GetInstances()[i].GetNodeId() == node {
 			return actors.OK()
 		}
+		switch r.GetCode() {
+		case errorpb.Code_UNAVAILABLE, errorpb.Code_ABORTED:
+			// No verdict on this start: left running (see above), and
+			// decided again once the record is confirmed current. This
+			// also covers a move's target while its move is STARTING.
+			g.log.Warn("could not record the instance just started; leaving it running and deciding again on the current record",
+				"role", role, "node_id", node, "instance_id", p.instance, "error", r.GetMessage())
+			g.confirmLater(ctx, reqID, role, p, nodeRec, since)
+			return r
+		}
 		if roles.IsMoved(role) && moveTargetWanted(g.rec, role) {
 			// A move's target while its move is STARTING: left running
 			// for the worker's report to adopt (reportRunning; stopped
@@ -313,6 +354,55 @@ func (g *grain) started(ctx actor.Context, reqID, role string, p pendingStart, r
 	}
 	g.log.Info("job provisioned", "role", role, "node_id", node, "instance_id", p.instance)
 	return actors.OK()
+}
+
+// confirmRetry is the wait before confirmStart tries again; confirmLimit
+// bounds how long it keeps trying (no Raft leader for that long: the role
+// is then no longer held pending, and the worker's next hello reports the
+// instance for adoption, or the stop owed to it).
+const (
+	confirmRetry = time.Second
+	confirmLimit = 5 * time.Minute
+)
+
+// confirmLater keeps role pending with p (a StartJob of it is refused, a
+// report of it adopted as this start's) and runs confirmStart after
+// confirmRetry, on the grain.
+func (g *grain) confirmLater(ctx actor.Context, reqID, role string, p pendingStart, nodeRec *internalpb.NodeRecord, since time.Time) {
+	g.pending[role] = p
+	ctx.ReenterAfter(actor.NewFuture(ctx.ActorSystem(), confirmRetry), func(any, error) {
+		g.confirmStart(ctx, reqID, role, p, nodeRec, since)
+	})
+}
+
+// confirmStart decides again, on a record confirmed current, about the
+// start p whose record's write had no verdict (recordStart): recorded
+// already (by that write, or by the adoption of the worker's report),
+// wanted (recorded now), or not wanted (stopped: a definite answer from
+// the current record). While the check cannot be made (no leader) it
+// tries again, for at most confirmLimit.
+func (g *grain) confirmStart(ctx actor.Context, reqID, role string, p pendingStart, nodeRec *internalpb.NodeRecord, since time.Time) {
+	if cur, ok := g.pending[role]; !ok || cur.instance != p.instance || cur.node != p.node {
+		return
+	}
+	if fail := g.ensureCurrent(&internalpb.JobCommand{}); fail != nil {
+		if g.cfg.Clock().Sub(since) < confirmLimit {
+			g.confirmLater(ctx, reqID, role, p, nodeRec, since)
+			return
+		}
+		delete(g.pending, role)
+		delete(g.endedWhilePending, role)
+		g.log.Warn("gave up confirming the record of an instance started while the store was unavailable; left running for its worker's next report",
+			"role", role, "node_id", p.node, "instance_id", p.instance, "error", fail.GetMessage())
+		return
+	}
+	delete(g.pending, role)
+	r := g.recordStart(ctx, reqID, role, p, nodeRec, since)
+	if _, again := g.pending[role]; !again {
+		delete(g.endedWhilePending, role)
+		g.log.Info("decided again on an instance whose record's write had no verdict", "role", role, "node_id", p.node,
+			"instance_id", p.instance, "code", r.GetCode().String(), "reply", r.GetMessage())
+	}
 }
 
 // sendStop asks the node grain to stop (job, role) on its worker. instance

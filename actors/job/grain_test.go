@@ -128,6 +128,9 @@ type crashyJournal struct {
 	persistence.Journal
 	armed    atomic.Bool
 	failNext atomic.Bool
+	// lostAnswer, when set, makes the next Append commit and then fail as
+	// failNext does (the leader committed it; its answer was lost).
+	lostAnswer atomic.Bool
 }
 
 func (c *crashyJournal) Append(ctx context.Context, k persistence.EntityKey, s persistence.Seq, ch persistence.Change) (persistence.AppendResult, error) {
@@ -136,6 +139,12 @@ func (c *crashyJournal) Append(ctx context.Context, k persistence.EntityKey, s p
 	}
 	if c.failNext.CompareAndSwap(true, false) {
 		return persistence.AppendResult{}, errors.New("injected: append via leader: outcome unknown")
+	}
+	if c.lostAnswer.CompareAndSwap(true, false) {
+		if _, err := c.Journal.Append(ctx, k, s, ch); err != nil {
+			return persistence.AppendResult{}, err
+		}
+		return persistence.AppendResult{}, errors.New("injected: append via leader: outcome unknown (committed)")
 	}
 	return c.Journal.Append(ctx, k, s, ch)
 }
@@ -148,7 +157,11 @@ type env struct {
 	now     atomic.Pointer[time.Time]
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvLogging(t, nil) }
+
+// newEnvLogging is newEnv with the job grains logging to logger (nil:
+// nowhere).
+func newEnvLogging(t *testing.T, logger *slog.Logger) *env {
 	store, log := persistence.TestStore(t)
 	e := &env{nodes: &fakeNodes{online: map[string]bool{"n1": true, "n2": true}}, journal: &crashyJournal{Journal: log}, store: store}
 	t0 := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -156,7 +169,7 @@ func newEnv(t *testing.T) *env {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	router := &late{}
 	host, err := actors.NewHost(system, actors.HostConfig{RequestTimeout: 5 * time.Second},
-		job.Kind(job.Config{Journal: e.journal, Router: router, Store: store, Clock: func() time.Time { return *e.now.Load() }}),
+		job.Kind(job.Config{Journal: e.journal, Router: router, Store: store, Clock: func() time.Time { return *e.now.Load() }, Logger: logger}),
 		e.nodes.kind())
 	require.NoError(t, err)
 	router.Router = host
@@ -371,11 +384,9 @@ func TestJob_FailureBeforeProvisionAnswer(t *testing.T) {
 			close(gate)
 			require.Equal(t, errorpb.Code_OK, (<-started).GetCode())
 			rec := e.record(t, "j")
-			want := "stopping:JOB_STOPPED_JOB_FAILED"
-			if kind == internalpb.InstanceReport_STOPPED {
-				want = "stopping:JOB_STOPPED_UNKNOWN_JOB"
-			}
-			require.Equal(t, []string{"created", "provisioned", want, "stopped"}, history(rec))
+			// A job_stopped the manager did not ask for: the job ended by
+			// itself, a failure as much as a job_failed.
+			require.Equal(t, []string{"created", "provisioned", "stopping:JOB_STOPPED_JOB_FAILED", "stopped"}, history(rec))
 			require.Empty(t, rec.GetInstances())
 			// The role can be started again.
 			e.nodes.gate.Store(nil)
@@ -637,8 +648,12 @@ func TestJob_LastFailureRecorded(t *testing.T) {
 	fail("primary", "n1", "web: exited with status 1: listen tcp 127.0.0.1:80: bind: address already in use")
 	fail("backup", "n2", "")
 	fail("primary", "n2", "pull image x: not found")
+	// A stop the manager asked for is not a failure.
 	require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("other", "n1")).GetCode())
+	require.Equal(t, errorpb.Code_OK, e.do(t, "j", &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Stop{
+		Stop: &internalpb.StopJob{Role: "other", NodeId: "n1"}}}).GetCode())
 	e.do(t, "j", report(internalpb.InstanceReport_STOPPED, "other", "n1"))
+	require.Empty(t, e.record(t, "j").GetInstances())
 
 	got := e.record(t, "j").GetLastFailures()
 	require.Len(t, got, 2, "one per role that failed, sorted by role")

@@ -34,6 +34,8 @@ func (g *grain) instanceReport(ctx actor.Context, reqID string, r *internalpb.In
 	case internalpb.InstanceReport_STARTED:
 		return g.reportStarted(reqID, r)
 	case internalpb.InstanceReport_STOPPED:
+		// reportGone takes the reason from the record (stoppedReason):
+		// the stop's, or the job ended by itself.
 		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB)
 	case internalpb.InstanceReport_FAILED:
 		return g.reportGone(reqID, r, managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED)
@@ -233,23 +235,63 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 		}
 		return actors.OK()
 	}
+	detail := r.GetReason()
+	failed := r.GetKind() == internalpb.InstanceReport_FAILED
+	if r.GetKind() == internalpb.InstanceReport_STOPPED {
+		var byItself bool
+		if reason, byItself = stoppedReason(next, r.GetRole()); byItself {
+			failed, detail = true, EndedByItself
+		}
+	}
 	g.endInstance(next, r.GetRole(), reason)
-	if r.GetKind() == internalpb.InstanceReport_FAILED {
+	if failed {
 		recordFailure(next, &managerpb.InstanceFailure{Role: r.GetRole(), NodeId: &commonpb.NodeId{NodeId: r.GetNodeId()},
-			Reason: r.GetReason(), At: g.now()})
+			Reason: detail, At: g.now()})
 	}
 	events := append([]*managerpb.EventStreamEvent{updatedEvent(next.GetJob())}, placed...)
-	if r.GetReason() != "" {
+	if detail != "" {
 		// The history's stopping reason is an enum; the worker's words go
 		// to the event stream as job_info, so operators see why.
 		events = append(events, infoEvent(g.id, r.GetRole(), g.now(),
-			strings.ToLower(r.GetKind().String())+": "+r.GetReason()))
+			strings.ToLower(r.GetKind().String())+": "+detail))
 	}
 	if rep := g.commit(reqID, next, events...); rep != nil {
 		return rep
 	}
-	g.log.Info("job instance ended", "role", r.GetRole(), "node_id", r.GetNodeId(), "reason", reason.String(), "detail", r.GetReason())
+	g.log.Info("job instance ended", "role", r.GetRole(), "node_id", r.GetNodeId(), "instance_id", r.GetInstanceId(),
+		"reason", reason.String(), "detail", detail)
 	return actors.OK()
+}
+
+// EndedByItself is the failure reason recorded (InstanceFailure.reason,
+// and the job_info "stopped: …") for an instance the worker reported
+// stopped although the manager never stopped it: the worker ends a job on
+// its own only when every service completed, i.e. exited with code 0 under
+// a NEVER or ON_FAILURE restart policy (worker/internal/svcplan).
+const EndedByItself = "ended by itself: every service exited with code 0, and the manager had not stopped it " +
+	"(a live job is not expected to end; restarted with the failure backoff, counted toward the restart ceiling)"
+
+// stoppedReason is the history reason of a job_stopped about role, an
+// instance of rec on the reporting node. An instance the manager stopped
+// (STOPPING) ended for the reason its stop recorded: its newest
+// job_stopping entry (JOB_STOPPED_UNKNOWN_JOB if the bounded history lost
+// it). Any other instance ended by itself (byItself): the job's own end is
+// unexpected for live video, so it is recorded JOB_STOPPED_JOB_FAILED and
+// counts as a failure (docs/design/placement.md, "Restart ceiling and
+// backoff"), not JOB_STOPPED_UNKNOWN_JOB, which let the engine place an
+// auto-placed job that ends at once again without any backoff.
+func stoppedReason(rec *internalpb.JobRecord, role string) (reason managerpb.JobHistoryJobStopping_Reason, byItself bool) {
+	i := instanceIndex(rec, role)
+	if i < 0 || rec.GetInstances()[i].GetStatus() != internalpb.InstanceStatus_INSTANCE_STOPPING {
+		return managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED, true
+	}
+	h := rec.GetJob().GetHistoryEntry()
+	for k := len(h) - 1; k >= 0; k-- {
+		if s := h[k].GetJobStopping(); s != nil && s.GetRole() == role {
+			return s.GetReason(), false
+		}
+	}
+	return managerpb.JobHistoryJobStopping_JOB_STOPPED_UNKNOWN_JOB, false
 }
 
 // maxStopsOwed bounds JobRecord.stops_owed (the oldest go first).

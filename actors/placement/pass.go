@@ -109,6 +109,9 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 	if verdict.Wait > 0 {
 		return false // the backoff after the last failure; a later pass
 	}
+	if replaceWait(c.rec, c.role, policy, w.now) > 0 {
+		return false // the pace floor (restart.go); a later pass
+	}
 	ask := e.askOf(w, c, pool)
 	if id, ok := w.uncreated(ask.CoLocateWith); ok {
 		// Placed alone it would pin the group to a node chosen for one.
@@ -172,7 +175,7 @@ func (w *world) coLocated(c *candidate, group []scheduler.JobID, policy schedule
 			continue
 		}
 		v := policy.Next(failuresOf(m.rec, m.role).times, w.now)
-		if v.Exceeded || v.Wait > 0 {
+		if v.Exceeded || v.Wait > 0 || replaceWait(m.rec, m.role, policy, w.now) > 0 {
 			continue
 		}
 		out = append(out, m)

@@ -142,6 +142,52 @@ func (h *failureHistory) addNode(n scheduler.NodeID) {
 	h.nodes = append(h.nodes, n)
 }
 
+// replaceWait is the pace floor of placing role again (issue 21 §1): what
+// is left at now of the policy's InitialBackoff after the role's newest
+// provisioning (its newest job_provisioned in rec's history), when the
+// instance it provisioned ended for a reason the manager neither decided
+// nor took from a lost node (endPaced); 0 otherwise.
+//
+// The failure backoff (failuresOf, RestartPolicy.Next) paces the ends the
+// record calls failures. The floor is the net under every other path: an
+// instance that ends in a way the record does not count (an older record's
+// JOB_STOPPED_UNKNOWN_JOB, a reason this manager does not know) is placed
+// again at most once per InitialBackoff, never in a hot loop. Ends the
+// manager caused (a stop, a move, a preemption) and node losses (which
+// take the liveness timeout to detect) are placed again at once: an
+// auto-placed job's failover must not wait. Derived from the record alone,
+// so a new leader keeps the pace; a provisioning stamped after now (a
+// clock ahead on another manager) holds nothing back.
+func replaceWait(rec *internalpb.JobRecord, role scheduler.Role, p scheduler.RestartPolicy, now time.Time) time.Duration {
+	var provisioned time.Time
+	reason, ended := managerpb.JobHistoryJobStopping_Reason(0), false
+	for _, e := range rec.GetJob().GetHistoryEntry() {
+		if x := e.GetJobProvisioned(); x != nil && x.GetRole() == string(role) {
+			provisioned, ended = x.GetTimestamp().AsTime(), false
+		}
+		if x := e.GetJobStopping(); x != nil && x.GetRole() == string(role) {
+			reason, ended = x.GetReason(), true
+		}
+	}
+	if provisioned.IsZero() || !ended || !endPaced(reason) || provisioned.After(now) {
+		return 0
+	}
+	return max(0, provisioned.Add(p.InitialBackoff).Sub(now))
+}
+
+// endPaced reports whether an instance that ended for reason is held to
+// the pace floor (replaceWait): every reason but the manager's own
+// decisions and node losses.
+func endPaced(reason managerpb.JobHistoryJobStopping_Reason) bool {
+	switch reason {
+	case managerpb.JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED, managerpb.JobHistoryJobStopping_JOB_STOPPED_MIGRATED,
+		managerpb.JobHistoryJobStopping_JOB_STOPPED_PREEMPTED,
+		managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED, managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_TERMINATED:
+		return false
+	}
+	return true
+}
+
 // policyOf is the restart policy of a pool: its restart_ceiling with the
 // default backoff, or scheduler.DefaultRestartPolicy for no pool (or a
 // ceiling out of range, which the gateway does not accept).

@@ -255,7 +255,7 @@ func (o *workerOptions) newRuntime(ctx context.Context, cfg worker.Config, logge
 	}
 	pc := process.DefaultConfig()
 	pc.StateDir = filepath.Join(cfg.StateDir, "process")
-	pc.Environ = os.Environ()
+	pc.Environ = jobEnviron(os.Environ())
 	pc.FailStopGrace = cfg.StopGrace
 	pc.Logger = logger
 	pc.JobUser, pc.JobDir = jobs.user, jobs.dir

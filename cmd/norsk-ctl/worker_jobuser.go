@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -110,4 +111,22 @@ func (iso jobIsolation) log(logger *slog.Logger) {
 	if iso.user != nil {
 		logger.Info("jobs run as the job user", "job_user", iso.user.Name, "uid", iso.user.UID, "job_dir", iso.dir)
 	}
+}
+
+// jobEnviron returns the worker's environment env ("KEY=value" entries) as
+// the base environment of its process jobs, less every NORSK_* variable:
+// those are the worker's own settings and credentials (NORSK_TOKEN,
+// NORSK_TOKEN_FILE, NORSK_CLIENT_KEY, NORSK_MANAGER_URL, ...), which a job
+// must not read (docs/design/security.md, "What a job can reach"); the
+// runtime sets the job's own NORSK_* variables on top. The order of the
+// other entries is kept.
+func jobEnviron(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NORSK_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }

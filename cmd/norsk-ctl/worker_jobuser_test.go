@@ -112,3 +112,11 @@ func TestWorkerJobIsolation_TLSKeyReadable(t *testing.T) {
 		t.Errorf("without a job user: %v", err)
 	}
 }
+
+func TestJobEnviron_DropsWorkerSettings(t *testing.T) {
+	in := []string{"PATH=/usr/bin", "NORSK_TOKEN=secret", "HOME=/root", "NORSK_TOKEN_FILE=/etc/t", "NORSK_CLIENT_KEY=/k.pem", "NORSK_MANAGER_URL=m:6790", "LANG=C"}
+	got := strings.Join(jobEnviron(in), " ")
+	if want := "PATH=/usr/bin HOME=/root LANG=C"; got != want {
+		t.Fatalf("jobEnviron = %q, want %q", got, want)
+	}
+}

@@ -52,10 +52,12 @@ import (
 // entry points into it past where its replay stops (a value is written
 // and synced before the entry that points to it).
 //
-// Damage in the last entry itself looks like a torn write and is accepted
-// as badger accepts it; so is damage followed only by zeros within an
-// entry's reach. Value logs other than the newest are not replayed; their
-// values are verified when read (Verify reads them all).
+// When none of these is found, the log ends at the entry the replay stopped
+// at, and that entry is told apart as torn (accepted, as badger accepts
+// it) or damaged (refused): waltail.go, stopDamage — as etcd's WAL does,
+// torn only if part of it reads as never written. Value logs other than
+// the newest are not replayed; their values are verified when read
+// (Verify reads them all).
 
 // Layout constants of badger's logs (badger v4.9.6 value.go, structs.go).
 const (
@@ -285,6 +287,14 @@ func scanLog(path string, kind logKind, fid uint32, valueThreshold int64, known 
 		bad(fmt.Sprintf("damaged at byte %d: the entry there cannot be read, and the file holds data again at byte %d, further than any one entry reaches; "+
 			"badger's replay would stop at the damage and silently drop everything after it (a crash leaves only a torn last entry followed by zeros)",
 			s.stop, t.dataBeyond))
+	default:
+		why, err := stopDamage(f, s.stop, s.size, known)
+		if err != nil {
+			return s, fmt.Errorf("read %s: %w", path, err)
+		}
+		if why != "" {
+			bad(why)
+		}
 	}
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
@@ -177,4 +178,232 @@ func firstNonZero(b []byte) int {
 		}
 	}
 	return -1
+}
+
+// Telling a torn last entry from a damaged one (issue 21 §7). The replay
+// stopped at an entry it could not read and nothing after it says damage:
+// the log ends there with an entry whose checksum fails. A write cut short
+// leaves that, and so does a bit flipped in a complete entry; badger drops
+// both, and the second may be an acknowledged write. As etcd's WAL does
+// (wal/decoder.go, isTornEntry), the entry is taken for torn only if part
+// of it reads as never written, zeros where a cut-short write stops:
+//
+//   - a kill (the manager's crash model, test/storecrash): badger writes an
+//     entry with one copy into its memory-mapped log (memtable.go
+//     writeEntry, value.go write), and the page cache keeps every store
+//     the copy made before the kill. Every path of Go's memmove (amd64 and
+//     arm64, runtime/memmove_*.s) stores the last bytes of a copy with its
+//     final instruction, so a cut-short copy leaves the entry's last byte
+//     as the file had it, zero (a log is created by sizing it, and badger
+//     truncates a log where its replay stops);
+//   - a power cut: disks write 512-byte sectors whole, so an unwritten part
+//     of the entry is all its bytes in some sector (etcd's rule: the entry
+//     split at sector boundaries of the file, any part all zeros).
+//
+// An entry whose last byte and every sector part hold data was written
+// whole: a checksum that fails then is damage. And, before either rule,
+// a checksum that one flipped bit explains exactly, the bit in a byte that
+// holds data (a cut-short write leaves whole bytes zero), is damage however
+// the entry ends: found by the checksum's linearity for a bit that leaves
+// the entry's length as it is, and by trying each bit of the header for one
+// that changes it; the corrected entry must have a key this package writes.
+// A cut-short write matches such a correction by chance only (2^-32 per
+// bit tried).
+
+// sectorSize is the unit a disk writes whole (etcd's minSectorSize).
+const sectorSize = 512
+
+// maxBitSearch bounds the entries searched for one flipped bit: every
+// write-ahead-log entry (keys up to 64 KiB, values under the 1 MiB value
+// threshold) and most values in a value log.
+const maxBitSearch = 4 << 20
+
+// castagnoli is the CRC table of badger's entries.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// entryHeader is a decoded entry header.
+type entryHeader struct {
+	hlen       int
+	klen, vlen uint32
+}
+
+// size is the entry's size: header, key, value and CRC.
+func (h entryHeader) size() int64 { return int64(h.hlen) + int64(h.klen) + int64(h.vlen) + crc32.Size }
+
+// decodeHeader decodes the entry header at the start of b as badger does
+// (lengths kept to 32 bits); ok is false if b ends inside it or a length
+// overflows.
+func decodeHeader(b []byte) (h entryHeader, ok bool) {
+	p := 2
+	var lens [3]uint64
+	for i := range lens {
+		if p >= len(b) {
+			return h, false
+		}
+		v, n := binary.Uvarint(b[p:])
+		if n <= 0 {
+			return h, false
+		}
+		lens[i], p = v, p+n
+	}
+	return entryHeader{hlen: p, klen: uint32(lens[0]), vlen: uint32(lens[1])}, true
+}
+
+// stopDamage returns why the entry at stop in f (size bytes), where the
+// log's replay stopped, is damage rather than a torn write, or "" when it
+// may be torn (or there is no entry there: the log ends, or the header is
+// one the replay refuses on its own).
+func stopDamage(f *os.File, stop, size int64, known func([]byte) bool) (string, error) {
+	hb := make([]byte, min(entryMaxHeader, size-stop))
+	if _, err := f.ReadAt(hb, stop); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	h, ok := decodeHeader(hb)
+	if !ok {
+		return "", nil
+	}
+	if h.klen > entryMaxKey {
+		return fmt.Sprintf("damaged at byte %d: the entry there has a key of %d bytes, longer than the 64 KiB badger writes (a write cut short leaves zeros, "+
+			"which cannot lengthen a key); badger's replay would stop there and silently drop it", stop, h.klen), nil
+	}
+	sz := h.size()
+	if stop+sz > size {
+		return "", nil // past the end: the replay reports that itself
+	}
+	if sz <= maxBitSearch {
+		e := make([]byte, sz)
+		if _, err := f.ReadAt(e, stop); err != nil {
+			return "", err
+		}
+		if crcOK(e) {
+			return "", nil // intact: the replay stopped for another reason
+		}
+		p, bit, err := oneBitFlip(f, stop, size, e, h, hb, known)
+		if err != nil {
+			return "", err
+		}
+		if p >= 0 {
+			return fmt.Sprintf("damaged at byte %d, in the last entry (%d bytes at byte %d): bit %d of byte %d differs from what the entry's checksum "+
+				"says, and a write cut short leaves whole bytes zero, never a bit wrong in a byte it wrote; badger's replay would stop there and "+
+				"silently drop that entry and the transaction it ends, which may have been acknowledged", stop+int64(p), sz, stop, bit, stop+int64(p)), nil
+		}
+		if e[sz-1] == 0 || zeroSectorPart(e, stop) {
+			return "", nil
+		}
+	} else {
+		torn, err := tornOnDisk(f, stop, sz)
+		if err != nil || torn {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("damaged at byte %d: the last entry there (%d bytes) fails its checksum, yet all of it was written — its last byte, which a copy "+
+		"cut short by a kill leaves zero, and its part of every 512-byte sector it spans hold data (a torn write leaves zeros); badger's replay "+
+		"would stop there and silently drop that entry and the transaction it ends, which may have been acknowledged", stop, sz), nil
+}
+
+// crcOK reports whether the entry e ends with the CRC of the rest.
+func crcOK(e []byte) bool {
+	n := len(e) - crc32.Size
+	return crc32.Checksum(e[:n], castagnoli) == binary.BigEndian.Uint32(e[n:])
+}
+
+// oneBitFlip looks for one flipped bit that explains the failed CRC of the
+// entry e (header h, at stop in f; hb is the header's bytes as read) and
+// returns its byte offset in the entry and its bit, or -1. Only a bit in a
+// non-zero byte counts, and the corrected entry must have a known key.
+func oneBitFlip(f *os.File, stop, size int64, e []byte, h entryHeader, hb []byte, known func([]byte) bool) (int, int, error) {
+	// A flip in the header that changes a length: try each.
+	for p := 0; p < h.hlen; p++ {
+		if hb[p] == 0 {
+			continue
+		}
+		for bit := range 8 {
+			hb[p] ^= 1 << bit
+			g, ok := decodeHeader(hb)
+			hb[p] ^= 1 << bit
+			if !ok || g == h || g.klen < 9 || g.klen > entryMaxKey || g.size() > maxBitSearch || stop+g.size() > size {
+				continue
+			}
+			c := make([]byte, g.size())
+			if _, err := f.ReadAt(c, stop); err != nil {
+				return -1, 0, err
+			}
+			c[p] ^= 1 << bit
+			if crcOK(c) && known(c[g.hlen:g.hlen+int(g.klen)-8]) {
+				return p, bit, nil
+			}
+		}
+	}
+	// A flip that leaves the lengths: the CRC is linear, so the flip of
+	// bit b of byte p changes it by the CRC (zero start, no final xor) of
+	// that bit followed by the rest of the entry as zeros.
+	n := len(e) - crc32.Size
+	syn := crc32.Checksum(e[:n], castagnoli) ^ binary.BigEndian.Uint32(e[n:])
+	check := func(p, bit int) bool {
+		if e[p] == 0 {
+			return false
+		}
+		e[p] ^= 1 << bit
+		defer func() { e[p] ^= 1 << bit }()
+		g, ok := decodeHeader(e[:min(len(e), entryMaxHeader)])
+		return ok && g == h && h.klen >= 9 && known(e[h.hlen:h.hlen+int(h.klen)-8])
+	}
+	if syn&(syn-1) == 0 { // one bit of the stored CRC (big-endian)
+		k := 0
+		for syn>>k != 1 {
+			k++
+		}
+		if p, bit := n+3-k/8, k%8; check(p, bit) {
+			return p, bit, nil
+		}
+	}
+	var v [8]uint32
+	for bit := range v {
+		v[bit] = castagnoli[1<<bit]
+	}
+	for p := n - 1; p >= 0; p-- {
+		for bit := range v {
+			if v[bit] == syn && check(p, bit) {
+				return p, bit, nil
+			}
+			v[bit] = castagnoli[byte(v[bit])] ^ v[bit]>>8
+		}
+	}
+	return -1, 0, nil
+}
+
+// zeroSectorPart reports whether the part of the entry e (at file offset
+// off) in some 512-byte sector of the file is all zeros.
+func zeroSectorPart(e []byte, off int64) bool {
+	for i := 0; i < len(e); {
+		n := min(int(sectorSize-(off+int64(i))%sectorSize), len(e)-i)
+		if firstNonZero(e[i:i+n]) < 0 {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// tornOnDisk applies the torn-write rules to an entry too large to hold
+// in memory: its last byte zero, or a zero sector part.
+func tornOnDisk(f *os.File, off, sz int64) (bool, error) {
+	buf := make([]byte, tailChunk)
+	for pos := off; pos < off+sz; {
+		// Read whole sectors after the first part, so that parts never
+		// straddle two reads.
+		n := min(int64(len(buf)), off+sz-pos)
+		if end := pos + n; end < off+sz {
+			n -= end % sectorSize
+		}
+		b := buf[:n]
+		if _, err := f.ReadAt(b, pos); err != nil {
+			return false, err
+		}
+		if zeroSectorPart(b, pos) || pos+n == off+sz && b[n-1] == 0 {
+			return true, nil
+		}
+		pos += n
+	}
+	return false, nil
 }

@@ -208,7 +208,9 @@ func encodeEntry(key, value []byte) []byte {
 }
 
 // versioned is key with an 8-byte version.
-func versioned(key string) []byte { return append([]byte(key), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe) }
+func versioned(key string) []byte {
+	return append([]byte(key), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe)
+}
 
 // TestScanLog_LastEntry: the rule for the entry a replay stops at, on
 // logs made byte by byte — among them an entry whose checksum ends in a

@@ -201,12 +201,18 @@ func firstNonZero(b []byte) int {
 //     split at sector boundaries of the file, any part all zeros).
 //
 // An entry whose last byte and every sector part hold data was written
-// whole: a checksum that fails then is damage. And, before either rule,
+// whole: a checksum that fails then is damage. Both rules need the entry's
+// extent from its header, and a kill can leave the header itself unwritten
+// (memmove's large-copy path on amd64 stores the first up to 32 bytes
+// after the middle, then the last 128): a header that does not give an
+// entry this package writes (a key of a version and a known start, inside
+// the file) is taken for torn. And, before either rule,
 // a checksum that one flipped bit explains exactly, the bit in a byte that
 // holds data (a cut-short write leaves whole bytes zero), is damage however
 // the entry ends: found by the checksum's linearity for a bit that leaves
 // the entry's length as it is, and by trying each bit of the header for one
-// that changes it; the corrected entry must have a key this package writes.
+// that changes it (also when the header is not one this package writes);
+// the corrected entry must have a key this package writes.
 // A cut-short write matches such a correction by chance only (2^-32 per
 // bit tried).
 
@@ -266,31 +272,45 @@ func stopDamage(f *os.File, stop, size int64, known func([]byte) bool) (string, 
 		return fmt.Sprintf("damaged at byte %d: the entry there has a key of %d bytes, longer than the 64 KiB badger writes (a write cut short leaves zeros, "+
 			"which cannot lengthen a key); badger's replay would stop there and silently drop it", stop, h.klen), nil
 	}
-	sz := h.size()
-	if stop+sz > size {
-		return "", nil // past the end: the replay reports that itself
+	flipped := func(p, bit int, sz int64) string {
+		return fmt.Sprintf("damaged at byte %d, in the last entry (%d bytes at byte %d): bit %d of byte %d differs from what the entry's checksum "+
+			"says, and a write cut short leaves whole bytes zero, never a bit wrong in a byte it wrote; badger's replay would stop there and "+
+			"silently drop that entry and the transaction it ends, which may have been acknowledged", stop+int64(p), sz, stop, bit, stop+int64(p))
 	}
-	if sz <= maxBitSearch {
-		e := make([]byte, sz)
+	sz := h.size()
+	var e []byte // the entry, if its header gives one to search
+	if h.klen >= 9 && stop+sz <= size && sz <= maxBitSearch {
+		e = make([]byte, sz)
 		if _, err := f.ReadAt(e, stop); err != nil {
 			return "", err
 		}
 		if crcOK(e) {
 			return "", nil // intact: the replay stopped for another reason
 		}
-		p, bit, err := oneBitFlip(f, stop, size, e, h, hb, known)
-		if err != nil {
-			return "", err
-		}
-		if p >= 0 {
-			return fmt.Sprintf("damaged at byte %d, in the last entry (%d bytes at byte %d): bit %d of byte %d differs from what the entry's checksum "+
-				"says, and a write cut short leaves whole bytes zero, never a bit wrong in a byte it wrote; badger's replay would stop there and "+
-				"silently drop that entry and the transaction it ends, which may have been acknowledged", stop+int64(p), sz, stop, bit, stop+int64(p)), nil
-		}
+	}
+	p, bit, g, err := headerFlip(f, stop, size, h, hb, known)
+	if err != nil {
+		return "", err
+	}
+	if p < 0 && e != nil {
+		p, bit, g = bodyFlip(e, h, known)
+	}
+	if p >= 0 {
+		return flipped(p, bit, g.size()), nil
+	}
+	plausible, err := plausibleEntry(f, stop, size, h, known)
+	switch {
+	case err != nil || !plausible:
+		// The header does not give an entry this package writes: a head
+		// the copy had not stored yet reads as zeros (Go's memmove on
+		// amd64 stores the first up to 32 bytes of a large copy after its
+		// middle), or the header or key is damaged beyond one bit.
+		return "", err
+	case e != nil:
 		if e[sz-1] == 0 || zeroSectorPart(e, stop) {
 			return "", nil
 		}
-	} else {
+	default:
 		torn, err := tornOnDisk(f, stop, sz)
 		if err != nil || torn {
 			return "", err
@@ -301,18 +321,32 @@ func stopDamage(f *os.File, stop, size int64, known func([]byte) bool) (string, 
 		"would stop there and silently drop that entry and the transaction it ends, which may have been acknowledged", stop, sz), nil
 }
 
+// plausibleEntry reports whether the header h at stop gives an entry this
+// package could have written: inside the file, a key of a version and at
+// least one byte, whose start is known.
+func plausibleEntry(f *os.File, stop, size int64, h entryHeader, known func([]byte) bool) (bool, error) {
+	if h.klen < 9 || stop+h.size() > size {
+		return false, nil
+	}
+	k := make([]byte, min(int(h.klen)-8, 64))
+	if _, err := f.ReadAt(k, stop+int64(h.hlen)); err != nil {
+		return false, err
+	}
+	return known(k), nil
+}
+
 // crcOK reports whether the entry e ends with the CRC of the rest.
 func crcOK(e []byte) bool {
 	n := len(e) - crc32.Size
 	return crc32.Checksum(e[:n], castagnoli) == binary.BigEndian.Uint32(e[n:])
 }
 
-// oneBitFlip looks for one flipped bit that explains the failed CRC of the
-// entry e (header h, at stop in f; hb is the header's bytes as read) and
-// returns its byte offset in the entry and its bit, or -1. Only a bit in a
-// non-zero byte counts, and the corrected entry must have a known key.
-func oneBitFlip(f *os.File, stop, size int64, e []byte, h entryHeader, hb []byte, known func([]byte) bool) (int, int, error) {
-	// A flip in the header that changes a length: try each.
+// headerFlip looks for one flipped bit of the header (h as decoded from
+// hb, the bytes at stop in f) that changes the entry's lengths and makes
+// it intact, with a known key: it returns the bit's byte offset in the
+// entry, the bit and the corrected header, or -1. Only a bit in a
+// non-zero byte counts.
+func headerFlip(f *os.File, stop, size int64, h entryHeader, hb []byte, known func([]byte) bool) (int, int, entryHeader, error) {
 	for p := 0; p < h.hlen; p++ {
 		if hb[p] == 0 {
 			continue
@@ -326,17 +360,24 @@ func oneBitFlip(f *os.File, stop, size int64, e []byte, h entryHeader, hb []byte
 			}
 			c := make([]byte, g.size())
 			if _, err := f.ReadAt(c, stop); err != nil {
-				return -1, 0, err
+				return -1, 0, g, err
 			}
 			c[p] ^= 1 << bit
 			if crcOK(c) && known(c[g.hlen:g.hlen+int(g.klen)-8]) {
-				return p, bit, nil
+				return p, bit, g, nil
 			}
 		}
 	}
-	// A flip that leaves the lengths: the CRC is linear, so the flip of
-	// bit b of byte p changes it by the CRC (zero start, no final xor) of
-	// that bit followed by the rest of the entry as zeros.
+	return -1, 0, h, nil
+}
+
+// bodyFlip looks for one flipped bit that leaves the lengths of the
+// entry e (header h) and explains its failed CRC: the CRC is linear, so
+// the flip of bit b of byte p changes it by the CRC (zero start, no final
+// xor) of that bit followed by the rest of the entry as zeros. It returns
+// the bit's byte offset, the bit and h, or -1. Only a bit in a non-zero
+// byte counts, and the corrected entry must have a known key.
+func bodyFlip(e []byte, h entryHeader, known func([]byte) bool) (int, int, entryHeader) {
 	n := len(e) - crc32.Size
 	syn := crc32.Checksum(e[:n], castagnoli) ^ binary.BigEndian.Uint32(e[n:])
 	check := func(p, bit int) bool {
@@ -346,7 +387,7 @@ func oneBitFlip(f *os.File, stop, size int64, e []byte, h entryHeader, hb []byte
 		e[p] ^= 1 << bit
 		defer func() { e[p] ^= 1 << bit }()
 		g, ok := decodeHeader(e[:min(len(e), entryMaxHeader)])
-		return ok && g == h && h.klen >= 9 && known(e[h.hlen:h.hlen+int(h.klen)-8])
+		return ok && g == h && known(e[h.hlen:h.hlen+int(h.klen)-8])
 	}
 	if syn&(syn-1) == 0 { // one bit of the stored CRC (big-endian)
 		k := 0
@@ -354,7 +395,7 @@ func oneBitFlip(f *os.File, stop, size int64, e []byte, h entryHeader, hb []byte
 			k++
 		}
 		if p, bit := n+3-k/8, k%8; check(p, bit) {
-			return p, bit, nil
+			return p, bit, h
 		}
 	}
 	var v [8]uint32
@@ -364,12 +405,12 @@ func oneBitFlip(f *os.File, stop, size int64, e []byte, h entryHeader, hb []byte
 	for p := n - 1; p >= 0; p-- {
 		for bit := range v {
 			if v[bit] == syn && check(p, bit) {
-				return p, bit, nil
+				return p, bit, h
 			}
 			v[bit] = castagnoli[byte(v[bit])] ^ v[bit]>>8
 		}
 	}
-	return -1, 0, nil
+	return -1, 0, h
 }
 
 // zeroSectorPart reports whether the part of the entry e (at file offset

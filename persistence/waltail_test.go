@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -230,6 +231,7 @@ func TestScanLog_LastEntry(t *testing.T) {
 		{versioned("ent/job/a"), []byte("the first entry's value")},
 		{versioned("ent/job/b"), []byte("the second entry's value, a little longer")},
 	}
+	bigLast := encodeEntry(versioned("ent/job/big"), bytes.Repeat([]byte("0123456789abcdef"), 70))
 	hlen := func(e []byte) int64 { h, _ := decodeHeader(e); return int64(h.hlen) }
 	zl := int64(len(zeroEnd))
 	cases := []struct {
@@ -248,6 +250,13 @@ func TestScanLog_LastEntry(t *testing.T) {
 		{"torn: its last byte unwritten", zeroEnd, func(p string, off, sz int64) { overwrite(t, p, off+zl-9, make([]byte, 9)) }, false},
 		{"torn: nothing after its header", nil, func(p string, off, sz int64) { overwrite(t, p, off+8, make([]byte, sz-8)) }, false},
 		{"torn: nothing of it", nil, func(p string, off, sz int64) { overwrite(t, p, off, make([]byte, sz)) }, false},
+		{"torn: its head and tail not stored (amd64 memmove of a large copy)", bigLast, func(p string, off, sz int64) {
+			overwrite(t, p, off, make([]byte, 4))
+			overwrite(t, p, off+sz-128, make([]byte, 128))
+		}, false},
+		{"its head zeroed, the rest written", bigLast, func(p string, off, sz int64) { overwrite(t, p, off, make([]byte, 4)) }, false},
+		{"a bit of the key length, a large entry", bigLast, func(p string, off, sz int64) { flipBit(t, p, off+2, 2) }, true},
+		{"a bit of the value, a large entry", bigLast, func(p string, off, sz int64) { flipBit(t, p, off+sz/2, 6) }, true},
 		{"a key longer than badger writes", nil, func(p string, off, sz int64) { overwrite(t, p, off+2, []byte{0x80, 0x80, 0x08}) }, true},
 	}
 	for _, tc := range cases {

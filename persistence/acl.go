@@ -1,12 +1,17 @@
 package persistence
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/norsk-oss/norsk-manager/persistence/auditchain"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
 )
 
@@ -74,4 +79,83 @@ func aclIndexEntries(r *internalpb.AclRecord) map[string][]byte {
 		m[string(aclSecretKey(t.GetSecretHash()))] = b
 	}
 	return m
+}
+
+// ACLSummary counts what a store's ACL record holds (never a secret).
+type ACLSummary struct {
+	// Tokens is the number of tokens, Expired those of them whose expire
+	// time had passed at the time given.
+	Tokens, Expired int
+	// BootstrapIndex is how many times AclBootstrap succeeded (0: ACLs
+	// were never bootstrapped).
+	BootstrapIndex uint64
+}
+
+// ACLSummary counts the ACL record's tokens, and those expired at now;
+// the zero summary before the first bootstrap.
+func (r *Reader) ACLSummary(now time.Time) (ACLSummary, error) {
+	rec, _, err := r.ACL()
+	if errors.Is(err, ErrNotFound) {
+		return ACLSummary{}, nil
+	}
+	if err != nil {
+		return ACLSummary{}, err
+	}
+	sum := ACLSummary{Tokens: len(rec.GetTokens()), BootstrapIndex: rec.GetBootstrapIndex()}
+	for _, t := range rec.GetTokens() {
+		if exp := t.GetToken().GetExpireTime(); exp != nil && !exp.AsTime().After(now) {
+			sum.Expired++
+		}
+	}
+	return sum, nil
+}
+
+// ACLResetKind is the audit kind of a reset of the ACL record by
+// "norsk-manager restore --acl-reset" (docs/design/backup.md).
+const ACLResetKind = "acl.reset"
+
+// resetACL deletes the ACL record — every token, their secret-index
+// entries and the bootstrap index, so that AclBootstrap succeeds again
+// without the reset file — as the next applied index, with an audit entry
+// of kind ACLResetKind by who at the time at, whose payload counts what
+// was dropped. It returns what the record held and whether there was one
+// to drop (none: ACLs never bootstrapped; nothing is written). The store
+// must have no log running (restore: offline, before the Raft state is
+// seeded).
+func (s *Store) resetACL(at time.Time, who string) (ACLSummary, bool, error) {
+	var sum ACLSummary
+	var seq Seq
+	err := s.View(func(r *Reader) error {
+		var err error
+		if _, seq, err = r.ACL(); err != nil {
+			return err
+		}
+		sum, err = r.ACLSummary(at)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return sum, false, nil
+	}
+	if err != nil {
+		return sum, false, err
+	}
+	payload, err := json.Marshal(map[string]string{
+		"tokens_dropped": strconv.Itoa(sum.Tokens), "bootstrap_index": strconv.FormatUint(sum.BootstrapIndex, 10),
+		"reason": "restore --acl-reset",
+	})
+	if err != nil {
+		return sum, false, err
+	}
+	cmd := &internalpb.AppendCommand{
+		EntityKey: string(ACLKey), ExpectedSeq: uint64(seq), Delete: true, At: timestamppb.New(at),
+		Audit: &internalpb.AuditIntent{Source: auditchain.SourceManager, Kind: ACLResetKind, Who: who, Payload: string(payload)},
+	}
+	results, err := s.fsm.ApplyBatch(s.fsm.AppliedIndex()+1, []*internalpb.AppendCommand{cmd})
+	if err == nil && len(results) == 1 {
+		err = results[0].err
+	}
+	if err != nil {
+		return sum, false, fmt.Errorf("reset the ACL tokens: %w", err)
+	}
+	return sum, true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/norsk-oss/norsk-manager/persistence/backupfile"
 )
@@ -34,6 +35,15 @@ type RestoreDirConfig struct {
 	// and moved into place; dir is the data dir being built (not Dir). A
 	// cluster restore writes the Raft state of a new cluster there.
 	Seed func(s *Store, dir string) error
+	// ACLReset drops every ACL token the backup holds, and its bootstrap
+	// index, so that the restored manager needs a new AclBootstrap; the
+	// reset is written to the audit log (kind ACLResetKind). Without it
+	// every token in the backup is valid again, also one revoked after
+	// the backup was taken (docs/design/backup.md, "ACL tokens").
+	ACLReset bool
+	// Now is the restore's time (the audit entry's, and what makes a token
+	// expired in RestoreDirResult.ACL); zero means time.Now().
+	Now time.Time
 	// Logger receives logs; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -45,6 +55,13 @@ type RestoreDirResult struct {
 	// EventBase is the event index the restored log continues after: every
 	// index a client holds from before the restore gets a stream_reset.
 	EventBase Index
+	// ACL is what the backup's ACL record held: with ACLReset, what was
+	// dropped; without, the tokens that are valid again (those not
+	// Expired).
+	ACL ACLSummary
+	// ACLReset is true when ACLReset dropped a record (false if the backup
+	// held none).
+	ACLReset bool
 }
 
 // RestoreDataDir makes Dir a data dir holding exactly the backup From
@@ -98,7 +115,10 @@ func RestoreDataDir(cfg RestoreDirConfig) (RestoreDirResult, error) {
 			os.Remove(cfg.Dir)
 		}
 	}
-	res.EventBase, err = buildRestored(cfg, staging, logger)
+	if cfg.Now.IsZero() {
+		cfg.Now = time.Now()
+	}
+	err = buildRestored(cfg, staging, &res, logger)
 	if err != nil {
 		undo()
 		return res, err
@@ -109,7 +129,8 @@ func RestoreDataDir(cfg RestoreDirConfig) (RestoreDirResult, error) {
 		return res, fmt.Errorf("restore: move the restored store into %s: %w; remove the directory's content and run restore again", cfg.Dir, err)
 	}
 	logger.Info("restored data dir", "dir", cfg.Dir, "from", cfg.From, "applied_index", res.Meta.AppliedIndex,
-		"keys", res.Meta.Keys, "event_base", res.EventBase, "mode", cfg.Mode)
+		"keys", res.Meta.Keys, "event_base", res.EventBase, "mode", cfg.Mode,
+		"acl_tokens", res.ACL.Tokens, "acl_bootstrap_index", res.ACL.BootstrapIndex, "acl_reset", res.ACLReset)
 	return res, nil
 }
 
@@ -144,39 +165,53 @@ func checkRestoreTarget(dir string) (created bool, err error) {
 }
 
 // buildRestored makes staging a complete data dir holding the backup and
-// returns the restored event log's base.
-func buildRestored(cfg RestoreDirConfig, staging string, logger *slog.Logger) (Index, error) {
+// records the restored event log's base and ACL record in res.
+func buildRestored(cfg RestoreDirConfig, staging string, res *RestoreDirResult, logger *slog.Logger) error {
 	scfg := DefaultConfig(staging)
-	scfg.Mode, scfg.GCInterval, scfg.Logger = cfg.Mode, 0, logger
+	// AuditRetention 0: the ACL reset's audit entry trims nothing; the
+	// manager trims with its own setting at its next entry.
+	scfg.Mode, scfg.GCInterval, scfg.AuditRetention, scfg.Logger = cfg.Mode, 0, 0, logger
 	s, err := Open(scfg)
 	if err != nil {
-		return 0, fmt.Errorf("restore: %w", err)
+		return fmt.Errorf("restore: %w", err)
 	}
-	base, err := fillRestored(s, cfg)
+	err = fillRestored(s, cfg, res)
 	if cerr := s.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("restore: close the restored store: %w", cerr)
 	}
-	return base, err
+	return err
 }
 
-func fillRestored(s *Store, cfg RestoreDirConfig) (Index, error) {
+func fillRestored(s *Store, cfg RestoreDirConfig, res *RestoreDirResult) error {
 	if _, err := s.RestoreBackup(cfg.From); err != nil {
-		return 0, fmt.Errorf("restore: backup file %s: %w", cfg.From, err)
+		return fmt.Errorf("restore: backup file %s: %w", cfg.From, err)
+	}
+	var err error
+	if cfg.ACLReset {
+		res.ACL, res.ACLReset, err = s.resetACL(cfg.Now, "norsk-manager restore")
+	} else {
+		err = s.View(func(r *Reader) error {
+			var err error
+			res.ACL, err = r.ACLSummary(cfg.Now)
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	skip := cfg.EventSkip
 	if skip == 0 {
 		skip = RandomEventSkip()
 	}
-	base, err := s.RestartEventLog(skip)
-	if err != nil {
-		return 0, fmt.Errorf("restore: %w", err)
+	if res.EventBase, err = s.RestartEventLog(skip); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	if cfg.Seed != nil {
 		if err := cfg.Seed(s, s.cfg.Dir); err != nil {
-			return 0, fmt.Errorf("restore: %w", err)
+			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	return base, nil
+	return nil
 }
 
 // moveIntoPlace renames every entry of staging into dir, the marker file

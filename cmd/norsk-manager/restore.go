@@ -22,13 +22,14 @@ type restoreOptions struct {
 	name, raftAddr  string
 	advertise       string
 	logLevel        string
+	aclReset        bool
 }
 
 // newRestoreCommand builds "norsk-manager restore".
 func newRestoreCommand() *cobra.Command {
 	o := &restoreOptions{}
 	cmd := &cobra.Command{
-		Use:   "restore --from FILE --data-dir NEW_DIR [--bootstrap-expect 1 --name NAME --raft-addr ADDR]",
+		Use:   "restore --from FILE --data-dir NEW_DIR [--acl-reset] [--bootstrap-expect 1 --name NAME --raft-addr ADDR]",
 		Short: "Make a new data dir holding exactly a backup (norsk-ctl operator snapshot save)",
 		Long: `restore writes a new data dir holding exactly the state in a backup file made by
 "norsk-ctl operator snapshot save", for a manager to start on.
@@ -54,6 +55,13 @@ are adopted when the manager dials their workers; jobs created after the
 backup are unknown to it. Node credentials are part of the backup: keep backup
 files as private as the data dir.
 
+ACL tokens are part of the backup too: every token it holds is valid again,
+also one revoked after the backup was taken; restore says how many it brings
+back. --acl-reset drops them all instead, and the record of the bootstrap, so
+that the restored manager needs a new "norsk-ctl acl bootstrap" (the reset is
+in the audit log). Use it when the backup is older than a revocation, or a
+token may have leaked (docs/design/backup.md, "ACL tokens").
+
 Exit codes: 0 restored; 1 failed (bad file, non-empty dir, I/O); 2 usage error.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -70,6 +78,7 @@ Exit codes: 0 restored; 1 failed (bad file, non-empty dir, I/O); 2 usage error.`
 	f.StringVar(&o.raftAddr, "raft-addr", "0.0.0.0:7948", "with --bootstrap-expect 1: the manager's --raft-addr")
 	f.StringVar(&o.advertise, "advertise", "", "with --bootstrap-expect 1: the manager's --advertise (required when --raft-addr binds 0.0.0.0)")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	f.BoolVar(&o.aclReset, "acl-reset", false, "drop every ACL token in the backup and its bootstrap: the restored manager needs a new acl bootstrap")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	cmd.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -153,7 +162,7 @@ func runRestore(out io.Writer, o *restoreOptions, changed func(string) bool) err
 	if fi, err := os.Stat(o.from); err == nil && fi.IsDir() {
 		return usagef("--from %s is a directory, not a snapshot file: give the file \"norsk-ctl operator snapshot save FILE\" wrote; nothing was changed", o.from)
 	}
-	cfg := persistence.RestoreDirConfig{From: o.from, Dir: o.dataDir, Mode: persistence.ModeSingle, Logger: log}
+	cfg := persistence.RestoreDirConfig{From: o.from, Dir: o.dataDir, Mode: persistence.ModeSingle, ACLReset: o.aclReset, Logger: log}
 	if target != nil {
 		cfg.Mode = persistence.ModeCluster
 		cfg.Seed = func(s *persistence.Store, dir string) error {
@@ -175,6 +184,7 @@ func runRestore(out io.Writer, o *restoreOptions, changed func(string) bool) err
 	}
 	fmt.Fprintf(out, ")\n  keys           %d\n", m.Keys)
 	fmt.Fprintf(out, "  event log      restarts after index %d: clients resuming from an earlier index get a stream reset\n", res.EventBase)
+	fmt.Fprintf(out, "  ACL tokens     %s\n", aclLine(res))
 	if target == nil {
 		fmt.Fprintf(out, "  mode           a single manager\nstart it with:\n  norsk-manager --data-dir %s\n", o.dataDir)
 		return nil
@@ -183,4 +193,24 @@ func runRestore(out io.Writer, o *restoreOptions, changed func(string) bool) err
 	fmt.Fprintf(out, "start it with its cluster flags, for example:\n  norsk-manager --data-dir %s --name %s --bootstrap-expect 1 ...\n", o.dataDir, target.name)
 	fmt.Fprintf(out, "then add managers with fresh data dirs and --join (not --bootstrap-expect)\n")
 	return nil
+}
+
+// aclLine says what the restore did with the backup's ACL tokens.
+func aclLine(res persistence.RestoreDirResult) string {
+	a := res.ACL
+	switch {
+	case res.ACLReset:
+		return fmt.Sprintf("%d dropped (--acl-reset), with the bootstrap (index %d): start the manager with --acl and run "+
+			"norsk-ctl acl bootstrap for a new management token before anyone else reaches it; the reset is in the audit log (%s)",
+			a.Tokens, a.BootstrapIndex, persistence.ACLResetKind)
+	case a.BootstrapIndex == 0 && a.Tokens == 0:
+		return "none (ACLs were never bootstrapped in the backup)"
+	}
+	valid := a.Tokens - a.Expired
+	expired := ""
+	if a.Expired > 0 {
+		expired = fmt.Sprintf(" (and %d expired)", a.Expired)
+	}
+	return fmt.Sprintf("%d valid again%s, bootstrap index %d: every token in the backup authenticates, also one revoked after "+
+		"it was taken; revoke those with norsk-ctl acl token revoke, or restore again with --acl-reset to drop them all", valid, expired, a.BootstrapIndex)
 }

@@ -264,3 +264,85 @@ func TestRecover_Refuses(t *testing.T) {
 		})
 	}
 }
+
+// makeACLBackup writes a backup of a store holding a job and an ACL
+// record of two tokens, bootstrapped once, and returns its path.
+func makeACLBackup(t *testing.T) string {
+	t.Helper()
+	cfg := persistence.DefaultConfig(t.TempDir())
+	cfg.SyncWrites, cfg.GCInterval = false, 0
+	s, log := persistence.TestStoreWithConfig(t, cfg)
+	rec := &internalpb.AclRecord{BootstrapIndex: 1}
+	for i := range 2 {
+		rec.Tokens = append(rec.Tokens, &internalpb.AclTokenRecord{
+			Token:      &managerpb.AclToken{AccessorId: fmt.Sprintf("acc-%d", i), Name: fmt.Sprintf("t%d", i), Role: "management"},
+			SecretHash: bytes.Repeat([]byte{byte(i + 1)}, persistence.SecretHashLen),
+		})
+	}
+	b, err := proto.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Append(context.Background(), persistence.ACLKey, 0, persistence.Change{Record: b, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	bk, err := s.BeginBackup(persistence.BackupInfo{ManagerVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	var buf bytes.Buffer
+	if _, err := bk.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "backup.nmb")
+	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRestore_ACLTokens (issue 21 §8): restore says how many ACL tokens it
+// brings back, and --acl-reset drops them (a single manager's dir and a
+// new cluster's first manager), saying that a new bootstrap is needed.
+func TestRestore_ACLTokens(t *testing.T) {
+	from := makeACLBackup(t)
+	cases := []struct {
+		name  string
+		args  []string
+		mode  persistence.Mode
+		want  string
+		reset bool
+	}{
+		{"kept", nil, persistence.ModeSingle, "ACL tokens     2 valid again, bootstrap index 1: every token in the backup authenticates, also one revoked after it was taken", false},
+		{"reset", []string{"--acl-reset"}, persistence.ModeSingle, "ACL tokens     2 dropped (--acl-reset), with the bootstrap (index 1): start the manager with --acl and run norsk-ctl acl bootstrap", true},
+		{"reset, first manager of a new cluster", []string{"--acl-reset", "--bootstrap-expect", "1", "--name", "r1", "--raft-addr", "127.0.0.1:17948"},
+			persistence.ModeCluster, "2 dropped (--acl-reset)", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "restored")
+			out, err := runCmd(t, append([]string{"restore", "--from", from, "--data-dir", dir}, tc.args...)...)
+			if err != nil {
+				t.Fatalf("restore: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+			cfg := persistence.DefaultConfig(dir)
+			cfg.Mode, cfg.GCInterval = tc.mode, 0
+			s, err := persistence.Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			err = s.View(func(r *persistence.Reader) error {
+				_, _, err := r.ACL()
+				return err
+			})
+			if tc.reset != errors.Is(err, persistence.ErrNotFound) {
+				t.Errorf("reading the ACL record after the restore: %v (reset %v)", err, tc.reset)
+			}
+		})
+	}
+}

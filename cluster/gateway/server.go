@@ -129,8 +129,10 @@ func New(cfg Config) *Server {
 // Subscribers returns how many event streams are being served.
 func (s *Server) Subscribers() int64 { return s.subscribers.Load() }
 
-// Register registers the Manager service on gs.
-func (s *Server) Register(gs *grpc.Server) { managerpb.RegisterManagerServer(gs, s) }
+// Register registers the Manager service on gs, each request checked as
+// it is decoded (checkedServiceDesc: InvalidArgument naming the field for
+// invalid UTF-8 or a map or list over its limit).
+func (s *Server) Register(gs *grpc.Server) { gs.RegisterService(checkedServiceDesc(), s) }
 
 // view reads the store after the Barrier (if any).
 func (s *Server) view(ctx context.Context, fn func(r *persistence.Reader) error) error {

@@ -81,6 +81,14 @@ type Config struct {
 	Members func(ctx context.Context) (*managerpb.ClusterMembersResponse, error)
 	// ACL configures the ACL token methods (acl.go).
 	ACL ACLConfig
+	// MaxSendMsgSize is the API server's send limit in bytes (0: not
+	// known); a page of a listing stays below it (paging.go).
+	MaxSendMsgSize int
+	// MaxListReplyBytes is the byte budget of one page of a listing
+	// (ListNodes, ListClusterNodes, ListBundles, ListPools,
+	// ListAuditEntries). Default DefaultMaxListReplyBytes, just under the
+	// 4 MiB a default gRPC client receives.
+	MaxListReplyBytes int
 }
 
 // Server implements managerpb.ManagerServer.

@@ -35,6 +35,7 @@ func (s *Server) CreateBundle(ctx context.Context, b *managerpb.Bundle) (*manage
 	if b.GetBundleId().GetBundleId() == "" {
 		b.BundleId = &managerpb.BundleId{BundleId: newUUID()}
 	}
+	clearTemplateOutputs(b)
 	if err := validateBundle(b); err != nil {
 		return nil, err
 	}
@@ -52,6 +53,8 @@ func (s *Server) CreateBundle(ctx context.Context, b *managerpb.Bundle) (*manage
 // for one being deleted, AlreadyExists (nothing written) if a derived job
 // id new to the bundle is taken by an existing job, whatever its tags.
 func (s *Server) UpdateBundle(ctx context.Context, b *managerpb.Bundle) (*emptypb.Empty, error) {
+	b = proto.Clone(b).(*managerpb.Bundle)
+	clearTemplateOutputs(b)
 	if err := validateBundle(b); err != nil {
 		return nil, err
 	}

@@ -268,9 +268,10 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*managerpb.VersionInf
 	return s.cfg.Version, nil
 }
 
-// CreateJob stores a new job. An empty job id is replaced by a random UUID.
-// InvalidArgument for an id outside the id rule (checkNewID) or a bad
-// definition; AlreadyExists if the id is taken.
+// CreateJob stores a new job. An empty job id is replaced by a random UUID;
+// the output fields state and terminal_state are ignored
+// (validate_output.go). InvalidArgument for an id outside the id rule
+// (checkNewID) or a bad definition; AlreadyExists if the id is taken.
 func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
 	j = proto.Clone(j).(*managerpb.Job)
 	if j.GetJobId().GetJobId() == "" {
@@ -280,6 +281,7 @@ func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.Jo
 	if err != nil {
 		return nil, err
 	}
+	clearJobOutputs(j)
 	if err := validateJob(j); err != nil {
 		return nil, err
 	}
@@ -291,13 +293,18 @@ func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.Jo
 }
 
 // UpdateJob replaces a job's definition; current_hash must be the hash last
-// returned (FailedPrecondition otherwise, naming the current hash).
+// returned (FailedPrecondition otherwise, naming the current hash). state
+// is ignored; terminal_state must be absent (clears the verdict) or the
+// stored one (InvalidArgument otherwise; validate_output.go).
 func (s *Server) UpdateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
 	id, err := jobID("job.job_id", j.GetJobId())
 	if err != nil {
 		return nil, err
 	}
 	if err := validateJob(j); err != nil {
+		return nil, err
+	}
+	if err := s.checkUpdateTerminal(ctx, id, j); err != nil {
 		return nil, err
 	}
 	r, err := s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})

@@ -67,7 +67,7 @@ var requestFieldLimits = map[protoreflect.FullName]fieldLimit{
 	// A worker's registration (noderesources.Validate).
 	"norsk.api.common.NodeResources.capabilities":    {noderesources.MaxCapabilities, noderesources.MaxCapabilities * 1024},
 	"norsk.api.common.NodeResources.cores":           {noderesources.MaxCoreID + 1, (noderesources.MaxCoreID + 1) * 4},
-	"norsk.api.common.NodeResources.templates":       {noderesources.MaxTemplates, 256 << 10},
+	"norsk.api.common.NodeResources.templates":       {noderesources.MaxTemplates, 1 << 20}, // about 0.55 MB at the worst (noderesources)
 	"norsk.api.common.ProductTemplateOffer.versions": {noderesources.MaxTemplateVersions, maxNameListBytes},
 	// Pools (validate_pools.go, validate_provisioner.go). tier_status is
 	// an output the manager fills in; a request may echo what it read.

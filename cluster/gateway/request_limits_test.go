@@ -19,6 +19,7 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // requestFields returns the full name of every repeated and map field a
@@ -119,6 +120,7 @@ func TestCheckRequestLimits(t *testing.T) {
 			"pool.tiers[0].node_selector: has 33 entries; the limit is 32"},
 		{"worker resources", &managerpb.ClusterMemberRegisterRequest{Resources: &commonpb.NodeResources{Cores: make([]uint32, 8193)}},
 			"resources.cores: has 8193 entries; the limit is 8192"},
+		{"the largest catalogue noderesources allows", &managerpb.ClusterMemberRegisterRequest{Resources: &commonpb.NodeResources{Templates: fullCatalogue()}}, ""},
 		{"job filters", &managerpb.JobSearchRequest{JobFilter: make([]*managerpb.JobFilter, 65)},
 			"job_filter: has 65 entries; the limit is 64"},
 		{"bundle's template job", &managerpb.Bundle{Jobs: []*managerpb.BundleJobSpec{{Job: &managerpb.Job{NorskCpuList: make([]uint32, 1025)}}}},
@@ -209,4 +211,19 @@ func TestRegister_BadRequestsAreInvalidArgument(t *testing.T) {
 	c := managerpb.NewManagerClient(conn)
 	_, err = c.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: "n", Tags: tags(3800, 1024)})
 	requireStatus(t, err, codes.InvalidArgument, "tags: has 3800 entries; the limit is 128")
+}
+
+// fullCatalogue is a worker's product-template catalogue at every
+// noderesources limit: 128 templates of 64 versions, names and versions of
+// 64 bytes.
+func fullCatalogue() []*commonpb.ProductTemplateOffer {
+	out := make([]*commonpb.ProductTemplateOffer, noderesources.MaxTemplates)
+	for i := range out {
+		o := &commonpb.ProductTemplateOffer{Name: fmt.Sprintf("%064d", i)}
+		for v := range noderesources.MaxTemplateVersions {
+			o.Versions = append(o.Versions, fmt.Sprintf("%064d", v))
+		}
+		out[i] = o
+	}
+	return out
 }

@@ -58,7 +58,10 @@ func (m *NorskManager) AuditEntries(ctx context.Context, from int64, limit int, 
 			}
 			n++
 		}
-		if len(resp.GetEntries()) < int(size) || limit > 0 && n >= limit {
+		// A page may hold fewer than asked (the manager's reply budget):
+		// the log is read to its head, not to a short page.
+		es := resp.GetEntries()
+		if len(es) == 0 || es[len(es)-1].GetSeq() >= resp.GetHeadSeq() || limit > 0 && n >= limit {
 			return first, head, nil
 		}
 		from = resp.GetEntries()[len(resp.GetEntries())-1].GetSeq() + 1

@@ -81,7 +81,25 @@ func (m *NorskManager) GetBundle(ctx context.Context, id BundleID) (*managerpb.B
 }
 
 // ListBundles returns every bundle in id order, DELETING ones included,
-// with the event-log index the listing was read at.
+// reading every page, with the event-log index the first page was read at
+// (an event stream resumed from it misses no change made while paging).
 func (m *NorskManager) ListBundles(ctx context.Context) (*managerpb.ListBundlesResponse, error) {
-	return unary(ctx, m, "ListBundles", &managerpb.ListBundlesRequest{}, m.api.ListBundles)
+	var out *managerpb.ListBundlesResponse
+	err := allPages(ctx, "ListBundles", func(ctx context.Context, token string) (string, int, error) {
+		resp, err := unary(ctx, m, "ListBundles", &managerpb.ListBundlesRequest{PageToken: token}, m.api.ListBundles)
+		if err != nil {
+			return "", 0, err
+		}
+		if out == nil {
+			out = resp
+		} else {
+			out.Bundles = append(out.Bundles, resp.GetBundles()...)
+		}
+		return resp.GetNextPageToken(), len(resp.GetBundles()), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.NextPageToken = ""
+	return out, nil
 }

@@ -11,10 +11,16 @@ import (
 func nodeIDpb(id NodeID) *commonpb.NodeId { return &commonpb.NodeId{NodeId: string(id)} }
 
 // ListNodes returns every node the manager knows about, of every provider
-// and in every lifecycle state.
+// and in every lifecycle state, in node-id order, reading as many pages as
+// the manager answers (a large fleet does not fit one answer).
 func (m *NorskManager) ListNodes(ctx context.Context) ([]*managerpb.NodeInfo, error) {
-	resp, err := unary(ctx, m, "ListNodes", &managerpb.ListNodesRequest{}, m.api.ListNodes)
-	return resp.GetNodes(), err
+	var out []*managerpb.NodeInfo
+	err := allPages(ctx, "ListNodes", func(ctx context.Context, token string) (string, int, error) {
+		resp, err := unary(ctx, m, "ListNodes", &managerpb.ListNodesRequest{PageToken: token}, m.api.ListNodes)
+		out = append(out, resp.GetNodes()...)
+		return resp.GetNextPageToken(), len(resp.GetNodes()), err
+	})
+	return out, err
 }
 
 // TerminateNode forcibly stops the node id and the jobs running on it
@@ -90,9 +96,15 @@ func (m *NorskManager) RegisterClusterNode(ctx context.Context, name string, tag
 
 // ListClusterNodes returns every registered cluster slot, active or not,
 // with its token (operators may need to copy it again).
+// Paged as ListNodes.
 func (m *NorskManager) ListClusterNodes(ctx context.Context) ([]*managerpb.ClusterNode, error) {
-	resp, err := unary(ctx, m, "ListClusterNodes", &managerpb.ListClusterNodesRequest{}, m.api.ListClusterNodes)
-	return resp.GetNodes(), err
+	var out []*managerpb.ClusterNode
+	err := allPages(ctx, "ListClusterNodes", func(ctx context.Context, token string) (string, int, error) {
+		resp, err := unary(ctx, m, "ListClusterNodes", &managerpb.ListClusterNodesRequest{PageToken: token}, m.api.ListClusterNodes)
+		out = append(out, resp.GetNodes()...)
+		return resp.GetNextPageToken(), len(resp.GetNodes()), err
+	})
+	return out, err
 }
 
 // DeregisterClusterNode removes the cluster slot of node id: a connected

@@ -52,9 +52,26 @@ func (m *NorskManager) GetPool(ctx context.Context, name string) (*managerpb.Poo
 	return unary(ctx, m, "GetPool", &managerpb.PoolName{Name: name}, m.api.GetPool)
 }
 
-// ListPools returns every pool in name order, each with its version, and
-// the event-log index the listing was read at (resume an event stream from
-// it to see every later pool change).
+// ListPools returns every pool in name order, each with its version,
+// reading every page, and the event-log index the first page was read at
+// (resume an event stream from it to see every later pool change).
 func (m *NorskManager) ListPools(ctx context.Context) (*managerpb.ListPoolsResponse, error) {
-	return unary(ctx, m, "ListPools", &managerpb.ListPoolsRequest{}, m.api.ListPools)
+	var out *managerpb.ListPoolsResponse
+	err := allPages(ctx, "ListPools", func(ctx context.Context, token string) (string, int, error) {
+		resp, err := unary(ctx, m, "ListPools", &managerpb.ListPoolsRequest{PageToken: token}, m.api.ListPools)
+		if err != nil {
+			return "", 0, err
+		}
+		if out == nil {
+			out = resp
+		} else {
+			out.Pools = append(out.Pools, resp.GetPools()...)
+		}
+		return resp.GetNextPageToken(), len(resp.GetPools()), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.NextPageToken = ""
+	return out, nil
 }

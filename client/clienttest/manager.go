@@ -34,6 +34,8 @@ type Manager struct {
 		errors  map[string]error                  // injected, by method ("" = all)
 		events  eventLog
 		members *managerpb.ClusterMembersResponse // nil: ClusterMembers is Unimplemented
+		// pageSize pages ListNodes and ListClusterNodes (SetPageSize).
+		pageSize int
 	}
 	// snap is what SnapshotSave streams (snapshot.go).
 	snap snapshotState

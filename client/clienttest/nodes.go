@@ -15,18 +15,51 @@ import (
 	"github.com/norsk-oss/norsk-manager/proto/workerauth"
 )
 
-// ListNodes returns every node, sorted by id.
-func (m *Manager) ListNodes(context.Context, *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
+// ListNodes returns the nodes sorted by id, paged as SetPageSize says.
+func (m *Manager) ListNodes(_ context.Context, in *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.injectedLocked("ListNodes"); err != nil {
 		return nil, err
 	}
 	resp := &managerpb.ListNodesResponse{}
-	for _, id := range sortedKeys(m.mu.nodes) {
+	ids, next := m.pageLocked(sortedKeys(m.mu.nodes), in.GetPageSize(), in.GetPageToken())
+	for _, id := range ids {
 		resp.Nodes = append(resp.Nodes, proto.Clone(m.mu.nodes[id]).(*managerpb.NodeInfo))
 	}
+	resp.NextPageToken = next
 	return resp, nil
+}
+
+// SetPageSize makes ListNodes and ListClusterNodes answer at most n
+// entries a page (0: every entry, the default), with a next_page_token
+// as the manager's (docs/design/protocol.md, "Paging"): a client under
+// test must follow the tokens to see every node.
+func (m *Manager) SetPageSize(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.pageSize = n
+}
+
+// pageLocked returns the ids after token (the last id of the previous
+// page), at most the smaller of size and the page size set, and the token
+// of the next page ("" on the last).
+func (m *Manager) pageLocked(ids []string, size uint32, token string) ([]string, string) {
+	if token != "" {
+		i := 0
+		for i < len(ids) && ids[i] <= token {
+			i++
+		}
+		ids = ids[i:]
+	}
+	n := m.mu.pageSize
+	if size > 0 && (n == 0 || int(size) < n) {
+		n = int(size)
+	}
+	if n == 0 || len(ids) <= n {
+		return ids, ""
+	}
+	return ids[:n], ids[n-1]
 }
 
 // CreateMockNode adds a started, connected mock node and publishes
@@ -133,17 +166,20 @@ func (m *Manager) RegisterClusterNode(_ context.Context, in *managerpb.RegisterC
 	return &managerpb.RegisterClusterNodeResponse{NodeId: &commonpb.NodeId{NodeId: id}, Token: token}, nil
 }
 
-// ListClusterNodes returns every slot, sorted by node id.
-func (m *Manager) ListClusterNodes(context.Context, *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
+// ListClusterNodes returns the slots sorted by node id, paged as
+// SetPageSize says.
+func (m *Manager) ListClusterNodes(_ context.Context, in *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.injectedLocked("ListClusterNodes"); err != nil {
 		return nil, err
 	}
 	resp := &managerpb.ListClusterNodesResponse{}
-	for _, id := range sortedKeys(m.mu.slots) {
+	ids, next := m.pageLocked(sortedKeys(m.mu.slots), in.GetPageSize(), in.GetPageToken())
+	for _, id := range ids {
 		resp.Nodes = append(resp.Nodes, proto.Clone(m.mu.slots[id]).(*managerpb.ClusterNode))
 	}
+	resp.NextPageToken = next
 	return resp, nil
 }
 

@@ -313,7 +313,7 @@ func (a *Agent) Start() error {
 		Router: a.router, Store: a.store, Journal: a.journal, Liveness: a.live, Logger: a.log.With("component", "gateway"),
 		Version: &managerpb.VersionInfo{Version: APIVersion, ManagerVersion: a.cfg.Version, GoVersion: runtime.Version()},
 		Events:  a.cfg.Events, Limits: a.cfg.Limits,
-		ACL: a.aclGatewayConfig(),
+		ACL: a.aclGatewayConfig(), MaxSendMsgSize: a.cfg.MaxSendMsgSize,
 	}
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier

@@ -11,9 +11,8 @@ const (
 	// gRPC's own default — leaves room and no more.
 	DefaultMaxRecvMsgSize = 4 << 20
 	// DefaultMaxSendMsgSize bounds one response in bytes. Listings are
-	// answered in one message (ListBundles, ListNodes…); a client's
-	// receive limit (4 MiB by default in grpc-go and @grpc/grpc-js) is
-	// usually the tighter bound. gRPC's own default is 2 GiB.
+	// paged below it and below a default client's 4 MiB receive limit
+	// (the gateway's paging.go). gRPC's own default is 2 GiB.
 	DefaultMaxSendMsgSize = 16 << 20
 	// DefaultMaxConcurrentStreams bounds the calls one client connection
 	// may have in flight at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).

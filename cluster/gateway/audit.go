@@ -204,7 +204,9 @@ func (s *Server) AppendAuditEntry(ctx context.Context, in *managerpb.AppendAudit
 
 // ListAuditEntries returns the audit entries with from_seq <= seq <= to_seq
 // (to_seq 0: the newest), oldest first, at most limit (0: 1000, at most
-// 10000), with the log's bounds. InvalidArgument for negative seqs or
+// 10000) and at most the reply budget in bytes (paging.go; at least one),
+// with the log's bounds: a caller wanting more asks again from the last
+// seq + 1 until it reaches head_seq. InvalidArgument for negative seqs or
 // to_seq below from_seq.
 func (s *Server) ListAuditEntries(ctx context.Context, in *managerpb.ListAuditEntriesRequest) (*managerpb.ListAuditEntriesResponse, error) {
 	from, to := in.GetFromSeq(), in.GetToSeq()
@@ -220,6 +222,7 @@ func (s *Server) ListAuditEntries(ctx context.Context, in *managerpb.ListAuditEn
 	if limit == 0 {
 		limit = defaultAuditList
 	}
+	pg := &pager{kind: "audit", budget: s.listBudget()}
 	resp := &managerpb.ListAuditEntriesResponse{}
 	err := s.view(ctx, func(r *persistence.Reader) error {
 		first, head, err := r.AuditBounds()
@@ -227,10 +230,13 @@ func (s *Server) ListAuditEntries(ctx context.Context, in *managerpb.ListAuditEn
 			return err
 		}
 		resp.FirstSeq, resp.HeadSeq = int64(first), int64(head)
-		return r.AuditEntries(uint64(from), uint64(to), limit, func(e *managerpb.AuditLogEntry) error {
+		return pg.done(r.AuditEntries(uint64(from), uint64(to), limit, func(e *managerpb.AuditLogEntry) error {
+			if !pg.fits("", e) {
+				return errPageFull
+			}
 			resp.Entries = append(resp.Entries, e)
 			return nil
-		})
+		}))
 	})
 	if err != nil {
 		return nil, toStatus(err)

@@ -35,6 +35,7 @@ func (s *Server) CreateBundle(ctx context.Context, b *managerpb.Bundle) (*manage
 	if b.GetBundleId().GetBundleId() == "" {
 		b.BundleId = &managerpb.BundleId{BundleId: newUUID()}
 	}
+	clearTemplateOutputs(b)
 	if err := validateBundle(b); err != nil {
 		return nil, err
 	}
@@ -52,6 +53,8 @@ func (s *Server) CreateBundle(ctx context.Context, b *managerpb.Bundle) (*manage
 // for one being deleted, AlreadyExists (nothing written) if a derived job
 // id new to the bundle is taken by an existing job, whatever its tags.
 func (s *Server) UpdateBundle(ctx context.Context, b *managerpb.Bundle) (*emptypb.Empty, error) {
+	b = proto.Clone(b).(*managerpb.Bundle)
+	clearTemplateOutputs(b)
 	if err := validateBundle(b); err != nil {
 		return nil, err
 	}
@@ -119,25 +122,41 @@ func (s *Server) GetBundle(ctx context.Context, in *managerpb.BundleId) (*manage
 	return info, nil
 }
 
-// ListBundles returns every bundle (DELETING ones included) in id order,
+// ListBundles returns the bundles (DELETING ones included) in id order,
 // from one consistent read after the barrier, with the event-log index it
-// was read at.
-func (s *Server) ListBundles(ctx context.Context, _ *managerpb.ListBundlesRequest) (*managerpb.ListBundlesResponse, error) {
+// was read at. Paged as ListNodes (paging.go): a caller following the
+// bundles' events resumes from the first page's log_index.
+func (s *Server) ListBundles(ctx context.Context, in *managerpb.ListBundlesRequest) (*managerpb.ListBundlesResponse, error) {
+	pg, err := newPager("bundles", in.GetPageSize(), in.GetPageToken(), s.listBudget())
+	if err != nil {
+		return nil, err
+	}
 	resp := &managerpb.ListBundlesResponse{}
-	err := s.view(ctx, func(r *persistence.Reader) error {
+	err = s.view(ctx, func(r *persistence.Reader) error {
 		head, err := r.EventHead()
 		if err != nil {
 			return err
 		}
 		resp.LogIndex = uint64(head)
-		return r.Bundles(func(rec *internalpb.BundleRecord) error {
+		return pg.done(r.Bundles(func(rec *internalpb.BundleRecord) error {
+			id := rec.GetBundle().GetBundleId().GetBundleId()
+			if pg.skip(id) {
+				return nil
+			}
 			info := bundle.Info(rec)
+			if err := addBundlePlacement(r, info); err != nil {
+				return err
+			}
+			if !pg.fits(id, info) {
+				return errPageFull
+			}
 			resp.Bundles = append(resp.Bundles, info)
-			return addBundlePlacement(r, info)
-		})
+			return nil
+		}))
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	resp.NextPageToken = pg.next
 	return resp, nil
 }

@@ -44,21 +44,31 @@ func nodeInstances(r *persistence.Reader, node string) ([]*managerpb.RunningJob,
 	return out, nil
 }
 
-// ListNodes returns every node the manager knows (cluster slots not yet
+// ListNodes returns the nodes the manager knows (cluster slots not yet
 // registered by a worker included, in state REGISTERED), in node-id order,
 // with what the live registry knows of its worker session (connected, last
 // seen, load, and the runtime conditions of a connected worker), and its
 // placement view: the resources its worker reported, zone, cloud, and the
-// capacity allocated to and free of the job instances recorded on it.
-func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
+// capacity allocated to and free of the job instances recorded on it. One
+// page (paging.go): at most page_size nodes and the reply budget in bytes;
+// next_page_token is set when nodes are left over. InvalidArgument naming
+// page_token for a token not of this listing.
+func (s *Server) ListNodes(ctx context.Context, in *managerpb.ListNodesRequest) (*managerpb.ListNodesResponse, error) {
+	pg, err := newPager("nodes", in.GetPageSize(), in.GetPageToken(), s.listBudget())
+	if err != nil {
+		return nil, err
+	}
 	resp := &managerpb.ListNodesResponse{}
 	lives := s.liveView(ctx)
-	err := s.view(ctx, func(r *persistence.Reader) error {
+	err = s.view(ctx, func(r *persistence.Reader) error {
 		allocs, err := r.NodeAllocations()
 		if err != nil {
 			return err
 		}
-		return r.Nodes(func(n *internalpb.NodeRecord) error {
+		return pg.done(r.Nodes(func(n *internalpb.NodeRecord) error {
+			if pg.skip(n.GetNodeId()) {
+				return nil
+			}
 			inst, err := nodeInstances(r, n.GetNodeId())
 			if err != nil {
 				return err
@@ -87,10 +97,14 @@ func (s *Server) ListNodes(ctx context.Context, _ *managerpb.ListNodesRequest) (
 			if live.Connected {
 				info.RuntimeConditions = live.RuntimeConditions
 			}
+			if !pg.fits(n.GetNodeId(), info) {
+				return errPageFull
+			}
 			resp.Nodes = append(resp.Nodes, info)
 			return nil
-		})
+		}))
 	})
+	resp.NextPageToken = pg.next
 	return resp, toStatus(err)
 }
 
@@ -111,14 +125,19 @@ func setCapacity(info *managerpb.NodeInfo, n *internalpb.NodeRecord, alloc persi
 	info.Cores, info.PinnedCores = facts.Cores, alloc.PinnedCores
 }
 
-// ListClusterNodes returns every cluster slot, bound or not, with its token
-// (blanked for a caller whose ACL role may not operate slots: a read token).
-func (s *Server) ListClusterNodes(ctx context.Context, _ *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
+// ListClusterNodes returns the cluster slots, bound or not, in node-id
+// order, with their tokens (blanked for a caller whose ACL role may not
+// operate slots: a read token). Paged as ListNodes.
+func (s *Server) ListClusterNodes(ctx context.Context, in *managerpb.ListClusterNodesRequest) (*managerpb.ListClusterNodesResponse, error) {
+	pg, err := newPager("slots", in.GetPageSize(), in.GetPageToken(), s.listBudget())
+	if err != nil {
+		return nil, err
+	}
 	resp := &managerpb.ListClusterNodesResponse{}
 	lives := s.liveView(ctx)
-	err := s.view(ctx, func(r *persistence.Reader) error {
-		return r.Nodes(func(n *internalpb.NodeRecord) error {
-			if n.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER {
+	err = s.view(ctx, func(r *persistence.Reader) error {
+		return pg.done(r.Nodes(func(n *internalpb.NodeRecord) error {
+			if n.GetProvider() != managerpb.NodeProvider_NODE_PROVIDER_CLUSTER || pg.skip(n.GetNodeId()) {
 				return nil
 			}
 			live := lives[n.GetNodeId()]
@@ -139,10 +158,14 @@ func (s *Server) ListClusterNodes(ctx context.Context, _ *managerpb.ListClusterN
 			if !live.LastSeen.IsZero() {
 				cn.LastSeen = timestamppb.New(live.LastSeen)
 			}
+			if !pg.fits(n.GetNodeId(), cn) {
+				return errPageFull
+			}
 			resp.Nodes = append(resp.Nodes, cn)
 			return nil
-		})
+		}))
 	})
+	resp.NextPageToken = pg.next
 	s.blankSlotTokens(ctx, resp.Nodes)
 	return resp, toStatus(err)
 }

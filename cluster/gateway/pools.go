@@ -130,28 +130,45 @@ func (s *Server) GetPool(ctx context.Context, in *managerpb.PoolName) (*managerp
 	return out, nil
 }
 
-// ListPools returns every pool with its version, in name order, from one
-// consistent read after the barrier, with the event-log index it was read
-// at.
-func (s *Server) ListPools(ctx context.Context, _ *managerpb.ListPoolsRequest) (*managerpb.ListPoolsResponse, error) {
+// ListPools returns the pools with their versions, in name order, from
+// one consistent read after the barrier, with the event-log index it was
+// read at. Paged as ListNodes (paging.go).
+func (s *Server) ListPools(ctx context.Context, in *managerpb.ListPoolsRequest) (*managerpb.ListPoolsResponse, error) {
+	pg, err := newPager("pools", in.GetPageSize(), in.GetPageToken(), s.listBudget())
+	if err != nil {
+		return nil, err
+	}
 	resp := &managerpb.ListPoolsResponse{}
-	err := s.view(ctx, func(r *persistence.Reader) error {
+	err = s.view(ctx, func(r *persistence.Reader) error {
 		head, err := r.EventHead()
 		if err != nil {
 			return err
 		}
 		resp.LogIndex = uint64(head)
+		var pools []*managerpb.Pool
 		if err := r.PlacementPools(func(rec *internalpb.PoolRecord, seq persistence.Seq) error {
-			resp.Pools = append(resp.Pools, poolWithVersion(rec, seq))
+			if !pg.skip(rec.GetPool().GetName()) {
+				pools = append(pools, poolWithVersion(rec, seq))
+			}
 			return nil
 		}); err != nil {
 			return err
 		}
-		return s.withTierStatus(r, resp.Pools...)
+		if err := s.withTierStatus(r, pools...); err != nil {
+			return err
+		}
+		for _, p := range pools {
+			if !pg.fits(p.GetName(), p) {
+				break
+			}
+			resp.Pools = append(resp.Pools, p)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	resp.NextPageToken = pg.next
 	return resp, nil
 }
 

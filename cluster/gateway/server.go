@@ -81,6 +81,14 @@ type Config struct {
 	Members func(ctx context.Context) (*managerpb.ClusterMembersResponse, error)
 	// ACL configures the ACL token methods (acl.go).
 	ACL ACLConfig
+	// MaxSendMsgSize is the API server's send limit in bytes (0: not
+	// known); a page of a listing stays below it (paging.go).
+	MaxSendMsgSize int
+	// MaxListReplyBytes is the byte budget of one page of a listing
+	// (ListNodes, ListClusterNodes, ListBundles, ListPools,
+	// ListAuditEntries). Default DefaultMaxListReplyBytes, just under the
+	// 4 MiB a default gRPC client receives.
+	MaxListReplyBytes int
 }
 
 // Server implements managerpb.ManagerServer.
@@ -129,8 +137,10 @@ func New(cfg Config) *Server {
 // Subscribers returns how many event streams are being served.
 func (s *Server) Subscribers() int64 { return s.subscribers.Load() }
 
-// Register registers the Manager service on gs.
-func (s *Server) Register(gs *grpc.Server) { managerpb.RegisterManagerServer(gs, s) }
+// Register registers the Manager service on gs, each request checked as
+// it is decoded (checkedServiceDesc: InvalidArgument naming the field for
+// invalid UTF-8 or a map or list over its limit).
+func (s *Server) Register(gs *grpc.Server) { gs.RegisterService(checkedServiceDesc(), s) }
 
 // view reads the store after the Barrier (if any).
 func (s *Server) view(ctx context.Context, fn func(r *persistence.Reader) error) error {
@@ -258,9 +268,10 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*managerpb.VersionInf
 	return s.cfg.Version, nil
 }
 
-// CreateJob stores a new job. An empty job id is replaced by a random UUID.
-// InvalidArgument for an id outside the id rule (checkNewID) or a bad
-// definition; AlreadyExists if the id is taken.
+// CreateJob stores a new job. An empty job id is replaced by a random UUID;
+// the output fields state and terminal_state are ignored
+// (validate_output.go). InvalidArgument for an id outside the id rule
+// (checkNewID) or a bad definition; AlreadyExists if the id is taken.
 func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
 	j = proto.Clone(j).(*managerpb.Job)
 	if j.GetJobId().GetJobId() == "" {
@@ -270,6 +281,7 @@ func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.Jo
 	if err != nil {
 		return nil, err
 	}
+	clearJobOutputs(j)
 	if err := validateJob(j); err != nil {
 		return nil, err
 	}
@@ -281,13 +293,18 @@ func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.Jo
 }
 
 // UpdateJob replaces a job's definition; current_hash must be the hash last
-// returned (FailedPrecondition otherwise, naming the current hash).
+// returned (FailedPrecondition otherwise, naming the current hash). state
+// is ignored; terminal_state must be absent (clears the verdict) or the
+// stored one (InvalidArgument otherwise; validate_output.go).
 func (s *Server) UpdateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
 	id, err := jobID("job.job_id", j.GetJobId())
 	if err != nil {
 		return nil, err
 	}
 	if err := validateJob(j); err != nil {
+		return nil, err
+	}
+	if err := s.checkUpdateTerminal(ctx, id, j); err != nil {
 		return nil, err
 	}
 	r, err := s.job(ctx, id, &internalpb.JobCommand{Cmd: &internalpb.JobCommand_Update{Update: &internalpb.UpdateJob{Job: j}}})

@@ -34,8 +34,14 @@ func (s *Service) Liveness(ctx context.Context, _ *internalpb.LivenessRequest) (
 }
 
 // Append applies a forwarded append if this manager is the leader
-// (FAILED_PRECONDITION naming the leader otherwise).
+// (FAILED_PRECONDITION naming the leader otherwise). A command that names
+// no entity and carries no audit entry, or whose entity key is not
+// "<kind>/<id>", is INVALID_ARGUMENT naming the field, before it reaches
+// the log (checkAppend).
 func (s *Service) Append(ctx context.Context, cmd *internalpb.AppendCommand) (*internalpb.AppendReply, error) {
+	if err := checkAppend(cmd); err != nil {
+		return nil, err
+	}
 	if !s.R.IsLeader() {
 		return nil, status.Errorf(codes.FailedPrecondition, "not the leader (leader: %q)", s.R.Leader())
 	}
@@ -86,4 +92,25 @@ func (s *Service) Status(ctx context.Context, _ *internalpb.StatusRequest) (*int
 		return nil, status.Error(codes.Internal, fmt.Sprint(err))
 	}
 	return st, nil
+}
+
+// checkAppend refuses a command the FSM would refuse whatever the store
+// holds (issue 21 §11: an empty Append answered Unavailable "data
+// corrupt" after it had gone through Raft): INVALID_ARGUMENT naming the
+// field. The FSM's own checks stay (persistence.FSM.ApplyBatch).
+func checkAppend(cmd *internalpb.AppendCommand) error {
+	key := persistence.EntityKey(cmd.GetEntityKey())
+	if key == "" {
+		if cmd.GetAudit() == nil {
+			return status.Error(codes.InvalidArgument, "entity_key: is empty and the command carries no audit entry: nothing to append")
+		}
+		if cmd.GetExpectedSeq() != 0 || len(cmd.GetRecord()) > 0 || cmd.GetDelete() || len(cmd.GetEvents()) > 0 {
+			return status.Error(codes.InvalidArgument, "entity_key: is empty (an audit-only append) but the command carries an entity change")
+		}
+		return nil
+	}
+	if key.Kind() == "" || key.ID() == "" {
+		return status.Errorf(codes.InvalidArgument, "entity_key: %q is not <kind>/<id>", key)
+	}
+	return nil
 }

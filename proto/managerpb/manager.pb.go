@@ -5994,7 +5994,17 @@ func (x *InstanceFailure) GetAt() *timestamppb.Timestamp {
 }
 
 type ListNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added (ours; issue 21 §3, docs/design/protocol.md "Paging"). At
+	// most this many entries in the answer (0: as many as fit). Whatever
+	// page_size says, an answer holds only what fits the manager's reply
+	// budget (below the 4 MiB a default gRPC client receives); when entries
+	// are left over, next_page_token is set.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous answer ("" for the first page). Opaque;
+	// InvalidArgument for a token of another listing or one not from a
+	// manager.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6029,9 +6039,27 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{59}
 }
 
+func (x *ListNodesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListNodesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Added (ours; issue 21 §3). Set when entries are left over: pass it as
+	// page_token for the next page. Empty on the last page (a small listing
+	// is one page, as in 1.0.384).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6071,6 +6099,13 @@ func (x *ListNodesResponse) GetNodes() []*NodeInfo {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *ListNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Added. Answer of JobById.
@@ -6474,7 +6509,17 @@ func (x *ClusterNode) GetState() NodeLifecycle {
 }
 
 type ListClusterNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added (ours; issue 21 §3, docs/design/protocol.md "Paging"). At
+	// most this many entries in the answer (0: as many as fit). Whatever
+	// page_size says, an answer holds only what fits the manager's reply
+	// budget (below the 4 MiB a default gRPC client receives); when entries
+	// are left over, next_page_token is set.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous answer ("" for the first page). Opaque;
+	// InvalidArgument for a token of another listing or one not from a
+	// manager.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6509,9 +6554,27 @@ func (*ListClusterNodesRequest) Descriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{66}
 }
 
+func (x *ListClusterNodesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListClusterNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListClusterNodesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*ClusterNode         `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*ClusterNode         `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Added (ours; issue 21 §3). Set when entries are left over: pass it as
+	// page_token for the next page. Empty on the last page (a small listing
+	// is one page, as in 1.0.384).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6551,6 +6614,13 @@ func (x *ListClusterNodesResponse) GetNodes() []*ClusterNode {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *ListClusterNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type ClusterMemberRegisterRequest struct {
@@ -7887,7 +7957,17 @@ func (x *BundleInfo) GetConverged() bool {
 
 // Added (ours).
 type ListBundlesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added (ours; issue 21 §3, docs/design/protocol.md "Paging"). At
+	// most this many entries in the answer (0: as many as fit). Whatever
+	// page_size says, an answer holds only what fits the manager's reply
+	// budget (below the 4 MiB a default gRPC client receives); when entries
+	// are left over, next_page_token is set.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous answer ("" for the first page). Opaque;
+	// InvalidArgument for a token of another listing or one not from a
+	// manager.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7922,6 +8002,20 @@ func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{86}
 }
 
+func (x *ListBundlesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBundlesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // Added (ours).
 type ListBundlesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7929,7 +8023,11 @@ type ListBundlesResponse struct {
 	Bundles []*BundleInfo `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
 	// Event-log index the listing was read at: an event stream resumed from
 	// it (resume_from_index) sees every later bundle change.
-	LogIndex      uint64 `protobuf:"varint,2,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	LogIndex uint64 `protobuf:"varint,2,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	// Added (ours; issue 21 §3). Set when entries are left over: pass it as
+	// page_token for the next page. Empty on the last page (a small listing
+	// is one page, as in 1.0.384).
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7976,6 +8074,13 @@ func (x *ListBundlesResponse) GetLogIndex() uint64 {
 		return x.LogIndex
 	}
 	return 0
+}
+
+func (x *ListBundlesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Added (ours; issue 13 §2). One make-before-break move of a job role
@@ -10635,7 +10740,17 @@ func (x *RestartCeiling) GetWindowSeconds() uint32 {
 
 // Added (ours).
 type ListPoolsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added (ours; issue 21 §3, docs/design/protocol.md "Paging"). At
+	// most this many entries in the answer (0: as many as fit). Whatever
+	// page_size says, an answer holds only what fits the manager's reply
+	// budget (below the 4 MiB a default gRPC client receives); when entries
+	// are left over, next_page_token is set.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous answer ("" for the first page). Opaque;
+	// InvalidArgument for a token of another listing or one not from a
+	// manager.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10670,6 +10785,20 @@ func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
 	return file_manager_proto_rawDescGZIP(), []int{121}
 }
 
+func (x *ListPoolsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPoolsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // Added (ours).
 type ListPoolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -10677,7 +10806,11 @@ type ListPoolsResponse struct {
 	Pools []*Pool `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
 	// Event-log index the listing was read at: an event stream resumed from
 	// it (resume_from_index) sees every later pool change.
-	LogIndex      uint64 `protobuf:"varint,2,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	LogIndex uint64 `protobuf:"varint,2,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	// Added (ours; issue 21 §3). Set when entries are left over: pass it as
+	// page_token for the next page. Empty on the last page (a small listing
+	// is one page, as in 1.0.384).
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10724,6 +10857,13 @@ func (x *ListPoolsResponse) GetLogIndex() uint64 {
 		return x.LogIndex
 	}
 	return 0
+}
+
+func (x *ListPoolsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Added (ours). A pool was created or updated; carries the pool as stored,
@@ -11554,7 +11694,9 @@ type ListAuditEntriesRequest struct {
 	FromSeq int64 `protobuf:"varint,1,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
 	// Last seq wanted (0: up to the newest).
 	ToSeq int64 `protobuf:"varint,2,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
-	// At most this many entries (0: 1000; capped at 10000).
+	// At most this many entries (0: 1000; capped at 10000), and only as many
+	// as fit the manager's reply budget (issue 21 §3): ask again from the
+	// last seq + 1 until it reaches head_seq.
 	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -12147,10 +12289,14 @@ const file_manager_proto_rawDesc = "" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x121\n" +
 	"\anode_id\x18\x02 \x01(\v2\x18.norsk.api.common.NodeIdR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x12\n" +
-	"\x10ListNodesRequest\"F\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"N\n" +
+	"\x10ListNodesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"n\n" +
 	"\x11ListNodesResponse\x121\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\"\x8a\x02\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1b.norsk.api.manager.NodeInfoR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8a\x02\n" +
 	"\x0fJobByIdResponse\x123\n" +
 	"\x03job\x18\x01 \x01(\v2!.norsk.api.manager.JobWithHistoryR\x03job\x12;\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1d.norsk.api.manager.RunningJobR\tinstances\x12G\n" +
@@ -12191,10 +12337,14 @@ const file_manager_proto_rawDesc = "" +
 	"\x05state\x18\f \x01(\x0e2 .norsk.api.manager.NodeLifecycleR\x05state\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x19\n" +
-	"\x17ListClusterNodesRequest\"P\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
+	"\x17ListClusterNodesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"x\n" +
 	"\x18ListClusterNodesResponse\x124\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1e.norsk.api.manager.ClusterNodeR\x05nodes\"\xdf\x02\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1e.norsk.api.manager.ClusterNodeR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdf\x02\n" +
 	"\x1cClusterMemberRegisterRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -12295,11 +12445,15 @@ const file_manager_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1c\n" +
-	"\tconverged\x18\x04 \x01(\bR\tconverged\"\x14\n" +
-	"\x12ListBundlesRequest\"k\n" +
+	"\tconverged\x18\x04 \x01(\bR\tconverged\"P\n" +
+	"\x12ListBundlesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x93\x01\n" +
 	"\x13ListBundlesResponse\x127\n" +
 	"\abundles\x18\x01 \x03(\v2\x1d.norsk.api.manager.BundleInfoR\abundles\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\xf3\x06\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xf3\x06\n" +
 	"\tMigration\x12\x1f\n" +
 	"\vsource_role\x18\x01 \x01(\tR\n" +
 	"sourceRole\x12\x1f\n" +
@@ -12536,11 +12690,15 @@ const file_manager_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Z\n" +
 	"\x0eRestartCeiling\x12!\n" +
 	"\fmax_failures\x18\x01 \x01(\rR\vmaxFailures\x12%\n" +
-	"\x0ewindow_seconds\x18\x02 \x01(\rR\rwindowSeconds\"\x12\n" +
-	"\x10ListPoolsRequest\"_\n" +
+	"\x0ewindow_seconds\x18\x02 \x01(\rR\rwindowSeconds\"N\n" +
+	"\x10ListPoolsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x87\x01\n" +
 	"\x11ListPoolsResponse\x12-\n" +
 	"\x05pools\x18\x01 \x03(\v2\x17.norsk.api.manager.PoolR\x05pools\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\":\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\":\n" +
 	"\vPoolUpdated\x12+\n" +
 	"\x04pool\x18\x01 \x01(\v2\x17.norsk.api.manager.PoolR\x04pool\">\n" +
 	"\vPoolDeleted\x12/\n" +

@@ -88,8 +88,12 @@ type Server struct {
 	managerpb.UnimplementedManagerServer
 	cfg Config
 	log *slog.Logger
-	// subscribers counts the event streams being served.
-	subscribers atomic.Int64
+	// subscribers counts the event streams being served; budget accounts
+	// the bytes they hold; snapshotTurns bounds the snapshots read at once
+	// (eventstream.go, eventbudget.go).
+	subscribers   atomic.Int64
+	budget        *streamBudget
+	snapshotTurns chan struct{}
 	// snapshotting is set while a SnapshotSave streams a backup.
 	snapshotting atomic.Bool
 	// streams counts event streams per caller; registers rate-limits
@@ -123,11 +127,16 @@ func New(cfg Config) *Server {
 	cfg.Events.defaults()
 	cfg.Limits.defaults()
 	return &Server{cfg: cfg, log: cfg.Logger,
+		budget: newStreamBudget(cfg.Events.MaxTotalBytes), snapshotTurns: make(chan struct{}, cfg.Events.MaxConcurrentSnapshots),
 		streams: newCallerStreams(cfg.Limits.MaxEventStreamsPerCaller), registers: newRegisterLimiter(cfg.Limits, cfg.Clock)}
 }
 
 // Subscribers returns how many event streams are being served.
 func (s *Server) Subscribers() int64 { return s.subscribers.Load() }
+
+// EventStreamBytes returns the bytes the event streams hold, counted as
+// EventStreamConfig.MaxTotalBytes bounds them.
+func (s *Server) EventStreamBytes() int64 { return s.budget.Held() }
 
 // Register registers the Manager service on gs.
 func (s *Server) Register(gs *grpc.Server) { managerpb.RegisterManagerServer(gs, s) }

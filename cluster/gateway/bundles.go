@@ -116,7 +116,7 @@ func (s *Server) GetBundle(ctx context.Context, in *managerpb.BundleId) (*manage
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return info, nil
+	return redactFor(s, ctx, info), nil
 }
 
 // ListBundles returns every bundle (DELETING ones included) in id order,
@@ -139,5 +139,5 @@ func (s *Server) ListBundles(ctx context.Context, _ *managerpb.ListBundlesReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return resp, nil
+	return redactFor(s, ctx, resp), nil
 }

@@ -28,6 +28,9 @@ type queued struct {
 // cut off with ResourceExhausted if it has not made room within
 // SendTimeout, or by the budget.
 func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent) error {
+	if sub.redact {
+		redactEnv(ev)
+	}
 	size := int64(proto.Size(ev))
 	var w stall
 	defer w.stop()
@@ -43,8 +46,13 @@ func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent)
 }
 
 // pushTaken queues a log event of the page, whose size bytes were taken
-// when the page was read (ReadEventPageAdmit).
+// when the page was read (ReadEventPageAdmit). Both pushes redact
+// environment values for a caller below operator (redact.go): the event
+// is the subscriber's own decoded copy.
 func (sub *subscriber) pushTaken(ctx context.Context, ev *managerpb.EventStreamEvent, size int64) error {
+	if sub.redact {
+		redactEnv(ev)
+	}
 	var w stall
 	defer w.stop()
 	return sub.enqueue(ctx, queued{ev: ev, size: size}, &w)

@@ -133,6 +133,7 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 		store:   s.cfg.Store,
 		budget:  s.budget,
 		cancel:  cancel,
+		redact:  s.redactsEnv(stream.Context()),
 		window:  window,
 		out:     make(chan queued, s.cfg.Events.Buffer),
 		room:    make(chan struct{}, 1),
@@ -215,6 +216,8 @@ type subscriber struct {
 	budget *streamBudget
 	// cancel ends the handler's context with a cause (the budget's cut).
 	cancel context.CancelCauseFunc
+	// redact: the caller's role gets environment values redacted.
+	redact bool
 	window time.Duration
 	out    chan queued
 	// room is signalled each time the sender gives bytes back.

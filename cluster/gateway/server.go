@@ -361,7 +361,8 @@ func (s *Server) StopJob(ctx context.Context, in *managerpb.StopJobRequest) (*em
 	return empty(err)
 }
 
-// JobById returns a job with its history and instances.
+// JobById returns a job with its history and instances; environment
+// values redacted for a caller below operator (redact.go).
 func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobByIdResponse, error) {
 	id, err := jobID("job_id", in)
 	if err != nil {
@@ -371,10 +372,11 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 	if err != nil {
 		return nil, err
 	}
-	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures(), Migrations: rec.GetMigrations()}, nil
+	return redactFor(s, ctx, &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures(), Migrations: rec.GetMigrations()}), nil
 }
 
-// JobSearch streams the jobs matching every filter, in job-id order.
+// JobSearch streams the jobs matching every filter, in job-id order;
+// environment values redacted for a caller below operator (redact.go).
 func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Manager_JobSearchServer) error {
 	q, err := persistence.CompileJobQuery(req.GetJobFilter())
 	if err != nil {
@@ -382,7 +384,7 @@ func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Man
 	}
 	return toStatus(s.view(stream.Context(), func(r *persistence.Reader) error {
 		return r.SearchJobs(q, func(rec *internalpb.JobRecord) error {
-			return stream.Send(&managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)})
+			return stream.Send(redactFor(s, stream.Context(), &managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)}))
 		})
 	}))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -84,4 +85,54 @@ func TestReader_EventBounds(t *testing.T) {
 	p, err := store.ReadEventPage(2, 10)
 	require.ErrorIs(t, err, ErrEventsTrimmed)
 	require.Equal(t, [2]Index{3, 5}, [2]Index{p.First, p.Head})
+}
+
+// TestStore_ReadEventPageAdmit: a page ends at the first event admit
+// refuses, saying its size; the sizes admit was told are the events'
+// stored sizes; a nil admit and an admit that takes all read the same
+// events (issue 21 §4: the page of an event stream is bounded in bytes).
+func TestStore_ReadEventPageAdmit(t *testing.T) {
+	ctx := context.Background()
+	store, log := TestStore(t)
+	for i := range 6 {
+		key := JobKey(fmt.Sprintf("j%d", i))
+		_, err := log.Append(ctx, key, 0, Change{Record: jobRecord(key.ID(), nil, time.Time{}), Events: []*managerpb.EventStreamEvent{jobDeleted(key.ID())}})
+		require.NoError(t, err)
+	}
+	all, err := store.ReadEventPage(1, 100)
+	require.NoError(t, err)
+	require.Len(t, all.Events, 6)
+	var told []int64
+	taken, err := store.ReadEventPageAdmit(1, 100, func(size int64) bool { told = append(told, size); return true })
+	require.NoError(t, err)
+	require.Len(t, taken.Events, 6)
+	require.Equal(t, told, taken.Sizes)
+	for i, ev := range taken.Events {
+		require.Equal(t, uint64(i+1), ev.GetEvent().GetLogIndex())
+		require.Positive(t, taken.Sizes[i])
+		require.InDelta(t, proto.Size(all.Events[i]), taken.Sizes[i], 16, "event %d: the stored size", i+1)
+	}
+	require.Zero(t, taken.Refused)
+
+	var budget int64 = taken.Sizes[1] + taken.Sizes[2] + 1
+	p, err := store.ReadEventPageAdmit(2, 100, func(size int64) bool {
+		if size > budget {
+			return false
+		}
+		budget -= size
+		return true
+	})
+	require.NoError(t, err)
+	require.Len(t, p.Events, 2, "the page ends at the event that does not fit")
+	require.Equal(t, uint64(3), p.Events[1].GetEvent().GetLogIndex())
+	require.Equal(t, taken.Sizes[3], p.Refused)
+
+	p, err = store.ReadEventPageAdmit(4, 100, func(int64) bool { return false })
+	require.NoError(t, err)
+	require.Empty(t, p.Events)
+	require.Equal(t, taken.Sizes[3], p.Refused)
+	p, err = store.ReadEventPageAdmit(7, 100, func(int64) bool { return true })
+	require.NoError(t, err)
+	require.Empty(t, p.Events, "beyond the head")
+	require.Zero(t, p.Refused)
 }

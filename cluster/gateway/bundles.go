@@ -119,7 +119,7 @@ func (s *Server) GetBundle(ctx context.Context, in *managerpb.BundleId) (*manage
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return info, nil
+	return redactFor(s, ctx, info), nil
 }
 
 // ListBundles returns the bundles (DELETING ones included) in id order,
@@ -158,5 +158,5 @@ func (s *Server) ListBundles(ctx context.Context, in *managerpb.ListBundlesReque
 		return nil, toStatus(err)
 	}
 	resp.NextPageToken = pg.next
-	return resp, nil
+	return redactFor(s, ctx, resp), nil
 }

@@ -1,15 +1,14 @@
 package gateway
 
 import (
-	"container/heap"
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/norsk-oss/norsk-manager/persistence"
@@ -28,10 +27,24 @@ type EventStreamConfig struct {
 	// Buffer is how many events may wait for a subscriber between the log
 	// and the network. Default 256.
 	Buffer int
-	// MaxQueueBytes bounds the encoded size of the events waiting for one
-	// subscriber (events carry whole jobs with their history, so a count
-	// alone does not bound memory). Default 16 MiB.
+	// MaxQueueBytes bounds the bytes one subscriber holds, counted as the
+	// events' encoded sizes: the events read from the log and not yet
+	// queued (its read page), the events queued for the sender, and the
+	// message gRPC is sending (events carry whole jobs with their history,
+	// so a count alone does not bound memory). One event larger than the
+	// bound is still sent, alone. Default 16 MiB.
 	MaxQueueBytes int64
+	// MaxTotalBytes bounds the bytes all subscribers hold together, counted
+	// as MaxQueueBytes is (--event-stream-memory). A subscriber needing
+	// more cuts the slowest with ResourceExhausted and a resume index
+	// (streamBudget). Default DefaultEventStreamMemory; at
+	// least MaxQueueBytes.
+	MaxTotalBytes int64
+	// MaxConcurrentSnapshots bounds the snapshots being read at once
+	// (decoding every active job is the costly part of a new stream);
+	// more streams wait for a turn. A snapshot waiting on its client gives
+	// its turn up meanwhile. Default 4.
+	MaxConcurrentSnapshots int
 	// MaxSubscribers bounds the event streams served at once; more get
 	// ResourceExhausted. Default 1000.
 	MaxSubscribers int64
@@ -57,6 +70,13 @@ func (c *EventStreamConfig) defaults() {
 	if c.MaxQueueBytes <= 0 {
 		c.MaxQueueBytes = 16 << 20
 	}
+	if c.MaxTotalBytes <= 0 {
+		c.MaxTotalBytes = DefaultEventStreamMemory
+	}
+	c.MaxTotalBytes = max(c.MaxTotalBytes, c.MaxQueueBytes)
+	if c.MaxConcurrentSnapshots <= 0 {
+		c.MaxConcurrentSnapshots = 4
+	}
 	if c.MaxSubscribers <= 0 {
 		c.MaxSubscribers = 1000
 	}
@@ -64,6 +84,10 @@ func (c *EventStreamConfig) defaults() {
 		c.MaxPendingWindow = 366 * 24 * time.Hour
 	}
 }
+
+// DefaultEventStreamMemory is the default of
+// EventStreamConfig.MaxTotalBytes (--event-stream-memory): 256 MiB.
+const DefaultEventStreamMemory = 256 << 20
 
 // EventStream serves the durable event log (docs/design/event-stream.md).
 //
@@ -101,40 +125,75 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 		return status.Errorf(codes.ResourceExhausted, "the manager already serves %d event streams (the limit); retry later", s.cfg.Events.MaxSubscribers)
 	}
 	defer s.subscribers.Add(-1)
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
 	sub := &subscriber{
 		srv:     s,
 		cfg:     s.cfg.Events,
 		store:   s.cfg.Store,
+		budget:  s.budget,
+		cancel:  cancel,
+		redact:  s.redactsEnv(stream.Context()),
 		window:  window,
 		out:     make(chan queued, s.cfg.Events.Buffer),
 		room:    make(chan struct{}, 1),
 		pending: map[string]bool{},
 		waiting: map[string]time.Time{},
 	}
+	sub.lastSent.Store(time.Now().UnixNano())
+	if req.ResumeFromIndex != nil {
+		sub.sentIndex.Store(req.GetResumeFromIndex())
+		sub.resumable.Store(true)
+	}
+	s.budget.join(sub)
+	// The budget stops counting the subscriber when both the handler
+	// and the sender are done with its events.
+	var parties sync.WaitGroup
+	parties.Add(2)
+	go func() { parties.Wait(); s.budget.leave(sub) }()
+	defer parties.Done()
 	sendErr := make(chan error, 1)
 	// The sender owns stream.Send. It ends when out is closed, when a send
 	// fails, or — if the handler returned while a Send was blocked on a
 	// client that does not read — when gRPC tears the stream down.
 	go func() {
+		defer parties.Done()
+		// Encoding a message for Send makes a second copy of it, which
+		// gRPC keeps until its client's flow control lets it out, and
+		// it takes the next message only then: the encoding is taken
+		// from the budget before Send, and given back when the next Send
+		// returns; the message's own bytes when its Send returns.
+		var inFlight int64
+		defer func() { s.budget.give(sub, inFlight) }()
 		for q := range sub.out {
+			if err := s.budget.take(ctx, sub, q.size, false, s.cfg.Events.SendTimeout); err != nil {
+				if status.Code(err) != codes.ResourceExhausted {
+					err = nil // the handler is ending
+				}
+				sendErr <- err
+				return
+			}
 			err := stream.Send(q.ev)
-			sub.queuedBytes.Add(-q.size)
+			s.budget.give(sub, inFlight+q.size)
+			inFlight = q.size
 			select {
 			case sub.room <- struct{}{}:
 			default:
 			}
 			if err != nil {
 				sendErr <- err
-				cancel()
+				cancel(err)
 				return
 			}
+			sub.sent(q.ev)
 		}
 		sendErr <- nil
 	}()
 	err = sub.run(ctx, req)
 	close(sub.out)
+	if cause := context.Cause(ctx); cause != nil && status.Code(cause) == codes.ResourceExhausted {
+		err = cause // cut by the budget (streamBudget)
+	}
 	if err == nil || errors.Is(err, context.Canceled) {
 		if serr := <-sendErr; serr != nil {
 			return serr
@@ -143,21 +202,42 @@ func (s *Server) EventStream(req *managerpb.EventStreamRequest, stream managerpb
 	}
 	// Do not wait for the sender: it may be blocked on a client that does
 	// not read; it ends when gRPC closes the stream after we return.
-	s.log.Info("event stream subscriber ended", "error", err, "delivered_index", sub.cursor)
+	s.log.Info("event stream subscriber ended", "error", err, "delivered_index", sub.cursor, "sent_index", sub.sentIndex.Load())
 	return err
 }
 
-// subscriber is one EventStream call. Only the handler goroutine touches it.
+// subscriber is one EventStream call. Only the handler goroutine touches
+// it, except: the sender sets sentIndex and resumable; the budget (under
+// its lock) held, credit and cutErr.
 type subscriber struct {
 	srv    *Server
 	cfg    EventStreamConfig
 	store  *persistence.Store
+	budget *streamBudget
+	// cancel ends the handler's context with a cause (the budget's cut).
+	cancel context.CancelCauseFunc
+	// redact: the caller's role gets environment values redacted.
+	redact bool
 	window time.Duration
 	out    chan queued
-	// queuedBytes is the encoded size of the events in out (and in the
-	// sender's hands); room is signalled each time the sender frees some.
-	queuedBytes atomic.Int64
-	room        chan struct{}
+	// room is signalled each time the sender gives bytes back.
+	room chan struct{}
+	// held is the bytes the subscriber holds (page, queue, in flight);
+	// credit the part of held taken for the next page's first event;
+	// cutErr is set when the budget cut it. Guarded by budget.mu.
+	held, credit int64
+	cutErr       error
+	// sentIndex is the log index of the last event the sender handed to
+	// gRPC; resumable is set while resuming from it loses nothing (a
+	// resumed stream, or once the snapshot's initial_data_complete was
+	// sent).
+	sentIndex atomic.Uint64
+	resumable atomic.Bool
+	// lastSent is when (unix ns) the client last accepted a message, or
+	// the stream opened: the budget cuts the oldest first.
+	lastSent atomic.Int64
+	// slot is set while the subscriber holds a snapshot turn.
+	slot bool
 	// cursor is the index of the last log event pushed to out.
 	cursor persistence.Index
 	// pending: PRE jobs known to this subscriber → within its window.
@@ -170,6 +250,18 @@ type subscriber struct {
 	// resumeSince is the time of the client's last event.
 	catchingUp  bool
 	resumeSince time.Time
+}
+
+// sent records, on the sender, that ev was handed to gRPC.
+func (sub *subscriber) sent(ev *managerpb.EventStreamEvent) {
+	switch {
+	case ev.GetStreamReset() != nil:
+		sub.resumable.Store(false)
+	case ev.GetInitialDataComplete() != nil:
+		sub.resumable.Store(true)
+	}
+	sub.sentIndex.Store(ev.GetLogIndex())
+	sub.lastSent.Store(time.Now().UnixNano())
 }
 
 func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamRequest) error {
@@ -217,48 +309,16 @@ func (sub *subscriber) run(ctx context.Context, req *managerpb.EventStreamReques
 	return sub.tail(ctx)
 }
 
-// queued is an event waiting for the sender, with its encoded size.
-type queued struct {
-	ev   *managerpb.EventStreamEvent
-	size int64
-}
-
-// push queues ev for the sender, cutting the subscriber off if it has not
-// made room (in count and in bytes) within SendTimeout.
-func (sub *subscriber) push(ctx context.Context, ev *managerpb.EventStreamEvent) error {
-	q := queued{ev: ev, size: int64(proto.Size(ev))}
-	var timeout <-chan time.Time
-	for {
-		if cur := sub.queuedBytes.Load(); cur == 0 || cur+q.size <= sub.cfg.MaxQueueBytes {
-			sub.queuedBytes.Add(q.size)
-			select {
-			case sub.out <- q:
-				return nil
-			default:
-			}
-			sub.queuedBytes.Add(-q.size)
-		}
-		if timeout == nil {
-			t := time.NewTimer(sub.cfg.SendTimeout)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case <-sub.room:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout:
-			return status.Errorf(codes.ResourceExhausted,
-				"event stream subscriber too slow: it accepted nothing for %s with %d events (%d bytes) queued; reconnect with resume_from_index set to the last log_index you processed",
-				sub.cfg.SendTimeout, len(sub.out), sub.queuedBytes.Load())
-		}
-	}
-}
-
 // snapshot sends the current state and initial_data_complete, all at the
 // index the snapshot is read at and with the time it is read, and starts
-// the cursor there.
+// the cursor there. It reads during one of MaxConcurrentSnapshots turns,
+// and lists what it sends before sending anything: an iterator open while
+// a push waits on the client would pin badger's memtables.
 func (sub *subscriber) snapshot(ctx context.Context) error {
+	if err := sub.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer sub.giveTurn()
 	now := sub.srv.cfg.Clock()
 	ts := timestamppb.New(now)
 	return sub.store.View(func(r *persistence.Reader) error {
@@ -268,43 +328,59 @@ func (sub *subscriber) snapshot(ctx context.Context) error {
 		}
 		sub.cursor = head
 		at := uint64(head)
+		var nodes []*internalpb.NodeRecord
 		if err := r.Nodes(func(n *internalpb.NodeRecord) error {
-			if n.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
-				return nil
+			if n.GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED {
+				nodes = append(nodes, n)
 			}
-			inst, err := nodeInstances(r, n.GetNodeId())
-			if err != nil {
-				return err
-			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
-				NodeMetadata: n.GetMetadata(), RunningNodeMetadata: n.GetRunningMetadata(), Instances: inst}}})
+			return nil
 		}); err != nil {
 			return err
 		}
-		if err := r.JobIDsInState(managerpb.Job_ACTIVE, func(id string) error {
-			rec, _, err := r.Job(id)
-			if err != nil {
-				return err
-			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}})
-		}); err != nil {
+		var active []string
+		if err := r.JobIDsInState(managerpb.Job_ACTIVE, func(id string) error { active = append(active, id); return nil }); err != nil {
 			return err
 		}
+		var pending []string
 		if err := r.PreJobs(func(id string, start time.Time) error {
-			if !sub.classify(id, start, now) {
-				return nil
+			if sub.classify(id, start, now) {
+				pending = append(pending, id)
 			}
-			rec, _, err := r.Job(id)
-			if err != nil {
-				return err
-			}
-			return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}})
+			return nil
 		}); err != nil {
 			return err
 		}
 		health, err := r.ProviderHealth()
 		if err != nil {
 			return err
+		}
+		for _, n := range nodes {
+			inst, err := nodeInstances(r, n.GetNodeId())
+			if err != nil {
+				return err
+			}
+			if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_NodeRunning{NodeRunning: &managerpb.NodeRunning{
+				NodeMetadata: n.GetMetadata(), RunningNodeMetadata: n.GetRunningMetadata(), Instances: inst}}}); err != nil {
+				return err
+			}
+		}
+		for _, id := range active {
+			rec, _, err := r.Job(id)
+			if err != nil {
+				return err
+			}
+			if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobActive{JobActive: &managerpb.JobActive{JobWithHistory: rec.GetJob()}}}); err != nil {
+				return err
+			}
+		}
+		for _, id := range pending {
+			rec, _, err := r.Job(id)
+			if err != nil {
+				return err
+			}
+			if err := sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_JobPending{JobPending: &managerpb.JobPending{JobWithHistory: rec.GetJob()}}}); err != nil {
+				return err
+			}
 		}
 		return sub.push(ctx, &managerpb.EventStreamEvent{LogIndex: at, EventTime: ts, Event: &managerpb.EventStreamEvent_InitialDataComplete{InitialDataComplete: &managerpb.InitialDataComplete{Health: health}}})
 	})
@@ -346,25 +422,6 @@ func (sub *subscriber) catchUp(ctx context.Context) error {
 	return sub.sendPending(ctx, entered)
 }
 
-// classify records a PRE job's start and returns whether it is within the
-// window at now.
-func (sub *subscriber) classify(id string, start, now time.Time) bool {
-	within := !start.After(now.Add(sub.window))
-	sub.pending[id] = within
-	if within {
-		delete(sub.waiting, id)
-	} else {
-		sub.waiting[id] = start
-		heap.Push(&sub.starts, startEntry{id: id, start: start})
-	}
-	return within
-}
-
-func (sub *subscriber) forget(id string) {
-	delete(sub.pending, id)
-	delete(sub.waiting, id)
-}
-
 // sendPending sends job_pending for each job still PRE, with the time it
 // is sent (the job's start entered the window: no log event to take the
 // time of).
@@ -394,7 +451,10 @@ func (sub *subscriber) sendPending(ctx context.Context, ids []string) error {
 // job_pending as waiting jobs enter the window.
 func (sub *subscriber) tail(ctx context.Context) error {
 	for {
-		page, err := sub.store.ReadEventPage(sub.cursor+1, sub.cfg.ReadBatch)
+		page, err := sub.store.ReadEventPageAdmit(sub.cursor+1, sub.cfg.ReadBatch, func(size int64) bool {
+			return sub.budget.admit(sub, max(size, 1), sub.cfg.MaxQueueBytes)
+		})
+		sub.budget.dropCredit(sub)
 		if errors.Is(err, persistence.ErrEventsTrimmed) {
 			return status.Errorf(codes.ResourceExhausted,
 				"event stream subscriber fell behind the retained log (delivered up to %d): reconnect; resuming will reset and resend a snapshot", sub.cursor)
@@ -402,10 +462,19 @@ func (sub *subscriber) tail(ctx context.Context) error {
 		if err != nil {
 			return toStatus(err)
 		}
-		for _, se := range page.Events {
-			if err := sub.deliver(ctx, se); err != nil {
+		for i, se := range page.Events {
+			if err := sub.deliver(ctx, se, max(page.Sizes[i], 1)); err != nil {
 				return err
 			}
+		}
+		if len(page.Events) == 0 && page.Refused > 0 {
+			// The next event does not fit: wait for the sender to make
+			// room under the subscriber's own bound, then take its bytes
+			// from the budget for the next read.
+			if err := sub.makeRoom(ctx, max(page.Refused, 1)); err != nil {
+				return err
+			}
+			continue
 		}
 		if len(page.Events) > 0 {
 			// The head now: delivering may have waited on the client
@@ -465,43 +534,14 @@ func (sub *subscriber) wait(ctx context.Context) error {
 	return err
 }
 
-// nextEntry returns the start of the earliest waiting job.
-func (sub *subscriber) nextEntry() (time.Time, bool) {
-	for sub.starts.Len() > 0 {
-		top := sub.starts[0]
-		if t, ok := sub.waiting[top.id]; ok && t.Equal(top.start) {
-			return top.start, true
-		}
-		heap.Pop(&sub.starts)
-	}
-	return time.Time{}, false
-}
-
-// windowTick sends job_pending for waiting jobs whose start entered the
-// window.
-func (sub *subscriber) windowTick(ctx context.Context) error {
-	now := sub.srv.cfg.Clock()
-	var entered []string
-	for {
-		start, ok := sub.nextEntry()
-		if !ok || start.After(now.Add(sub.window)) {
-			break
-		}
-		id := heap.Pop(&sub.starts).(startEntry).id
-		delete(sub.waiting, id)
-		sub.pending[id] = true
-		entered = append(entered, id)
-	}
-	return sub.sendPending(ctx, entered)
-}
-
-// deliver sends one log event with the time of its append, then the
+// deliver sends one log event (whose size bytes were taken with its page)
+// with the time of its append, then the
 // classification change it causes (with the same time). se is the
 // subscriber's own decoded copy: setting its fields is safe.
-func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) error {
+func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent, size int64) error {
 	ev := se.GetEvent()
 	ev.EventTime = se.GetAt()
-	if err := sub.push(ctx, ev); err != nil {
+	if err := sub.pushTaken(ctx, ev, size); err != nil {
 		return err
 	}
 	sub.cursor = persistence.Index(ev.GetLogIndex())
@@ -530,23 +570,4 @@ func (sub *subscriber) deliver(ctx context.Context, se *internalpb.StoredEvent) 
 		return sub.push(ctx, d)
 	}
 	return nil
-}
-
-type startEntry struct {
-	id    string
-	start time.Time
-}
-
-// startHeap is a min-heap of waiting jobs by start time.
-type startHeap []startEntry
-
-func (h startHeap) Len() int           { return len(h) }
-func (h startHeap) Less(i, j int) bool { return h[i].start.Before(h[j].start) }
-func (h startHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *startHeap) Push(x any)        { *h = append(*h, x.(startEntry)) }
-func (h *startHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -96,8 +96,12 @@ type Server struct {
 	managerpb.UnimplementedManagerServer
 	cfg Config
 	log *slog.Logger
-	// subscribers counts the event streams being served.
-	subscribers atomic.Int64
+	// subscribers counts the event streams being served; budget accounts
+	// the bytes they hold; snapshotTurns bounds the snapshots read at once
+	// (eventstream.go, eventbudget.go).
+	subscribers   atomic.Int64
+	budget        *streamBudget
+	snapshotTurns chan struct{}
 	// snapshotting is set while a SnapshotSave streams a backup.
 	snapshotting atomic.Bool
 	// streams counts event streams per caller; registers rate-limits
@@ -131,11 +135,16 @@ func New(cfg Config) *Server {
 	cfg.Events.defaults()
 	cfg.Limits.defaults()
 	return &Server{cfg: cfg, log: cfg.Logger,
+		budget: newStreamBudget(cfg.Events.MaxTotalBytes), snapshotTurns: make(chan struct{}, cfg.Events.MaxConcurrentSnapshots),
 		streams: newCallerStreams(cfg.Limits.MaxEventStreamsPerCaller), registers: newRegisterLimiter(cfg.Limits, cfg.Clock)}
 }
 
 // Subscribers returns how many event streams are being served.
 func (s *Server) Subscribers() int64 { return s.subscribers.Load() }
+
+// EventStreamBytes returns the bytes the event streams hold, counted as
+// EventStreamConfig.MaxTotalBytes bounds them.
+func (s *Server) EventStreamBytes() int64 { return s.budget.Held() }
 
 // Register registers the Manager service on gs, each request checked as
 // it is decoded (checkedServiceDesc: InvalidArgument naming the field for
@@ -369,7 +378,8 @@ func (s *Server) StopJob(ctx context.Context, in *managerpb.StopJobRequest) (*em
 	return empty(err)
 }
 
-// JobById returns a job with its history and instances.
+// JobById returns a job with its history and instances; environment
+// values redacted for a caller below operator (redact.go).
 func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobByIdResponse, error) {
 	id, err := jobID("job_id", in)
 	if err != nil {
@@ -379,10 +389,11 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 	if err != nil {
 		return nil, err
 	}
-	return &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures(), Migrations: rec.GetMigrations()}, nil
+	return redactFor(s, ctx, &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures(), Migrations: rec.GetMigrations()}), nil
 }
 
-// JobSearch streams the jobs matching every filter, in job-id order.
+// JobSearch streams the jobs matching every filter, in job-id order;
+// environment values redacted for a caller below operator (redact.go).
 func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Manager_JobSearchServer) error {
 	q, err := persistence.CompileJobQuery(req.GetJobFilter())
 	if err != nil {
@@ -390,7 +401,7 @@ func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Man
 	}
 	return toStatus(s.view(stream.Context(), func(r *persistence.Reader) error {
 		return r.SearchJobs(q, func(rec *internalpb.JobRecord) error {
-			return stream.Send(&managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)})
+			return stream.Send(redactFor(s, stream.Context(), &managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)}))
 		})
 	}))
 }

@@ -15,6 +15,7 @@ import (
 // (docs/design/security.md, "Limits").
 type limitOptions struct {
 	maxRecv, maxSend      bytesFlag
+	eventStreamMemory     bytesFlag
 	maxStreams            uint32
 	eventStreamsPerCaller int
 	registerRate          float64
@@ -29,6 +30,11 @@ const (
 	minSendMsgSize       = 4 << 20
 	maxMsgSize           = 1 << 30
 	minConcurrentStreams = 16
+	// minEventStreamMemory is one event stream's own bound
+	// (gateway.EventStreamConfig.MaxQueueBytes): a budget below it could
+	// not hold one stream's queue.
+	minEventStreamMemory = 16 << 20
+	maxEventStreamMemory = 1 << 40
 )
 
 func (o *limitOptions) addFlags(f *pflag.FlagSet) {
@@ -40,6 +46,9 @@ func (o *limitOptions) addFlags(f *pflag.FlagSet) {
 		"limit: calls one client connection may have in flight at once; further calls wait in the client until one ends")
 	f.IntVar(&o.eventStreamsPerCaller, "max-event-streams-per-caller", gateway.DefaultMaxEventStreamsPerCaller,
 		"limit: event streams one caller (its ACL token, or its IP address without ACLs) may hold open; one more gets RESOURCE_EXHAUSTED; 0: no limit")
+	o.eventStreamMemory = gateway.DefaultEventStreamMemory
+	f.Var(&o.eventStreamMemory, "event-stream-memory",
+		"limit: the bytes all event streams together may hold for clients that read slower than events come (each at most 16 MiB); past it the stream holding the most is ended with RESOURCE_EXHAUSTED and the index to resume from")
 	f.Float64Var(&o.registerRate, "register-rate", float64(gateway.DefaultRegisterRate),
 		"limit: worker registrations (ClusterMemberRegister) per second one IP address may make on average; more get RESOURCE_EXHAUSTED with a retry-after; 0: no limit")
 	f.IntVar(&o.registerBurst, "register-burst", gateway.DefaultRegisterBurst,
@@ -58,6 +67,9 @@ func (o *limitOptions) apply(cfg *agent.Config) error {
 	case o.maxStreams < minConcurrentStreams:
 		return usagef("--max-concurrent-streams %d: must be at least %d (managers multiplex their calls to each other on one connection)",
 			o.maxStreams, minConcurrentStreams)
+	case o.eventStreamMemory < minEventStreamMemory || o.eventStreamMemory > maxEventStreamMemory:
+		return usagef("--event-stream-memory %s: must be %s to %s (one event stream alone may hold 16 MiB)",
+			o.eventStreamMemory.String(), humanize.IBytes(minEventStreamMemory), humanize.IBytes(maxEventStreamMemory))
 	case o.eventStreamsPerCaller < 0:
 		return usagef("--max-event-streams-per-caller %d: must be 0 (no limit) or more", o.eventStreamsPerCaller)
 	case o.registerRate < 0 || math.IsNaN(o.registerRate) || math.IsInf(o.registerRate, 0):
@@ -68,6 +80,7 @@ func (o *limitOptions) apply(cfg *agent.Config) error {
 	cfg.MaxRecvMsgSize = int(o.maxRecv)
 	cfg.MaxSendMsgSize = int(o.maxSend)
 	cfg.MaxConcurrentStreams = o.maxStreams
+	cfg.Events.MaxTotalBytes = int64(o.eventStreamMemory)
 	cfg.Limits.MaxEventStreamsPerCaller = o.eventStreamsPerCaller
 	if o.eventStreamsPerCaller == 0 {
 		cfg.Limits.MaxEventStreamsPerCaller = -1 // gateway.LimitsConfig: negative is no limit

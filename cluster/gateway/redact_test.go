@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/norsk-oss/norsk-manager/cluster/identity"
+	"github.com/norsk-oss/norsk-manager/proto/commonpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+)
+
+func envJob(value string) *managerpb.Job {
+	return &managerpb.Job{JobId: &commonpb.JobId{JobId: "j"}, Services: []*commonpb.Service{{Name: "a", Parameters: &commonpb.ServiceParameters{
+		EnvironmentVariables: []*commonpb.EnvironmentVariable{{Name: "AWS_SECRET_ACCESS_KEY", Value: value}, {Name: "EMPTY"}}}}}}
+}
+
+// TestRedactFor: environment values are replaced for roles below operator
+// (read, events) wherever a job sits in the message (a job's history, a
+// bundle's templates), names and empty values stay; operator, management
+// and ACLs off see them (issue 21 §6).
+func TestRedactFor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		acl      bool
+		role     string
+		redacted bool
+	}{
+		{"acl off", false, "", false},
+		{"management", true, "management", false},
+		{"operator", true, "operator", false},
+		{"read", true, "read", true},
+		{"events", true, "events", true},
+		{"no token", true, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{cfg: Config{ACL: ACLConfig{Enabled: tc.acl}}}
+			ctx := identity.With(context.Background(), identity.Caller{Role: tc.role})
+			ev := &managerpb.EventStreamEvent{Event: &managerpb.EventStreamEvent_JobUpdated{JobUpdated: &managerpb.JobUpdated{
+				JobWithHistory: &managerpb.JobWithHistory{Job: envJob("s3cr3t")}}}}
+			b := &managerpb.ListBundlesResponse{Bundles: []*managerpb.BundleInfo{{Bundle: &managerpb.Bundle{
+				Jobs: []*managerpb.BundleJobSpec{{JobName: "enc", Job: envJob("s3cr3t")}}}}}}
+			want := "s3cr3t"
+			if tc.redacted {
+				want = RedactedValue
+			}
+			for _, m := range []proto.Message{redactFor(s, ctx, ev), redactFor(s, ctx, b)} {
+				var job *managerpb.Job
+				switch x := m.(type) {
+				case *managerpb.EventStreamEvent:
+					job = x.GetJobUpdated().GetJobWithHistory().GetJob()
+				case *managerpb.ListBundlesResponse:
+					job = x.GetBundles()[0].GetBundle().GetJobs()[0].GetJob()
+				}
+				env := job.GetServices()[0].GetParameters().GetEnvironmentVariables()
+				require.Equal(t, "AWS_SECRET_ACCESS_KEY", env[0].GetName())
+				require.Equal(t, want, env[0].GetValue())
+				require.Equal(t, "EMPTY", env[1].GetName())
+				require.Empty(t, env[1].GetValue())
+			}
+		})
+	}
+	redactEnv(nil) // safe
+}

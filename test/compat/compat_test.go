@@ -25,6 +25,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/cluster/pki"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
+	"github.com/norsk-oss/norsk-manager/test/testproc"
 )
 
 // mockNodeID is the node compat.mjs starts its job on.
@@ -38,8 +39,12 @@ func TestNorskAPI_Wire_1_0_384(t *testing.T) {
 	managerBin, ctlBin := buildBinaries(t)
 
 	workerAddr := freeAddr(t)
+	workerDir := filepath.Join(t.TempDir(), "worker")
+	// A root worker runs its jobs as the job user, who must reach the
+	// default --job-dir beside the state dir (docs/design/security.md).
+	testproc.OpenTempDirs(t, workerDir)
 	worker := startProcess(t, "worker", ctlBin, "--mode=worker",
-		"--listen="+workerAddr, "--state-dir="+filepath.Join(t.TempDir(), "worker"))
+		"--listen="+workerAddr, "--state-dir="+workerDir)
 	waitFor(t, 20*time.Second, "the worker to listen on "+workerAddr, func() (bool, string) {
 		c, err := net.DialTimeout("tcp", workerAddr, time.Second)
 		if err != nil {
@@ -199,6 +204,7 @@ func TestNorskAPI_Wire_1_0_384_TLSToken(t *testing.T) {
 	_, cli := pki.TestIssue(t, ca, dir, "client", pki.CertOptions{Role: pki.RoleClient})
 
 	workerAddr := freeAddr(t)
+	testproc.OpenTempDirs(t, dir)
 	workerProc := startProcess(t, "worker", ctlBin, "--mode=worker", "--ca-cert", caFile,
 		"--tls-cert", worker.Cert, "--tls-key", worker.Key,
 		"--listen="+workerAddr, "--state-dir="+filepath.Join(dir, "worker"))

@@ -127,12 +127,14 @@ func (pp *poolPlan) groupProblem(i int, w Waiting) string {
 		if !ok || slices.ContainsFunc(why, func(s string) bool { return strings.Contains(s, strconv.Quote(n.group)) }) {
 			continue
 		}
-		found := "found missing at " + m.At.UTC().Format(time.RFC3339)
+		// No instants in the text: it is the job's placement failure,
+		// written (and raised as placement_failed) again on every change.
+		found := "looked up again every " + GroupRetry.String()
 		if m.Node != "" {
-			found = "the launch of node " + m.Node + " found it missing"
+			found = "the launch of node " + m.Node + " found it missing; " + found
 		}
-		why = append(why, fmt.Sprintf("security group %q (%s) does not exist in region %s (%s; looked up again after %s); "+
-			"no node is created for the job until it does", n.group, n.by, a.GetRegion(), found, m.until().UTC().Format(time.RFC3339)))
+		why = append(why, fmt.Sprintf("security group %q (%s) does not exist in region %s (%s); "+
+			"no node is created for the job until it does", n.group, n.by, a.GetRegion(), found))
 	}
 	return strings.Join(why, "; ")
 }

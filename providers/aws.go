@@ -39,6 +39,14 @@ type AWSConfig struct {
 	// Health receives the outcome of every call; nil: a default tracker.
 	Health *Health
 	Logger *slog.Logger
+	// SecurityGroupTTL and SecurityGroupMissingTTL are how long a security
+	// group look-up that found a group, or found it missing, is kept
+	// (aws_groups.go). Defaults DefaultSecurityGroupTTL and
+	// DefaultSecurityGroupMissingTTL.
+	SecurityGroupTTL        time.Duration
+	SecurityGroupMissingTTL time.Duration
+	// Clock reads the time for the look-up cache. Default time.Now.
+	Clock func() time.Time
 }
 
 // AWS is the EC2 provider. Create it with NewAWS.
@@ -49,6 +57,8 @@ type AWS struct {
 
 	mu      sync.Mutex
 	clients map[string]*ec2.Client // by region
+
+	groups sgCache
 }
 
 var _ Provider = (*AWS)(nil)
@@ -62,6 +72,12 @@ func NewAWS(cfg AWSConfig) *AWS {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SecurityGroupTTL <= 0 {
+		cfg.SecurityGroupTTL = DefaultSecurityGroupTTL
+	}
+	if cfg.SecurityGroupMissingTTL <= 0 {
+		cfg.SecurityGroupMissingTTL = DefaultSecurityGroupMissingTTL
 	}
 	return &AWS{cfg: cfg, health: h, log: log.With("provider", "aws"), clients: map[string]*ec2.Client{}}
 }
@@ -153,7 +169,9 @@ func (a *AWS) call(ctx context.Context, region, what string, f func(context.Cont
 // template (id or name, version), instance type, availability zone (if
 // set), the node's tags and the
 // node id tag, the resolved extra security groups, and the user data;
-// the node id is the ClientToken.
+// the node id is the ClientToken. A security group that does not exist
+// (before the launch, or RunInstances' InvalidGroup.NotFound) is a
+// *SecurityGroupsMissingError (ErrSecurityGroupNotFound, ErrRejected).
 func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 	req := spec.AWS
 	region := req.GetRegion()
@@ -185,7 +203,8 @@ func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 		}
 		in.LaunchTemplate = lt
 	}
-	if groups := req.GetExtraSecurityGroups(); len(groups) > 0 {
+	groups := req.GetExtraSecurityGroups()
+	if len(groups) > 0 {
 		ids, err := a.securityGroupIDs(ctx, region, groups)
 		if err != nil {
 			return Instance{}, err
@@ -199,6 +218,9 @@ func (a *AWS) Launch(ctx context.Context, spec LaunchSpec) (Instance, error) {
 		return err
 	})
 	if err != nil {
+		if gerr := a.groupNotFound(err, region, groups, in.SecurityGroupIds); gerr != nil {
+			return Instance{}, gerr
+		}
 		return Instance{}, awsLaunchError(err)
 	}
 	if len(out.Instances) == 0 {
@@ -251,35 +273,6 @@ func awsTags(nodeID string, tags map[string]string) []types.Tag {
 		}
 	}
 	return out
-}
-
-// securityGroupIDs resolves security group names to ids; an unknown name
-// is ErrRejected naming it.
-func (a *AWS) securityGroupIDs(ctx context.Context, region string, names []string) ([]string, error) {
-	var out *ec2.DescribeSecurityGroupsOutput
-	err := a.call(ctx, region, "DescribeSecurityGroups", func(ctx context.Context) error {
-		var err error
-		out, err = a.client(region).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
-			Filters: []types.Filter{{Name: aws.String("group-name"), Values: names}},
-		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("resolve security groups %s: %w", strings.Join(names, ", "), err)
-	}
-	byName := map[string]string{}
-	for _, g := range out.SecurityGroups {
-		byName[aws.ToString(g.GroupName)] = aws.ToString(g.GroupId)
-	}
-	ids := make([]string, 0, len(names))
-	for _, n := range names {
-		id, ok := byName[n]
-		if !ok {
-			return nil, fmt.Errorf("%w: security group %q does not exist in %s", ErrRejected, n, region)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
 }
 
 // Find implements Provider: DescribeInstances by the node id tag, skipping

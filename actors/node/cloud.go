@@ -40,6 +40,9 @@ type (
 	}
 	cloudTerminated struct {
 		gen uint64
+		// id is the instance terminated; "" when none was found (a node
+		// whose launch created nothing).
+		id  string
 		err error
 	}
 	cloudTimer struct {
@@ -150,7 +153,7 @@ func (g *grain) cloudWork(ctx actor.Context) {
 			if err == nil && id != "" {
 				err = prov.Terminate(cctx, loc, id)
 			}
-			g.system.Root.Send(self, &cloudTerminated{gen: gen, err: err})
+			g.system.Root.Send(self, &cloudTerminated{gen: gen, id: id, err: err})
 		})
 	}
 }
@@ -321,7 +324,14 @@ func (g *grain) onCloudTimer(ctx actor.Context, m *cloudTimer) {
 // cloudFailed stops the node with reason (node_stopping, node_stopped)
 // and terminates its instance.
 func (g *grain) cloudFailed(ctx actor.Context, reason managerpb.NodeStopping_Reason, cause error) {
-	g.log.Warn("cloud node failed; terminating its instance", "reason", reason.String(), "error", cause)
+	if id := g.rec.GetCloud().GetInstanceId(); id != "" {
+		g.log.Warn("cloud node failed; terminating its instance", "reason", reason.String(), "instance_id", id, "error", cause)
+	} else {
+		// No launch was answered with an instance (refused, or never
+		// sent): there is none to terminate, only the tag to look for,
+		// in case a launch whose answer was lost created one.
+		g.log.Warn("cloud node failed before an instance was launched; making sure none was", "reason", reason.String(), "error", cause)
+	}
 	next := g.next()
 	var events []*managerpb.EventStreamEvent
 	if next.GetState() != managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED {
@@ -383,7 +393,11 @@ func (g *grain) onCloudTerminated(ctx actor.Context, m *cloudTerminated) {
 		g.log.Error("could not record the terminated instance", "error", r.GetMessage())
 		return
 	}
-	g.log.Info("instance terminated", "instance_id", next.Cloud.GetInstanceId())
+	if m.id == "" {
+		g.log.Info("no instance was launched for the node; nothing to terminate")
+		return
+	}
+	g.log.Info("instance terminated", "instance_id", m.id)
 }
 
 // cloudBusy reports whether cloud work is in flight (the grain must not

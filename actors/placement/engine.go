@@ -42,6 +42,14 @@ type Config struct {
 	// Default provisioner.CreateTimeout; keep it above the node grains'
 	// pending and startup timeouts, so cloud nodes end by those.
 	NodeCreateTimeout time.Duration
+	// SecurityGroups looks up, before the engine creates an AWS node,
+	// whether the security groups it would carry exist in its region
+	// (providers.AWS implements it, with a cache per region); a job naming
+	// a missing group then gets no node and a reason, and its tier stays
+	// open (provision_groups.go). Nil: no look-up; a missing group then
+	// fails the node's launch, which keeps the group out just the same
+	// (provisioner.Node.MissingGroups), one node record later.
+	SecurityGroups SecurityGroupChecker
 	// Clock reads the time. Default time.Now.
 	Clock   func() time.Time
 	Logger  *slog.Logger

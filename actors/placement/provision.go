@@ -56,6 +56,8 @@ type provState struct {
 	// NodeComing (coming.go).
 	coming  map[string]comingNode
 	planned map[string]bool
+	// groups holds the security groups found missing (provision_groups.go).
+	groups groupState
 }
 
 // provisionRetry is how long a refused create (or idle/release write)
@@ -117,7 +119,8 @@ func (e *Engine) provisionPass(ctx context.Context, w *world) {
 		e.log.Warn("read provider health for provisioning", "error", err)
 	}
 	slices.Sort(others)
-	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health, OtherIDs: others})
+	d := provisioner.Plan(provisioner.Input{Now: w.now, Pools: w.pools, Waiting: w.waiting, Nodes: nodes, Health: health, OtherIDs: others,
+		MissingGroups: e.missingGroups(ctx, w.now)})
 	e.logUnserved(d.Unserved)
 	e.keepNotes(d)
 	e.keepComing(d, nodes, w.waiting, w.now)
@@ -171,6 +174,12 @@ func (e *Engine) create(ctx context.Context, now time.Time, c provisioner.Create
 	e.prov.mu.Unlock()
 	log := e.log.With("node_id", c.NodeID, "pool", c.Pool, "tier", c.Tier.GetName(), "offering", c.Offering.Name(), "for_jobs", strings.Join(c.ForJobs, ","))
 	e.inBackground(func() {
+		if e.groupsMissing(ctx, now, c, log) {
+			e.prov.mu.Lock()
+			delete(e.prov.creating, c.NodeID) // the next pass plans without the jobs that need the group
+			e.prov.mu.Unlock()
+			return
+		}
 		err := e.sendCreate(ctx, c)
 		var re *actors.ReplyError
 		switch {

@@ -33,13 +33,16 @@ type Backoff struct {
 // thing a create does). A failure other than capacity (a launch template
 // that does not exist, a rejected request) is backed off the same way:
 // such a launch fails at once, so without it every pass would create the
-// next node of the tier (a record and a cloud call each). Sorted by pool,
-// tier, offering.
+// next node of the tier (a record and a cloud call each). A create that
+// failed for a missing security group (Node.MissingGroups) is not: the
+// job or the tier named a group that does not exist, which says nothing
+// of the offering, and Plan keeps the group out instead (groups.go).
+// Sorted by pool, tier, offering.
 func Backoffs(nodes []Node, now time.Time) []Backoff {
 	type off struct{ pool, tier, offering string }
 	fails := map[off][]Node{}
 	for _, n := range nodes {
-		if (n.CapacityError || n.CreateFailed) && now.Sub(n.CreatedAt) < BackoffWindow {
+		if (n.CapacityError || n.CreateFailed) && len(n.MissingGroups) == 0 && now.Sub(n.CreatedAt) < BackoffWindow {
 			k := off{n.Pool, n.Tier, n.Offering}
 			fails[k] = append(fails[k], n)
 		}

@@ -8,7 +8,9 @@
 //     each tier's max_nodes, counting the nodes being created as room
 //     already coming, keeping out the offerings backed off after a capacity
 //     error (Backoffs, after Karpenter's ICE cache) and the locations the
-//     provider reports FAILED.
+//     provider reports FAILED. A job (or tier) naming a security group
+//     missing in an AWS tier's region gets no node of that tier and a
+//     reason; nothing is backed off for it (groups.go).
 //   - Release says when an engine-created node that runs nothing has
 //     lingered long enough, from the idle-since instant in its record, so a
 //     leader change neither restarts nor forgets the linger.

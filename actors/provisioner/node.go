@@ -52,6 +52,13 @@ type Node struct {
 	CreateFailed bool
 	// LastError is the cloud's last error, for the backoff's reason.
 	LastError string
+	// MissingGroups are the security groups its launch found missing in
+	// Region (providers.ErrSecurityGroupNotFound in CloudNode.last_error,
+	// read by MissingGroupsOf): the fault of the jobs or the tier that
+	// named them, not of its offering, so Backoffs skips it and Plan keeps
+	// the groups out for GroupRetry from CreatedAt (groups.go).
+	MissingGroups []string
+	Region        string
 	// Hello is set once its worker reported its resources; Offers is the
 	// product-template catalogue it reported (NodeResources.templates),
 	// which TemplateLies compares with its tier's declaration.
@@ -91,6 +98,9 @@ func NodeOf(rec *internalpb.NodeRecord) (Node, bool) {
 		n.State = Stopped
 		n.CreateFailed = rec.GetStopReason() == managerpb.NodeStopping_CREATE_FAILED
 		n.CapacityError = n.CreateFailed && strings.Contains(n.LastError, capacityErrorText)
+		if region, groups, ok := MissingGroupsOf(n.LastError); n.CreateFailed && ok {
+			n.Region, n.MissingGroups = region, groups
+		}
 	default:
 		n.State = Creating
 	}

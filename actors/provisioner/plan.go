@@ -50,6 +50,10 @@ type Input struct {
 	// OtherIDs are the ids of the other node records (created by hand,
 	// cluster slots): a planned id is never one of them.
 	OtherIDs []string
+	// MissingGroups are the security groups the engine's look-ups found
+	// missing (groups.go): no node that would carry one is created until
+	// its GroupRetry ends.
+	MissingGroups []MissingGroup
 }
 
 // Create is one node to create.
@@ -113,6 +117,7 @@ func Plan(in Input) Decision {
 	for _, l := range TemplateLies(in.Pools, in.Nodes, in.Now) {
 		lies[l.Pool+"\x00"+l.Tier+"\x00"+l.Template.String()] = l
 	}
+	missing := missingGroups(in)
 	byPool := map[string][]Waiting{}
 	for _, w := range in.Waiting {
 		byPool[w.Pool] = append(byPool[w.Pool], w)
@@ -127,7 +132,7 @@ func Plan(in Input) Decision {
 		if pool == nil {
 			continue
 		}
-		pp := poolPlan{in: in, pool: pool, backedOff: backedOff, lies: lies, out: &out}
+		pp := poolPlan{in: in, pool: pool, backedOff: backedOff, lies: lies, missing: missing, out: &out}
 		pp.run(byPool[name])
 	}
 	return out
@@ -137,7 +142,8 @@ type poolPlan struct {
 	in        Input
 	pool      *managerpb.Pool
 	backedOff map[string]Backoff
-	lies      map[string]TemplateLie // by pool, tier, template (TemplateRef.String)
+	lies      map[string]TemplateLie  // by pool, tier, template (TemplateRef.String)
+	missing   map[string]MissingGroup // by region, group (missingGroups)
 	out       *Decision
 	bins      []*bin
 	live      map[string]int // live (creating or running) nodes per tier, planned ones included
@@ -203,7 +209,10 @@ func (pp *poolPlan) run(waiting []Waiting) {
 // place puts w in the first bin it fits, else in a new node.
 func (pp *poolPlan) place(w Waiting) {
 	for _, b := range pp.bins {
-		if b.fits(w) && pp.templateProblem(b.tier, w) == "" {
+		// A node to create takes no job whose security group is missing
+		// (it would fail for everyone on it); a node being created
+		// already carries its groups.
+		if b.fits(w) && pp.templateProblem(b.tier, w) == "" && (b.plan == nil || pp.groupProblem(b.tier, w) == "") {
 			b.take(w)
 			if b.plan == nil {
 				pp.out.Coming[w.Key] = b.id
@@ -214,6 +223,10 @@ func (pp *poolPlan) place(w Waiting) {
 	var why []string
 	for i, t := range pp.pool.GetTiers() {
 		if reason := pp.templateProblem(i, w); reason != "" {
+			why = append(why, fmt.Sprintf("tier %s: %s", t.GetName(), reason))
+			continue
+		}
+		if reason := pp.groupProblem(i, w); reason != "" {
 			why = append(why, fmt.Sprintf("tier %s: %s", t.GetName(), reason))
 			continue
 		}

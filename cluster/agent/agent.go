@@ -315,6 +315,9 @@ func (a *Agent) Start() error {
 		Events:  a.cfg.Events, Limits: a.cfg.Limits,
 		ACL: a.aclGatewayConfig(), MaxSendMsgSize: a.cfg.MaxSendMsgSize,
 	}
+	if c, ok := a.cfg.Node.Providers[managerpb.NodeProvider_NODE_PROVIDER_AWS].(gateway.SecurityGroupChecker); ok {
+		gcfg.SecurityGroups = c // CreateJob/UpdateJob warn of a job's missing security groups
+	}
 	if a.cl != nil {
 		gcfg.Barrier = a.cl.rep.Barrier
 		gcfg.LeaderKnown = func() bool { return a.cl.rep.Leader() != "" }

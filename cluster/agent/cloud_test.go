@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -368,4 +371,59 @@ func TestCloud_TerminatedNodeStaysTerminated(t *testing.T) {
 	_, err = c.TerminateNode(ctx, &commonpb.NodeId{NodeId: "aws-f"})
 	require.NoError(t, err)
 	require.Equal(t, managerpb.NodeStopping_CREATE_FAILED, nodeOf(t, c, "aws-f").GetStopReason())
+}
+
+// TestCloud_AWSMissingGroupFailsCreate (issue 21 §9): a node naming a
+// security group that does not exist in its region fails CREATE_FAILED
+// without calling RunInstances; its error names the group and the region
+// (what the placement engine reads to keep the group out instead of
+// backing the offering off), and the log says no instance was launched
+// rather than "terminating its instance".
+func TestCloud_AWSMissingGroupFailsCreate(t *testing.T) {
+	emu := ec2emu.Start(t, ec2emu.Options{LaunchTemplates: []ec2emu.LaunchTemplate{{ID: "lt-0123456789abcdef0", Name: "norsk-worker", Versions: 1}},
+		SecurityGroups: []ec2emu.SecurityGroup{{Name: "base"}}})
+	var logs syncBuffer
+	cfg := DevConfig(t.TempDir())
+	cfg.Store.SyncWrites, cfg.Store.GCInterval = false, 0
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.Node.Providers = map[managerpb.NodeProvider]providers.Provider{
+		managerpb.NodeProvider_NODE_PROVIDER_AWS: providers.NewAWS(providers.AWSConfig{Base: emu.Config(), Endpoint: emu.URL()}),
+	}
+	cfg.Node.CloudPollInterval = 20 * time.Millisecond
+	_, c := startAgentWith(t, cfg)
+	req := awsNode("aws-sg")
+	req.ExtraSecurityGroups = []string{"base", "typo"}
+	_, err := c.CreateAwsNode(context.Background(), req)
+	require.NoError(t, err)
+	eventually(t, "node stopped", func() bool {
+		return nodeOf(t, c, "aws-sg").GetState() == managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED
+	})
+	require.Equal(t, managerpb.NodeStopping_CREATE_FAILED, nodeOf(t, c, "aws-sg").GetStopReason())
+	require.Zero(t, emu.Calls(ec2emu.ActionRunInstances))
+	out := logs.String()
+	require.Contains(t, out, `providers: security group not found: \"typo\" in region `+ec2emu.DefaultRegion)
+	require.Contains(t, out, "cloud node failed before an instance was launched")
+	require.NotContains(t, out, "terminating its instance")
+	eventually(t, "the node's cloud work ends", func() bool {
+		return strings.Contains(logs.String(), "no instance was launched for the node; nothing to terminate")
+	})
+	require.NotContains(t, logs.String(), "instance terminated")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/norsk-oss/norsk-manager/actors/placement"
 	"github.com/norsk-oss/norsk-manager/actors/provisioner"
 	"github.com/norsk-oss/norsk-manager/cluster/gateway"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 // runPlacement runs the placement engine until ctx ends: on the Raft
@@ -23,6 +24,11 @@ func (a *Agent) runPlacement(ctx context.Context) {
 	// grain's own cloud timeouts (--node-pending-timeout and
 	// --node-startup-timeout) would have ended it.
 	cfg.NodeCreateTimeout = max(provisioner.CreateTimeout, a.cfg.Node.PendingTimeout+a.cfg.Node.StartupTimeout+10*time.Minute)
+	// The AWS provider looks a node's security groups up before the
+	// engine creates it (a job naming a missing group waits alone).
+	if c, ok := a.cfg.Node.Providers[managerpb.NodeProvider_NODE_PROVIDER_AWS].(placement.SecurityGroupChecker); ok {
+		cfg.SecurityGroups = c
+	}
 	e, err := placement.New(cfg)
 	if err != nil {
 		a.log.Error("placement engine not started", "error", err)

@@ -67,6 +67,10 @@ type Config struct {
 	// true (an election usually takes well under a second). Default 1 s;
 	// negative: do not wait.
 	LeaderWait time.Duration
+	// SecurityGroups, if set, looks a job's extra security groups up in
+	// the regions of its pool's AWS tiers for CreateJob's and UpdateJob's
+	// warnings (job_warnings.go); nil: no warnings.
+	SecurityGroups SecurityGroupChecker
 	// Placement, if set, returns the placement engine running on this
 	// manager, or nil when it runs none (a follower): GetPlacement's
 	// fresher source for the last attempts. Nil: GetPlacement answers from
@@ -298,6 +302,7 @@ func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.Jo
 	if err != nil {
 		return nil, err
 	}
+	s.sendWarnings(ctx, "CreateJob", s.jobWarnings(ctx, id, j))
 	return r.GetJobHash(), nil
 }
 
@@ -320,6 +325,7 @@ func (s *Server) UpdateJob(ctx context.Context, j *managerpb.Job) (*managerpb.Jo
 	if err != nil {
 		return nil, err
 	}
+	s.sendWarnings(ctx, "UpdateJob", s.jobWarnings(ctx, id, j))
 	return r.GetJobHash(), nil
 }
 

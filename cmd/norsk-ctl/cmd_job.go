@@ -86,6 +86,15 @@ func ctlReadProtoFile(cmd *cobra.Command, path, what string, m proto.Message) er
 	return nil
 }
 
+// ctlPrintWarnings prints the manager's warnings about a write it
+// accepted on standard error, one "warning: ..." line each (a missing
+// security group: docs/design/pools.md).
+func ctlPrintWarnings(e *ctlEnv, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintln(e.errOut, "warning: "+w)
+	}
+}
+
 // newJobCreateCommand builds "job create".
 func newJobCreateCommand() *cobra.Command {
 	var file string
@@ -99,10 +108,11 @@ func newJobCreateCommand() *cobra.Command {
 				return err
 			}
 			id := job.GetJobId().GetJobId()
-			hash, err := m.CreateJob(ctx, job)
+			hash, warnings, err := m.CreateJobWarnings(ctx, job)
 			if err != nil {
 				return ctlAbout(err, "job %s", id)
 			}
+			ctlPrintWarnings(e, warnings)
 			if e.jsonOut {
 				return e.printJSON(&managerpb.JobHash{Hash: hash})
 			}
@@ -137,10 +147,11 @@ or --hash, must be the job's current hash (norsk-ctl job get ID shows it).`,
 				return ctlUsagef("the job has no currentHash: pass --hash (norsk-ctl job get %s shows it)", job.GetJobId().GetJobId())
 			}
 			id := job.GetJobId().GetJobId()
-			newHash, err := m.UpdateJob(ctx, job)
+			newHash, warnings, err := m.UpdateJobWarnings(ctx, job)
 			if err != nil {
 				return ctlAbout(err, "job %s at hash %d", id, job.GetCurrentHash())
 			}
+			ctlPrintWarnings(e, warnings)
 			if e.jsonOut {
 				return e.printJSON(&managerpb.JobHash{Hash: newHash})
 			}

@@ -457,6 +457,23 @@ func (e *Emulator) AddSecurityGroup(g SecurityGroup) SecurityGroup {
 	return g
 }
 
+// RemoveSecurityGroup forgets the security group named name (as an
+// operator's DeleteSecurityGroup would); reports whether there was one.
+// Instances launched in it keep its id. Once the last group is removed
+// RunInstances accepts any group again (see AddSecurityGroup): a test of
+// a missing group keeps another one registered.
+func (e *Emulator) RemoveSecurityGroup(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range e.groups {
+		if e.groups[i].Name == name {
+			e.groups = append(e.groups[:i], e.groups[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // AddLaunchTemplate registers a launch template and returns it with its id
 // filled in. Once any template is registered RunInstances rejects unknown
 // ones (InvalidLaunchTemplateId.NotFound,

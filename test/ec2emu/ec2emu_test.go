@@ -445,6 +445,18 @@ func TestSecurityGroups(t *testing.T) {
 	if g := out.Instances[0].SecurityGroups; len(g) != 1 || aws.ToString(g[0].GroupName) != "managers" {
 		t.Fatalf("groups %+v", g)
 	}
+
+	// A removed group is gone for DescribeSecurityGroups and RunInstances
+	// (a group deleted between a look-up and a launch).
+	if !emu.RemoveSecurityGroup("workers") || emu.RemoveSecurityGroup("workers") {
+		t.Fatal("RemoveSecurityGroup: want true, then false")
+	}
+	if got := describeGroups(t, c, &ec2.DescribeSecurityGroupsInput{Filters: []types.Filter{{Name: aws.String("group-name"), Values: []string{"workers"}}}}); len(got) != 0 {
+		t.Fatalf("removed group still described: %+v", got)
+	}
+	_, err = c.RunInstances(context.Background(), &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		ImageId: aws.String("ami-0123456789abcdef0"), SecurityGroupIds: []string{aws.ToString(workers.GroupId)}})
+	wantCode(t, err, ec2emu.CodeInvalidGroupNotFound, http.StatusBadRequest)
 }
 
 func describeGroups(t *testing.T, c *ec2.Client, in *ec2.DescribeSecurityGroupsInput) []types.SecurityGroup {

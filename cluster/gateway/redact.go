@@ -40,7 +40,9 @@ var envDescriptor = (&commonpb.EnvironmentVariable{}).ProtoReflect().Descriptor(
 // redactEnv replaces, in place, the value of every
 // norsk.api.common.EnvironmentVariable set anywhere inside m (a job, a
 // job's history, a bundle's job templates, an event) with RedactedValue;
-// names stay. An empty value stays empty. Safe on nil.
+// names stay. An empty value stays empty. Safe on nil. Idempotent, and a
+// second pass over an already redacted message writes nothing, so it may
+// run while another goroutine encodes that message.
 func redactEnv(m proto.Message) {
 	if m == nil {
 		return
@@ -54,7 +56,11 @@ func redactMessage(m protoreflect.Message) {
 	}
 	if m.Descriptor().FullName() == envDescriptor.FullName() {
 		value := envDescriptor.Fields().ByName("value")
-		if m.Get(value).String() != "" {
+		// Never write a value already redacted: a stream's derived event
+		// (job_pending, job_out_of_window) shares its job with the log
+		// event pushed before it, which the sender may be encoding now,
+		// so a second pass must only read.
+		if v := m.Get(value).String(); v != "" && v != RedactedValue {
 			m.Set(value, protoreflect.ValueOfString(RedactedValue))
 		}
 		return

@@ -64,3 +64,24 @@ func TestRedactFor(t *testing.T) {
 	}
 	redactEnv(nil) // safe
 }
+
+// TestRedactEnv_SecondPassOnlyReads: a stream's derived event shares its
+// job with the log event pushed before it, which the sender may be
+// encoding while the derived one is redacted; the second pass must write
+// nothing (the race detector fails this test otherwise).
+func TestRedactEnv_SecondPassOnlyReads(t *testing.T) {
+	job := envJob("secret")
+	redactEnv(job)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			_ = proto.Size(job)
+		}
+	}()
+	for range 50 {
+		redactEnv(job)
+	}
+	<-done
+	require.Equal(t, RedactedValue, job.GetServices()[0].GetParameters().GetEnvironmentVariables()[0].GetValue())
+}

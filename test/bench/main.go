@@ -11,7 +11,8 @@
 //	go run ./test/bench storecrash  # writers SIGKILLed --crash-iterations times per store (test/storecrash), every restart first time
 //	go run ./test/bench placement   # the placement engine on simulated fleets (test/simfleet): 100×1,000 and 1,000×10,000 nodes×jobs (--fleet-sizes)
 //	go run ./test/bench provision   # a waiting job → a node created by the engine (mock provider) → running; its release after linger
-//	go run ./test/bench all         # all of the above but placement (docker is skipped with a note where no Docker engine answers)
+//	go run ./test/bench hardening   # issue 21: placements of auto-placed jobs that end at once (true, exit 1) over 30 s; manager RSS/heap with 64 stalled event streams and 20 jobs of 900 KiB
+//	go run ./test/bench all         # createjob, startjob, register, recovery and docker (docker is skipped with a note where no Docker engine answers)
 //
 // An HA cluster of manager processes (--cluster-timings lan, what operators
 // run, unless --cluster-timings local):
@@ -132,6 +133,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"placement": runPlacement,
 	"provision": runProvision,
 	"move":      runMove,
+	"hardening": runHardening,
 
 	"storeopen":  runStoreOpen,
 	"storecrash": runStoreCrash,
@@ -189,6 +191,7 @@ func usage() string {
 		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile]\n" +
 		"       go run ./test/bench provision [--trials N]   (at most 10 rounds)\n" +
 		"       go run ./test/bench move [--quick]\n" +
+		"       go run ./test/bench hardening [--quick]   (issue 21: placements of jobs that end at once; memory under stalled event streams)\n" +
 		"       go run ./test/bench {storeopen|storecrash} [--quick] [flags]\n" +
 		"       go run ./test/bench {failover|session-failover|cluster-throughput|convergence|ha} [--quick] [--cluster-timings lan|local] [flags]\n" +
 		"       go run ./test/bench robustness [--duration 10m] [--seed N] [flags]\n" +

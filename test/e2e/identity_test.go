@@ -117,11 +117,14 @@ func TestE2E_CopiedWorkerIdentityRefused(t *testing.T) {
 	// the old session has been down for the grace.
 	s.worker.Kill()
 	w2 = startWorker(t, s.token, s.m.addr, copyState, copyPort)
+	// Online means the slot's session is the moved worker's (its port):
+	// right after the kill the node may still read connected on the old
+	// worker's session, which the manager has not yet seen end.
 	testproc.Eventually(t, 60*time.Second, "the moved worker online", func() bool {
 		if !w2.Running() {
 			t.Fatalf("the moved worker exited:\n%s", w2.Output())
 		}
-		return nodeConnected(t, s.mc, s.nodeID)
+		return slotServedFrom(t, s.mc, s.nodeID, copyPort) && nodeConnected(t, s.mc, s.nodeID)
 	})
 	testproc.Eventually(t, 20*time.Second, "the job re-adopted by the moved worker", func() bool {
 		r, err := s.mc.JobByID(context.Background(), "web")
@@ -188,4 +191,21 @@ func TestE2E_CopiedManagerDataDirContested(t *testing.T) {
 		return nodeConnected(t, s.mc, s.nodeID) && !contested()
 	})
 	s.jobStillRunning(t, "after the copy stopped")
+}
+
+// slotServedFrom reports whether node id's cluster slot has an active
+// session with the worker registered on port.
+func slotServedFrom(t *testing.T, m *client.NorskManager, id string, port int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	slots, err := m.ListClusterNodes(ctx)
+	if err != nil {
+		return false
+	}
+	for _, sl := range slots {
+		if sl.GetNodeId().GetNodeId() == id {
+			return sl.GetActive() && int(sl.GetPort()) == port
+		}
+	}
+	return false
 }

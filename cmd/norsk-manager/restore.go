@@ -185,14 +185,27 @@ func runRestore(out io.Writer, o *restoreOptions, changed func(string) bool) err
 	fmt.Fprintf(out, ")\n  keys           %d\n", m.Keys)
 	fmt.Fprintf(out, "  event log      restarts after index %d: clients resuming from an earlier index get a stream reset\n", res.EventBase)
 	fmt.Fprintf(out, "  ACL tokens     %s\n", aclLine(res))
+	acl := aclFlag(res)
 	if target == nil {
-		fmt.Fprintf(out, "  mode           a single manager\nstart it with:\n  norsk-manager --data-dir %s\n", o.dataDir)
+		fmt.Fprintf(out, "  mode           a single manager\nstart it with:\n  norsk-manager --data-dir %s%s\n", o.dataDir, acl)
 		return nil
 	}
 	fmt.Fprintf(out, "  mode           the first manager of a new cluster: %s, Raft address %s\n", target.name, target.addr)
-	fmt.Fprintf(out, "start it with its cluster flags, for example:\n  norsk-manager --data-dir %s --name %s --bootstrap-expect 1 ...\n", o.dataDir, target.name)
+	fmt.Fprintf(out, "start it with its cluster flags, for example:\n  norsk-manager --data-dir %s --name %s --bootstrap-expect 1%s ...\n", o.dataDir, target.name, acl)
 	fmt.Fprintf(out, "then add managers with fresh data dirs and --join (not --bootstrap-expect)\n")
 	return nil
+}
+
+// aclFlag is " --acl" for the start command restore suggests when the
+// backup's cluster had ACLs (bootstrapped, or reset with --acl-reset), ""
+// otherwise: a manager started on such a data dir without --acl serves
+// every call unauthenticated (it only logs an ERROR), so the suggested
+// command must not leave the flag out.
+func aclFlag(res persistence.RestoreDirResult) string {
+	if res.ACLReset || res.ACL.BootstrapIndex != 0 || res.ACL.Tokens != 0 {
+		return " --acl"
+	}
+	return ""
 }
 
 // aclLine says what the restore did with the backup's ACL tokens.

@@ -329,6 +329,12 @@ func TestRestore_ACLTokens(t *testing.T) {
 			if !strings.Contains(out, tc.want) {
 				t.Errorf("output lacks %q:\n%s", tc.want, out)
 			}
+			// The suggested start command keeps the API closed: without
+			// --acl the restored manager would serve every call
+			// unauthenticated.
+			if start := "norsk-manager --data-dir " + dir; !strings.Contains(out, start+" --acl") && !strings.Contains(out, start+" --name r1 --bootstrap-expect 1 --acl") {
+				t.Errorf("the suggested start command lacks --acl:\n%s", out)
+			}
 			cfg := persistence.DefaultConfig(dir)
 			cfg.Mode, cfg.GCInterval = tc.mode, 0
 			s, err := persistence.Open(cfg)

@@ -53,6 +53,9 @@ type Agent struct {
 		// starting cancels the context of the Start in flight per key, so
 		// that a stop_job does not wait behind it (see stop).
 		starting map[JobKey]map[*context.CancelFunc]struct{}
+		// fenced holds, per key, the instance the fence is stopping: its
+		// EventStopped goes out with ActiveJobKey.fenced (fence.go).
+		fenced map[JobKey]string
 	}
 }
 
@@ -262,6 +265,9 @@ func (a *Agent) pumpEvents(ctx context.Context) {
 	for {
 		select {
 		case ev := <-events:
+			if ev.Kind == EventStopped && a.takeFenced(ev.Key, ev.Instance) {
+				ev.Fenced = true
+			}
 			a.logEvent(ev)
 			a.hub.Publish(ev)
 		case <-ctx.Done():
@@ -275,7 +281,7 @@ func (a *Agent) logEvent(ev Event) {
 	case EventStarted:
 		a.log.Info("job started", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance)
 	case EventStopped:
-		a.log.Info("job stopped", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance)
+		a.log.Info("job stopped", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance, "fenced", ev.Fenced)
 	case EventFailed:
 		a.log.Warn("job failed", "job_id", ev.Key.JobID, "role", ev.Key.Role, "instance_id", ev.Instance, "reason", ev.Reason)
 	}

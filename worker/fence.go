@@ -239,6 +239,7 @@ func (a *Agent) fenceOnce(fenced map[JobKey]string) {
 			continue
 		}
 		fenced[key] = inst
+		a.markFenced(key, inst)
 		cut := "never since this worker started"
 		if known {
 			cut = fmt.Sprintf("last acknowledged health sent %s ago", since.Round(time.Millisecond))
@@ -253,4 +254,30 @@ func (a *Agent) fenceOnce(fenced map[JobKey]string) {
 			delete(fenced, k)
 		}
 	}
+}
+
+// markFenced notes that the fence is stopping instance inst of key, so
+// that the EventStopped of that stop tells the manager (takeFenced).
+func (a *Agent) markFenced(key JobKey, inst string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.fenced == nil {
+		a.mu.fenced = map[JobKey]string{}
+	}
+	a.mu.fenced[key] = inst
+}
+
+// takeFenced reports whether the fence stopped instance inst of key (the
+// instance markFenced noted), and forgets it. An EventStopped for another
+// instance (a newer start, or the manager's own stop of an older one)
+// leaves the note alone.
+func (a *Agent) takeFenced(key JobKey, inst string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	got, ok := a.mu.fenced[key]
+	if !ok || got != inst {
+		return false
+	}
+	delete(a.mu.fenced, key)
+	return true
 }

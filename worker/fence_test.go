@@ -89,8 +89,11 @@ func TestAgent_Fence(t *testing.T) {
 	// The acks stop; the session stays up. The fenced job stops within
 	// its lease (plus the stop), the other keeps running.
 	cut := time.Now()
-	s.waitFor(t, "job_stopped of the fenced job", isStopped(worker.KeyOf(fenced)))
+	stopped := s.waitFor(t, "job_stopped of the fenced job", isStopped(worker.KeyOf(fenced)))
 	took := time.Since(cut)
+	if !stopped.GetJobStopped().GetFenced() {
+		t.Errorf("the fence's job_stopped does not say fenced: %v (the manager would take it for a job that ended by itself)", stopped)
+	}
 	t.Logf("fenced job stopped %s after the last ack (lease %s)", took.Round(time.Millisecond), lease)
 	if took < lease-500*time.Millisecond {
 		t.Errorf("fenced job stopped %s after the acks stopped, before its lease %s", took, lease)

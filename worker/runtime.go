@@ -216,6 +216,10 @@ type Event struct {
 	Ports PortMappings
 	// Reason is why the job failed (EventFailed only).
 	Reason string
+	// Fenced marks an EventStopped of a stop the worker's fence made (set
+	// by the agent, never by a Runtime); Message sends it as
+	// ActiveJobKey.fenced.
+	Fenced bool
 	// Info is the job info message (EventInfo only); its job_key and
 	// timestamp are set.
 	Info *commonpb.JobInfoMessage
@@ -233,6 +237,7 @@ func (e Event) Message() *workerpb.WorkerMessage {
 	case EventStopped:
 		key := e.Key.Proto()
 		key.InstanceId = e.Instance
+		key.Fenced = e.Fenced
 		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStopped{JobStopped: key}}
 	case EventFailed:
 		return &workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobFailed{

@@ -107,3 +107,35 @@ func TestJob_StoppedReasonIsTheRealOne(t *testing.T) {
 	require.Len(t, e.record(t, "j").GetLastFailures(), 1, "a stop the manager asked for is no failure")
 	require.NotContains(t, logs.String(), "JOB_STOPPED_UNKNOWN_JOB")
 }
+
+// TestJob_FencedStopIsANodeLoss (issue 21 §1 with §10): a job_stopped the
+// worker's fence made (InstanceReport.fenced) is recorded as a node loss,
+// JOB_STOPPED_NODE_STOPPED with the fence's words, and is no failure: a
+// worker frozen or cut off past its lease five times in ten minutes must
+// not give a healthy job up at the restart ceiling.
+func TestJob_FencedStopIsANodeLoss(t *testing.T) {
+	logs := &syncBuffer{}
+	e := newEnvLogging(t, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	e.do(t, "j", create(&managerpb.Job{JobId: &commonpb.JobId{JobId: "j"},
+		Services:      []*commonpb.Service{{Name: "live", Command: "sleep 1000"}},
+		AutoPlacement: &managerpb.AutoPlacement{}}))
+	for range 6 {
+		require.Equal(t, errorpb.Code_OK, e.do(t, "j", start("primary", "n1")).GetCode())
+		e.do(t, "j", report(internalpb.InstanceReport_STARTED, "primary", "n1"))
+		r := report(internalpb.InstanceReport_STOPPED, "primary", "n1")
+		r.GetInstanceReport().Fenced = true
+		e.do(t, "j", r)
+	}
+	rec := e.record(t, "j")
+	require.Empty(t, rec.GetInstances())
+	require.Empty(t, rec.GetLastFailures(), "a fenced stop is no failure of the job")
+	h := history(rec)
+	require.Equal(t, []string{"stopping:JOB_STOPPED_NODE_STOPPED", "stopped"}, h[len(h)-2:])
+	_, head := e.store.EventBounds()
+	evs, err := e.store.ReadEvents(head, 1)
+	require.NoError(t, err)
+	require.Equal(t, "stopped: "+job.Fenced, evs[0].GetEvent().GetJobInfo().GetContainerEvent().GetText())
+	lines := endedLines(logs, "primary")
+	require.Len(t, lines, 6)
+	require.Contains(t, lines[5], "reason=JOB_STOPPED_NODE_STOPPED")
+}

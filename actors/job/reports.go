@@ -239,7 +239,10 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 	failed := r.GetKind() == internalpb.InstanceReport_FAILED
 	if r.GetKind() == internalpb.InstanceReport_STOPPED {
 		var byItself bool
-		if reason, byItself = stoppedReason(next, r.GetRole()); byItself {
+		switch reason, byItself = stoppedReason(next, r.GetRole()); {
+		case byItself && r.GetFenced():
+			reason, detail = managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED, Fenced
+		case byItself:
 			failed, detail = true, EndedByItself
 		}
 	}
@@ -262,6 +265,16 @@ func (g *grain) reportGone(reqID string, r *internalpb.InstanceReport, reason ma
 		"reason", reason.String(), "detail", detail)
 	return actors.OK()
 }
+
+// Fenced is the detail recorded (the job_info "stopped: …") for an
+// instance the worker's fence stopped (InstanceReport.fenced): its worker
+// had no manager contact for longer than the job's lease
+// (docs/design/worker-sessions.md §8). The end is recorded as a node loss,
+// JOB_STOPPED_NODE_STOPPED: the job did nothing wrong, so it is neither a
+// failure nor counted toward the restart ceiling, and it is placed again
+// without the failure backoff.
+const Fenced = "fenced: the worker had no manager contact for longer than the job's lease and stopped it, " +
+	"so that it cannot run twice once the managers place it elsewhere (recorded as a node loss, not a failure)"
 
 // EndedByItself is the failure reason recorded (InstanceFailure.reason,
 // and the job_info "stopped: …") for an instance the worker reported

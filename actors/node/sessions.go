@@ -272,7 +272,7 @@ func (g *grain) onWorkerMessage(ctx actor.Context, m *workerMessage) {
 			InstanceId: x.JobStarted.GetInstanceId()})
 	case *workerpb.WorkerMessage_JobStopped:
 		g.report(x.JobStopped.GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_STOPPED, Role: x.JobStopped.GetRole(),
-			InstanceId: x.JobStopped.GetInstanceId()})
+			InstanceId: x.JobStopped.GetInstanceId(), Fenced: x.JobStopped.GetFenced()})
 		g.orphanEnded(x.JobStopped.GetJobId().GetJobId(), x.JobStopped.GetRole(), "stopped")
 	case *workerpb.WorkerMessage_JobFailed:
 		g.report(x.JobFailed.GetJobKey().GetJobId().GetJobId(), &internalpb.InstanceReport{Kind: internalpb.InstanceReport_FAILED,

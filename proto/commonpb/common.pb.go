@@ -1431,7 +1431,13 @@ type ActiveJobKey struct {
 	// (what the worker runs). Unset everywhere else (job_started and
 	// job_failed carry it in their own instance_id field; node alerts and
 	// job_info name no instance).
-	InstanceId    string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Added. Set only in WorkerMessage.job_stopped: the worker stopped the
+	// instance by itself, by its fence, because no manager had acknowledged
+	// its healths for longer than the job's lease
+	// (docs/design/worker-sessions.md §8). The manager records the end like
+	// a node loss (JOB_STOPPED_NODE_STOPPED), not as a failure of the job.
+	Fenced        bool `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1485,6 +1491,13 @@ func (x *ActiveJobKey) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *ActiveJobKey) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
 }
 
 type ContainerUrl struct {
@@ -3192,12 +3205,13 @@ const file_shared_common_proto_rawDesc = "" +
 	"\x06NodeId\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x1e\n" +
 	"\x05JobId\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"r\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x8a\x01\n" +
 	"\fActiveJobKey\x12-\n" +
 	"\x05jobId\x18\x01 \x01(\v2\x17.norsk.api.common.JobIdR\x05jobId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1f\n" +
 	"\vinstance_id\x18\x03 \x01(\tR\n" +
-	"instanceId\" \n" +
+	"instanceId\x12\x16\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\" \n" +
 	"\fContainerUrl\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\"V\n" +
 	"\x0fDockerContainer\x12C\n" +

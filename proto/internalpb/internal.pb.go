@@ -3383,7 +3383,10 @@ type InstanceReport struct {
 	// unknown (an old worker; MISSING reports). The job grain ignores a
 	// STOPPED or FAILED report whose id differs from the instance it has
 	// recorded or is starting: it is about an earlier instance.
-	InstanceId    string `protobuf:"bytes,9,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,9,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// STOPPED only: the worker's fence stopped the instance
+	// (ActiveJobKey.fenced): recorded as a node loss, not a failure.
+	Fenced        bool `protobuf:"varint,10,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3479,6 +3482,13 @@ func (x *InstanceReport) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *InstanceReport) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
 }
 
 // The node is stopping/stopped: every instance of the job on it is stopped.
@@ -5832,7 +5842,7 @@ const file_internal_internal_proto_rawDesc = "" +
 	"instanceId\"\r\n" +
 	"\vCompleteJob\"\b\n" +
 	"\x06GetJob\"\r\n" +
-	"\vActivateJob\"\x92\x05\n" +
+	"\vActivateJob\"\xaa\x05\n" +
 	"\x0eInstanceReport\x12:\n" +
 	"\x04kind\x18\x01 \x01(\x0e2&.norsk.internal.v1.InstanceReport.KindR\x04kind\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x17\n" +
@@ -5843,7 +5853,9 @@ const file_internal_internal_proto_rawDesc = "" +
 	"\x15running_node_metadata\x18\a \x01(\v2%.norsk.api.common.RunningNodeMetadataR\x13runningNodeMetadata\x12#\n" +
 	"\rsession_epoch\x18\b \x01(\x04R\fsessionEpoch\x12\x1f\n" +
 	"\vinstance_id\x18\t \x01(\tR\n" +
-	"instanceId\x1an\n" +
+	"instanceId\x12\x16\n" +
+	"\x06fenced\x18\n" +
+	" \x01(\bR\x06fenced\x1an\n" +
 	"\x18ServicePortMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
 	"\x05value\x18\x02 \x01(\v2&.norsk.api.common.ResolvedPortMappingsR\x05value:\x028\x01\"9\n" +

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/cluster/identity"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
@@ -84,4 +85,38 @@ func TestRedactEnv_SecondPassOnlyReads(t *testing.T) {
 	}
 	<-done
 	require.Equal(t, RedactedValue, job.GetServices()[0].GetParameters().GetEnvironmentVariables()[0].GetValue())
+}
+
+// TestRedactEnv_Hashes: a redacted caller's current_hash is the hash of
+// the redacted job, the same whatever the secret (no offline guessing of
+// a value from the hash); an instance's definition_hash follows it, or is
+// 0 when the definition is not in the message; a second pass changes
+// nothing.
+func TestRedactEnv_Hashes(t *testing.T) {
+	answer := func(secret string) *managerpb.JobByIdResponse {
+		j := envJob(secret)
+		j.CurrentHash = job.Hash(j)
+		return &managerpb.JobByIdResponse{Job: &managerpb.JobWithHistory{Job: j}, Instances: []*managerpb.RunningJob{
+			{NodeId: &commonpb.NodeId{NodeId: "n1"}, DefinitionHash: j.CurrentHash},
+			{NodeId: &commonpb.NodeId{NodeId: "n2"}, DefinitionHash: 12345},
+		}}
+	}
+	a, b := answer("7391"), answer("7392")
+	require.NotEqual(t, a.GetJob().GetJob().GetCurrentHash(), b.GetJob().GetJob().GetCurrentHash())
+	redactEnv(a)
+	redactEnv(b)
+	h := a.GetJob().GetJob().GetCurrentHash()
+	require.Equal(t, h, b.GetJob().GetJob().GetCurrentHash(), "the redacted hash must not depend on the secret")
+	require.Equal(t, job.Hash(a.GetJob().GetJob()), h)
+	require.Equal(t, h, a.GetInstances()[0].GetDefinitionHash())
+	require.Zero(t, a.GetInstances()[1].GetDefinitionHash(), "an older definition's hash is unknown to a redacted caller")
+	before := proto.Clone(a)
+	redactEnv(a)
+	require.True(t, proto.Equal(before, a), "a second pass changes nothing")
+
+	d := &managerpb.DefinitionDrift{CurrentHash: 99, Message: "job j: primary on node n1 runs definition hash 12345; current 99",
+		Instances: []*managerpb.RunningJob{{DefinitionHash: 12345}}}
+	redactEnv(d)
+	require.Zero(t, d.GetCurrentHash())
+	require.Equal(t, "job j: primary on node n1 runs definition hash <redacted>; current <redacted>", d.GetMessage())
 }

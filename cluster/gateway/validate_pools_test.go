@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
@@ -66,6 +67,11 @@ func TestValidatePool(t *testing.T) {
 			LowPriorityMaxWaitSeconds: maxLowPriorityWaitSeconds + 1}, "pool.low_priority_max_wait_seconds"},
 		{"provision wait too long", &managerpb.Pool{Name: "p", Tiers: []*managerpb.PoolTier{tier("a", nil)},
 			HighPriorityProvisionWaitSeconds: maxProvisionWaitSeconds + 1}, "pool.high_priority_provision_wait_seconds"},
+		{"pool too big (unknown fields count)", func() *managerpb.Pool {
+			p := pool("p", tier("a", nil))
+			p.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 999, protowire.BytesType), make([]byte, maxPoolBytes)))
+			return p
+		}(), "pool"},
 		{"bad description", &managerpb.Pool{Name: "p", Description: "a\x00", Tiers: []*managerpb.PoolTier{tier("a", nil)}}, "pool.description"},
 	}
 	for _, tc := range cases {

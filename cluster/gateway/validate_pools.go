@@ -16,10 +16,11 @@ const (
 	maxPoolDescLen   = 1024
 	maxCeilingFails  = 1000
 	maxCeilingWindow = 24 * 60 * 60
-	// maxPoolBytes bounds a pool's encoding, unknown fields included (a
-	// pool's every field at its limit is well under it): a pool is read
-	// by every placement pass and returned by every ListPools.
-	maxPoolBytes = 256 << 10
+	// maxPoolBytes bounds a pool's encoding, unknown fields included, as
+	// jobs and bundles are bounded (the request limits already keep
+	// pool.tiers within 1 MiB): a pool is read by every placement pass
+	// and returned by every ListPools.
+	maxPoolBytes = 1 << 20
 	// defaultRestartFailures and defaultRestartWindowSeconds are the
 	// restart ceiling stored for a pool that sets none: 5 failures in 10
 	// minutes (issue 11 §4). The placement engine applies the same
@@ -38,7 +39,7 @@ func validatePool(p *managerpb.Pool) (*managerpb.Pool, error) {
 		return nil, err
 	}
 	if n := proto.Size(p); n > maxPoolBytes {
-		return nil, invalid("pool", "is %d bytes encoded; the limit is %d (256 KiB)", n, maxPoolBytes)
+		return nil, invalid("pool", "is %d bytes encoded; the limit is %d (1 MiB)", n, maxPoolBytes)
 	}
 	if err := checkPoolTiers(p.GetTiers()); err != nil {
 		return nil, err

@@ -296,8 +296,25 @@ func (r *Reader) startRange(lo, hi []byte, keep func(k []byte) bool) (map[string
 	return set, nil
 }
 
-// SearchJobs calls fn for every job matching q, in job-id order.
+// SearchJobs calls fn for every job matching q, in job-id order, all from
+// this one read.
 func (r *Reader) SearchJobs(q *JobQuery, fn func(*internalpb.JobRecord) error) error {
+	ids, err := r.SearchJobIDs(q)
+	if err != nil {
+		return err
+	}
+	_, err = r.MatchJobs(q, ids, func(rec *internalpb.JobRecord) (bool, error) { return true, fn(rec) })
+	return err
+}
+
+// SearchJobIDs returns, sorted, the ids of the jobs that may match q: the
+// intersection of its filters' index candidates (every job id when no
+// filter narrows the search). Only ids are read (key-only index scans);
+// MatchJobs loads the records and checks them against every filter. The two
+// may run in different reads: a job deleted in between is skipped, one
+// changed in between is checked as MatchJobs reads it, one created in
+// between is not in the list.
+func (r *Reader) SearchJobIDs(q *JobQuery) ([]string, error) {
 	var cands map[string]struct{}
 	for _, f := range q.filters {
 		if f.candidates == nil {
@@ -305,11 +322,11 @@ func (r *Reader) SearchJobs(q *JobQuery, fn func(*internalpb.JobRecord) error) e
 		}
 		set, err := f.candidates(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cands = intersect(cands, set)
 		if len(cands) == 0 {
-			return nil
+			return nil, nil
 		}
 	}
 	var ids []string
@@ -318,7 +335,7 @@ func (r *Reader) SearchJobs(q *JobQuery, fn func(*internalpb.JobRecord) error) e
 			ids = append(ids, string(rest[1:]))
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		ids = make([]string, 0, len(cands))
@@ -327,21 +344,34 @@ func (r *Reader) SearchJobs(q *JobQuery, fn func(*internalpb.JobRecord) error) e
 		}
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
+	return ids, nil
+}
+
+// MatchJobs loads the jobs of ids in order and calls fn with each that
+// matches every filter of q (ids missing are skipped), until fn answers
+// false or an error. It returns how many ids it consumed: after fn answers
+// false, the ids before and including that job's.
+func (r *Reader) MatchJobs(q *JobQuery, ids []string, fn func(*internalpb.JobRecord) (more bool, err error)) (int, error) {
+	for i, id := range ids {
 		rec, _, err := r.Job(id)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return err
+			return i, err
 		}
-		if q.matches(id, rec.GetJob().GetJob()) {
-			if err := fn(rec); err != nil {
-				return err
-			}
+		if !q.matches(id, rec.GetJob().GetJob()) {
+			continue
+		}
+		more, err := fn(rec)
+		if err != nil {
+			return i, err
+		}
+		if !more {
+			return i + 1, nil
 		}
 	}
-	return nil
+	return len(ids), nil
 }
 
 func (q *JobQuery) matches(id string, job *managerpb.Job) bool {

@@ -28,6 +28,14 @@ type LimitsConfig struct {
 	// negative: no per-caller limit (EventStreamConfig.MaxSubscribers still
 	// bounds the total).
 	MaxEventStreamsPerCaller int
+	// MaxJobSearchesPerCaller bounds the JobSearch calls one caller (as
+	// for MaxEventStreamsPerCaller) has running at once, MaxJobSearches
+	// those of all callers: a search holds a batch of up to 1 MiB of
+	// records while its client reads (jobsearch.go). One more gets
+	// ResourceExhausted naming the limit. Defaults 8 and 64; negative: no
+	// limit.
+	MaxJobSearchesPerCaller int
+	MaxJobSearches          int
 	// RegisterRate is how many ClusterMemberRegister calls per second one
 	// source IP address may make on average, RegisterBurst how many at
 	// once (a token bucket). Beyond it: ResourceExhausted with a
@@ -44,6 +52,8 @@ type LimitsConfig struct {
 // Limit defaults (LimitsConfig).
 const (
 	DefaultMaxEventStreamsPerCaller = 64
+	DefaultMaxJobSearchesPerCaller  = 8
+	DefaultMaxJobSearches           = 64
 	DefaultRegisterRate             = rate.Limit(1)
 	DefaultRegisterBurst            = 20
 	defaultMaxRegisterSources       = 10_000
@@ -52,6 +62,12 @@ const (
 func (c *LimitsConfig) defaults() {
 	if c.MaxEventStreamsPerCaller == 0 {
 		c.MaxEventStreamsPerCaller = DefaultMaxEventStreamsPerCaller
+	}
+	if c.MaxJobSearchesPerCaller == 0 {
+		c.MaxJobSearchesPerCaller = DefaultMaxJobSearchesPerCaller
+	}
+	if c.MaxJobSearches == 0 {
+		c.MaxJobSearches = DefaultMaxJobSearches
 	}
 	if c.RegisterRate == 0 {
 		c.RegisterRate = DefaultRegisterRate

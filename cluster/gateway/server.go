@@ -112,6 +112,8 @@ type Server struct {
 	// ClusterMemberRegister per address (limits.go).
 	streams   *callerStreams
 	registers *registerLimiter
+	// searches counts JobSearch calls per caller and in all (jobsearch.go).
+	searches *searchSlots
 }
 
 var _ managerpb.ManagerServer = (*Server)(nil)
@@ -140,11 +142,15 @@ func New(cfg Config) *Server {
 	cfg.Limits.defaults()
 	return &Server{cfg: cfg, log: cfg.Logger,
 		budget: newStreamBudget(cfg.Events.MaxTotalBytes), snapshotTurns: make(chan struct{}, cfg.Events.MaxConcurrentSnapshots),
-		streams: newCallerStreams(cfg.Limits.MaxEventStreamsPerCaller), registers: newRegisterLimiter(cfg.Limits, cfg.Clock)}
+		streams: newCallerStreams(cfg.Limits.MaxEventStreamsPerCaller), registers: newRegisterLimiter(cfg.Limits, cfg.Clock),
+		searches: newSearchSlots(cfg.Limits.MaxJobSearchesPerCaller, cfg.Limits.MaxJobSearches)}
 }
 
 // Subscribers returns how many event streams are being served.
 func (s *Server) Subscribers() int64 { return s.subscribers.Load() }
+
+// JobSearches returns how many JobSearch calls are being served.
+func (s *Server) JobSearches() int { return s.searches.running() }
 
 // EventStreamBytes returns the bytes the event streams hold, counted as
 // EventStreamConfig.MaxTotalBytes bounds them.
@@ -396,20 +402,6 @@ func (s *Server) JobById(ctx context.Context, in *commonJobID) (*managerpb.JobBy
 		return nil, err
 	}
 	return redactFor(s, ctx, &managerpb.JobByIdResponse{Job: rec.GetJob(), Instances: runningJobs(rec), LastFailures: rec.GetLastFailures(), Migrations: rec.GetMigrations()}), nil
-}
-
-// JobSearch streams the jobs matching every filter, in job-id order;
-// environment values redacted for a caller below operator (redact.go).
-func (s *Server) JobSearch(req *managerpb.JobSearchRequest, stream managerpb.Manager_JobSearchServer) error {
-	q, err := persistence.CompileJobQuery(req.GetJobFilter())
-	if err != nil {
-		return toStatus(err)
-	}
-	return toStatus(s.view(stream.Context(), func(r *persistence.Reader) error {
-		return r.SearchJobs(q, func(rec *internalpb.JobRecord) error {
-			return stream.Send(redactFor(s, stream.Context(), &managerpb.CurrentJob{Job: rec.GetJob().GetJob(), Instances: runningJobs(rec)}))
-		})
-	}))
 }
 
 func empty(err error) (*emptypb.Empty, error) {

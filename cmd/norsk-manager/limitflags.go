@@ -18,6 +18,8 @@ type limitOptions struct {
 	eventStreamMemory     bytesFlag
 	maxStreams            uint32
 	eventStreamsPerCaller int
+	searchesPerCaller     int
+	searches              int
 	registerRate          float64
 	registerBurst         int
 }
@@ -46,6 +48,10 @@ func (o *limitOptions) addFlags(f *pflag.FlagSet) {
 		"limit: calls one client connection may have in flight at once; further calls wait in the client until one ends")
 	f.IntVar(&o.eventStreamsPerCaller, "max-event-streams-per-caller", gateway.DefaultMaxEventStreamsPerCaller,
 		"limit: event streams one caller (its ACL token, or its IP address without ACLs) may hold open; one more gets RESOURCE_EXHAUSTED; 0: no limit")
+	f.IntVar(&o.searchesPerCaller, "max-job-searches-per-caller", gateway.DefaultMaxJobSearchesPerCaller,
+		"limit: JobSearch calls one caller (its ACL token, or its IP address without ACLs) may have running at once; one more gets RESOURCE_EXHAUSTED; 0: no limit")
+	f.IntVar(&o.searches, "max-job-searches", gateway.DefaultMaxJobSearches,
+		"limit: JobSearch calls the manager serves at once (each holds up to 1 MiB of jobs while its client reads); one more gets RESOURCE_EXHAUSTED; 0: no limit")
 	o.eventStreamMemory = gateway.DefaultEventStreamMemory
 	f.Var(&o.eventStreamMemory, "event-stream-memory",
 		"limit: the bytes all event streams together may hold for clients that read slower than events come (each at most 16 MiB); past it the stream holding the most is ended with RESOURCE_EXHAUSTED and the index to resume from")
@@ -72,6 +78,10 @@ func (o *limitOptions) apply(cfg *agent.Config) error {
 			o.eventStreamMemory.String(), humanize.IBytes(minEventStreamMemory), humanize.IBytes(maxEventStreamMemory))
 	case o.eventStreamsPerCaller < 0:
 		return usagef("--max-event-streams-per-caller %d: must be 0 (no limit) or more", o.eventStreamsPerCaller)
+	case o.searchesPerCaller < 0:
+		return usagef("--max-job-searches-per-caller %d: must be 0 (no limit) or more", o.searchesPerCaller)
+	case o.searches < 0:
+		return usagef("--max-job-searches %d: must be 0 (no limit) or more", o.searches)
 	case o.registerRate < 0 || math.IsNaN(o.registerRate) || math.IsInf(o.registerRate, 0):
 		return usagef("--register-rate %g: must be 0 (no limit) or a positive number per second", o.registerRate)
 	case o.registerBurst < 1:
@@ -85,10 +95,20 @@ func (o *limitOptions) apply(cfg *agent.Config) error {
 	if o.eventStreamsPerCaller == 0 {
 		cfg.Limits.MaxEventStreamsPerCaller = -1 // gateway.LimitsConfig: negative is no limit
 	}
+	cfg.Limits.MaxJobSearchesPerCaller, cfg.Limits.MaxJobSearches = noLimitIfZero(o.searchesPerCaller), noLimitIfZero(o.searches)
 	cfg.Limits.RegisterRate = rate.Limit(o.registerRate)
 	if o.registerRate == 0 {
 		cfg.Limits.RegisterRate = -1
 	}
 	cfg.Limits.RegisterBurst = o.registerBurst
 	return nil
+}
+
+// noLimitIfZero maps a flag's 0 (no limit) to gateway.LimitsConfig's
+// negative (its 0 takes the default).
+func noLimitIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

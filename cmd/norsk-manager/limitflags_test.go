@@ -27,6 +27,8 @@ func TestLimitFlagErrors(t *testing.T) {
 		{[]string{"--max-send-msg-size", "1MiB"}, "--max-send-msg-size 1.0 MiB: must be 4.0 MiB"},
 		{[]string{"--max-concurrent-streams", "1"}, "--max-concurrent-streams 1: must be at least 16"},
 		{[]string{"--max-event-streams-per-caller", "-1"}, "--max-event-streams-per-caller -1"},
+		{[]string{"--max-job-searches-per-caller", "-1"}, "--max-job-searches-per-caller -1: must be 0 (no limit) or more"},
+		{[]string{"--max-job-searches", "-1"}, "--max-job-searches -1: must be 0 (no limit) or more"},
 		{[]string{"--event-stream-memory", "1MiB"}, "--event-stream-memory 1.0 MiB: must be 16 MiB to 1.0 TiB"},
 		{[]string{"--event-stream-memory", "lots"}, "--event-stream-memory"},
 		{[]string{"--register-rate", "-2"}, "--register-rate -2"},
@@ -63,10 +65,11 @@ func TestLimitFlagsApply(t *testing.T) {
 	}
 	if cfg.MaxRecvMsgSize != agent.DefaultMaxRecvMsgSize || cfg.MaxSendMsgSize != agent.DefaultMaxSendMsgSize ||
 		cfg.MaxConcurrentStreams != agent.DefaultMaxConcurrentStreams || cfg.Limits.MaxEventStreamsPerCaller != 64 ||
-		cfg.Limits.RegisterRate != 1 || cfg.Limits.RegisterBurst != 20 || cfg.Events.MaxTotalBytes != 256<<20 {
+		cfg.Limits.RegisterRate != 1 || cfg.Limits.RegisterBurst != 20 || cfg.Events.MaxTotalBytes != 256<<20 ||
+		cfg.Limits.MaxJobSearchesPerCaller != 8 || cfg.Limits.MaxJobSearches != 64 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	lo.eventStreamsPerCaller, lo.registerRate = 0, 0
+	lo.eventStreamsPerCaller, lo.registerRate, lo.searchesPerCaller, lo.searches = 0, 0, 0, 0
 	if err := lo.eventStreamMemory.Set("1GiB"); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +79,8 @@ func TestLimitFlagsApply(t *testing.T) {
 	if cfg.Events.MaxTotalBytes != 1<<30 {
 		t.Fatalf("--event-stream-memory 1GiB: MaxTotalBytes %d", cfg.Events.MaxTotalBytes)
 	}
-	if cfg.Limits.MaxEventStreamsPerCaller >= 0 || cfg.Limits.RegisterRate != rate.Limit(-1) {
+	if cfg.Limits.MaxEventStreamsPerCaller >= 0 || cfg.Limits.RegisterRate != rate.Limit(-1) ||
+		cfg.Limits.MaxJobSearchesPerCaller >= 0 || cfg.Limits.MaxJobSearches >= 0 {
 		t.Fatalf("0 must turn the limits off (negative in gateway.LimitsConfig): %+v", cfg.Limits)
 	}
 }

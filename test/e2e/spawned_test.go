@@ -16,7 +16,7 @@ const userHZ = 100
 // startedAt returns when the stamp job's process of base (a path without
 // its .start/.pid suffix) began: the earlier of its own start stamp and,
 // while the process still runs, the kernel's start time of the pid it
-// wrote. The shell writes its stamp only once it has started and forked
+// wrote, or of its parent (the service's wrapper). The shell writes its stamp only once it has started and forked
 // `date`; on a loaded machine that can come tens of milliseconds after
 // the worker spawned it and reported the job started, so the stamp alone
 // would make a make-before-break hand-over look like a gap. The kernel's
@@ -26,37 +26,61 @@ func startedAt(base string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	if k, ok := kernelStart(base + ".pid"); ok && k.Before(st) {
-		return k, true
+	if b, err := os.ReadFile(base + ".pid"); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			// The stamping shell is the child of the service's wrapper
+			// (worker/process: the wrapper, which the worker spawns
+			// before it reports the job started, forks the command's
+			// shell); under load the fork can come late too, so the
+			// wrapper's start counts.
+			for _, p := range []int{pid, parentPID(pid)} {
+				if k, ok := pidStart(p); ok && k.Before(st) {
+					st = k
+				}
+			}
+		}
 	}
 	return st, true
 }
 
-// kernelStart reads the pid in pidFile and returns its process's start
-// time from /proc, as wall-clock time; false if either is unreadable (the
-// process ended).
-func kernelStart(pidFile string) (time.Time, bool) {
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return time.Time{}, false
+// parentPID returns pid's parent from /proc, or 0.
+func parentPID(pid int) int {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
+		return 0
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ppid, err := strconv.Atoi(f[1])
 	if err != nil {
-		return time.Time{}, false
+		return 0
+	}
+	return ppid
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command
+// name (which may hold spaces) in parentheses: state first.
+func statFields(pid int) ([]string, bool) {
+	if pid <= 0 {
+		return nil, false
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return time.Time{}, false
+		return nil, false
 	}
-	// Fields after the command name (which may hold spaces) in
-	// parentheses; starttime is field 22, the 20th after it.
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return time.Time{}, false
+		return nil, false
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
+	return strings.Fields(s[i+1:]), true
+}
+
+// pidStart returns the kernel's start time of process pid from /proc, as
+// wall-clock time (10 ms steps); false if it is unreadable (the process
+// ended).
+func pidStart(pid int) (time.Time, bool) {
+	// starttime is field 22 of stat, the 20th after the command name.
+	f, ok := statFields(pid)
+	if !ok || len(f) < 20 {
 		return time.Time{}, false
 	}
 	ticks, err := strconv.ParseInt(f[19], 10, 64)

@@ -54,7 +54,7 @@ func (o *limitOptions) addFlags(f *pflag.FlagSet) {
 		"limit: JobSearch calls the manager serves at once (each holds up to 1 MiB of jobs while its client reads); one more gets RESOURCE_EXHAUSTED; 0: no limit")
 	o.eventStreamMemory = gateway.DefaultEventStreamMemory
 	f.Var(&o.eventStreamMemory, "event-stream-memory",
-		"limit: the bytes all event streams together may hold for clients that read slower than events come (each at most 16 MiB); past it the stream holding the most is ended with RESOURCE_EXHAUSTED and the index to resume from")
+		"limit: the bytes all event streams together may hold for clients that read slower than events come (each at most 16 MiB); past it the slowest stream (its client longest without accepting a message) is ended with RESOURCE_EXHAUSTED and the index to resume from")
 	f.Float64Var(&o.registerRate, "register-rate", float64(gateway.DefaultRegisterRate),
 		"limit: worker registrations (ClusterMemberRegister) per second one IP address may make on average; more get RESOURCE_EXHAUSTED with a retry-after; 0: no limit")
 	f.IntVar(&o.registerBurst, "register-burst", gateway.DefaultRegisterBurst,

@@ -175,38 +175,17 @@ func walkMessages(m protoreflect.Message, fn func(protoreflect.Message)) {
 }
 
 func redactMessage(m protoreflect.Message) {
-	if !m.IsValid() {
-		return
-	}
-	if m.Descriptor().FullName() == envDescriptor.FullName() {
-		value := envDescriptor.Fields().ByName("value")
+	value := envDescriptor.Fields().ByName("value")
+	walkMessages(m, func(x protoreflect.Message) {
+		if x.Descriptor().FullName() != envDescriptor.FullName() {
+			return
+		}
 		// Never write a value already redacted: a stream's derived event
 		// (job_pending, job_out_of_window) shares its job with the log
 		// event pushed before it, which the sender may be encoding now,
 		// so a second pass must only read.
-		if v := m.Get(value).String(); v != "" && v != RedactedValue {
-			m.Set(value, protoreflect.ValueOfString(RedactedValue))
+		if v := x.Get(value).String(); v != "" && v != RedactedValue {
+			x.Set(value, protoreflect.ValueOfString(RedactedValue))
 		}
-		return
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsMap():
-			if fd.MapValue().Message() != nil {
-				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					redactMessage(mv.Message())
-					return true
-				})
-			}
-		case fd.Message() == nil:
-		case fd.IsList():
-			l := v.List()
-			for i := range l.Len() {
-				redactMessage(l.Get(i).Message())
-			}
-		default:
-			redactMessage(v.Message())
-		}
-		return true
 	})
 }

@@ -208,24 +208,23 @@ func (l *lease) sinceAck() (time.Duration, bool) {
 func (a *Agent) runFence(ctx context.Context) {
 	t := time.NewTicker(fenceTick)
 	defer t.Stop()
-	fenced := map[JobKey]string{} // key -> instance whose fence stop was sent
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		a.fenceOnce(fenced)
+		a.fenceOnce()
 	}
 }
 
-// fenceOnce is one look of runFence at the running jobs.
-func (a *Agent) fenceOnce(fenced map[JobKey]string) {
+// fenceOnce is one look of runFence at the running jobs. An instance
+// whose fence stop was sent (markFenced) is not stopped again; its note
+// goes when its EventStopped does (takeFenced), at most one per key.
+func (a *Agent) fenceOnce() {
 	since, known := a.lease.sinceAck()
-	running := map[JobKey]bool{}
 	for _, rj := range a.rt.List() {
 		key := rj.Key()
-		running[key] = true
 		f := rj.Job.GetFence()
 		if f == nil {
 			continue
@@ -235,11 +234,9 @@ func (a *Agent) fenceOnce(fenced map[JobKey]string) {
 			continue
 		}
 		inst := rj.Job.GetInstanceId()
-		if done, ok := fenced[key]; ok && done == inst {
+		if !a.markFenced(key, inst) {
 			continue
 		}
-		fenced[key] = inst
-		a.markFenced(key, inst)
 		cut := "never since this worker started"
 		if known {
 			cut = fmt.Sprintf("last acknowledged health sent %s ago", since.Round(time.Millisecond))
@@ -249,22 +246,22 @@ func (a *Agent) fenceOnce(fenced map[JobKey]string) {
 			"lease", lease, "manager_contact", cut, "replace_after_ms", f.GetReplaceAfterMs())
 		a.stop(key, inst, log)
 	}
-	for k := range fenced {
-		if !running[k] {
-			delete(fenced, k)
-		}
-	}
 }
 
 // markFenced notes that the fence is stopping instance inst of key, so
-// that the EventStopped of that stop tells the manager (takeFenced).
-func (a *Agent) markFenced(key JobKey, inst string) {
+// that the EventStopped of that stop tells the manager (takeFenced); false
+// if it was noted already (the stop was sent).
+func (a *Agent) markFenced(key JobKey, inst string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if got, ok := a.mu.fenced[key]; ok && got == inst {
+		return false
+	}
 	if a.mu.fenced == nil {
 		a.mu.fenced = map[JobKey]string{}
 	}
 	a.mu.fenced[key] = inst
+	return true
 }
 
 // takeFenced reports whether the fence stopped instance inst of key (the

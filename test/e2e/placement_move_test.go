@@ -31,7 +31,9 @@ func stampJob(id, dir string, units float64) *managerpb.Job {
 		Tags:  map[string]string{"suite": "e2e-move"},
 		Services: []*commonpb.Service{{
 			Name: "stamp",
-			Command: fmt.Sprintf(`date +%%s%%N > "%s.start"; echo $$ > "%s.pid"; `+
+			// The pid is written before the start stamp, so a stamp
+			// read implies a whole pid file (awaitStamped checks both).
+			Command: fmt.Sprintf(`echo $$ > "%s.pid"; date +%%s%%N > "%s.start"; `+
 				`trap 'date +%%s%%N > "%s.exit"; exit 0' TERM; sleep 600 & wait`, p, p, p),
 			Restart: commonpb.Service_NEVER,
 		}},
@@ -123,7 +125,7 @@ func TestE2E_MoveDrainOverlaps(t *testing.T) {
 }
 
 // awaitStamped waits until (job, role) runs on node and its process wrote
-// its start stamp.
+// its start stamp and pid file.
 func (f *fleet) awaitStamped(job, role, dir, node string) {
 	f.t.Helper()
 	testproc.Await(f.t, 60*time.Second, job+"/"+role+" running on "+f.name(node), func() error {
@@ -138,6 +140,9 @@ func (f *fleet) awaitStamped(job, role, dir, node string) {
 				}
 				if _, ok := stamp(filepath.Join(dir, job+"."+role+".start")); !ok {
 					return fmt.Errorf("%s/%s wrote no start stamp", job, role)
+				}
+				if _, ok := testproc.ReadPID(filepath.Join(dir, job+"."+role+".pid")); !ok {
+					return fmt.Errorf("%s/%s wrote no pid file", job, role)
 				}
 				return nil
 			}

@@ -27,6 +27,8 @@ type FSM struct {
 	retention uint64
 	// auditRetention is Config.AuditRetention (set once by Open).
 	auditRetention uint64
+	// world is the in-memory view the applies feed (world.go).
+	world *World
 
 	// mu guards the cached meta values below (written by the apply
 	// goroutine, read by readers).
@@ -60,7 +62,16 @@ func newFSM(db *badger.DB, retention uint64) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{db: db, retention: retention}
+	world, err := newWorld()
+	if err != nil {
+		return nil, err
+	}
+	if !m.restoring { // a store with a half-done restore refuses applies and reads
+		if err := world.rebuild(db); err != nil {
+			return nil, err
+		}
+	}
+	f := &FSM{db: db, retention: retention, world: world}
 	f.mu.headCh = make(chan struct{})
 	f.mu.appliedCh = make(chan struct{})
 	f.mu.applied, f.mu.evHead, f.mu.evFirst, f.mu.restoring = m.applied, m.evHead, m.evFirst, m.restoring
@@ -175,6 +186,9 @@ func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, 
 	if err := txn.Commit(); err != nil {
 		return nil, fmt.Errorf("commit log %d: %w", last, err)
 	}
+	// The World takes the batch before the applied index moves, so that a
+	// reader who waited for an index finds its writes in the World too.
+	f.world.take(f.db, ab.changes)
 	// From here until the cache below is updated, readers can see the
 	// batch's events above the cached head (Store.EventBounds).
 	f.mu.Lock()
@@ -208,6 +222,11 @@ func (f *FSM) reload() error {
 	m, err := readMeta(f.db)
 	if err != nil {
 		return err
+	}
+	if !m.restoring {
+		if err := f.world.rebuild(f.db); err != nil {
+			return err
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -290,6 +309,9 @@ type applyBatch struct {
 	// audit is the audit log's cursor (audit.go), loaded at the batch's
 	// first audit entry.
 	audit auditCursor
+	// changes are the batch's entity writes, for the World once the
+	// batch commits.
+	changes []worldChange
 }
 
 func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendCommand) (AppendResult, error) {
@@ -343,6 +365,9 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 	}
 	if err := txn.Set(entKey(key), encodeEntity(seq, !cmd.GetDelete(), payload)); err != nil {
 		return AppendResult{}, err
+	}
+	if _, ok := worldTables[kind]; ok {
+		ab.changes = append(ab.changes, worldChange{key: key, seq: seq, rec: next})
 	}
 	last, err := ab.appendEvents(txn, cmd)
 	if err != nil {

@@ -538,3 +538,7 @@ func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + fmt.
 func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Infof(string, ...any)        {}
 func (b badgerLogger) Debugf(string, ...any)       {}
+
+// World returns the store's in-memory view of the records the placement
+// engine reads (world.go), fed by every apply of this store.
+func (s *Store) World() *World { return s.fsm.world }

@@ -44,7 +44,7 @@ func (r *running) bundleID() string { return r.bundle.GetBundle().GetBundleId().
 // addRunning records rec's instances the engine may have to stop (see
 // running). A derived job of a bundle that is not LIVE is left to the
 // bundle grain, which stops a DELETING bundle's jobs itself.
-func (w *world) addRunning(r *persistence.Reader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
+func (w *world) addRunning(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
 	if len(rec.GetInstances()) == 0 {
 		return nil
 	}

@@ -104,7 +104,7 @@ const maxStartingTargets = 10000
 const drainMovePause = 30 * time.Second
 
 // addMove records rec's moves in progress.
-func (w *world) addMove(r *persistence.Reader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
+func (w *world) addMove(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
 	if len(rec.GetMigrations()) == 0 {
 		return nil
 	}

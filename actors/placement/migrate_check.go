@@ -63,11 +63,8 @@ func CheckMove(store *persistence.Store, now time.Time, jobID, role, node string
 	var b *internalpb.BundleRecord
 	var js *internalpb.BundleJobState
 	if bid, ok := rec.GetJob().GetJob().GetTags()[bundle.TagBundleID]; ok {
-		if err := store.View(func(r *persistence.Reader) error {
-			var err error
-			b, err = bundleOf(r, map[string]*internalpb.BundleRecord{}, bid)
-			return err
-		}); err != nil {
+		var err error
+		if b, err = bundleOf(w.read, w.bundles, bid); err != nil {
 			return err
 		}
 		if b != nil {

@@ -191,7 +191,7 @@ func (w *world) coLocated(c *candidate, group []scheduler.JobID, policy schedule
 // in one decision.
 func (w *world) uncreated(group []scheduler.JobID) (scheduler.JobID, bool) {
 	for _, id := range group {
-		if _, ok := w.jobs[string(id)]; !ok {
+		if !w.read.JobExists(string(id)) {
 			return id, true
 		}
 	}

@@ -39,7 +39,8 @@ type candidate struct {
 	pool string
 }
 
-// world is what one pass read from the store, in one Reader view.
+// world is what one pass read from the store's World view, in one
+// snapshot.
 type world struct {
 	now   time.Time
 	nodes []scheduler.Node
@@ -48,7 +49,9 @@ type world struct {
 	nodeRecs map[string]*internalpb.NodeRecord
 	placed   []scheduler.Placed
 	// where is the node of every recorded instance, by (job, role).
-	where      map[key]string
+	where map[key]string
+	// jobs holds the placement-relevant job records
+	// (persistence.PlacementRelevant) by id.
 	jobs       map[string]*internalpb.JobRecord
 	pools      map[string]*managerpb.Pool
 	candidates []candidate
@@ -64,45 +67,50 @@ type world struct {
 	moves []move
 	// bundles holds the bundle records the pass read, by id (nil: none).
 	bundles map[string]*internalpb.BundleRecord
+	// read is the World snapshot the pass read: jobs holds only the
+	// placement-relevant ones, read answers for the others.
+	read *persistence.WorldReader
 }
 
-// readWorld reads the store at now.
+// readWorld reads the store's World view (persistence.World: decoded
+// records fed by the applies, the placement-relevant jobs only) at now. It
+// decodes nothing: the records are the World's, shared, never modified.
 func readWorld(store *persistence.Store, now time.Time) (*world, error) {
-	w := &world{now: now, nodeRecs: map[string]*internalpb.NodeRecord{}, where: map[key]string{},
-		jobs: map[string]*internalpb.JobRecord{}, pools: map[string]*managerpb.Pool{}}
-	err := store.View(func(r *persistence.Reader) error {
-		if err := r.Nodes(func(n *internalpb.NodeRecord) error {
-			w.nodeRecs[n.GetNodeId()] = n
-			w.nodes = append(w.nodes, schedNode(n))
-			return nil
-		}); err != nil {
-			return fmt.Errorf("read nodes: %w", err)
+	r, err := store.World().Read()
+	if err != nil {
+		return nil, fmt.Errorf("read the world view: %w", err)
+	}
+	w := &world{now: now, read: r, nodeRecs: map[string]*internalpb.NodeRecord{}, where: map[key]string{},
+		jobs: map[string]*internalpb.JobRecord{}, pools: map[string]*managerpb.Pool{}, bundles: map[string]*internalpb.BundleRecord{}}
+	if err := r.Nodes(func(n *internalpb.NodeRecord, _ persistence.Seq) error {
+		w.nodeRecs[n.GetNodeId()] = n
+		w.nodes = append(w.nodes, schedNode(n))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read nodes: %w", err)
+	}
+	if err := r.PlacementPools(func(p *internalpb.PoolRecord, _ persistence.Seq) error {
+		w.pools[p.GetPool().GetName()] = p.GetPool()
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read pools: %w", err)
+	}
+	err = r.PlacementJobs(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
+		w.addJob(rec)
+		if err := w.addMove(r, w.bundles, rec, seq); err != nil {
+			return err
 		}
-		if err := r.PlacementPools(func(p *internalpb.PoolRecord, _ persistence.Seq) error {
-			w.pools[p.GetPool().GetName()] = p.GetPool()
-			return nil
-		}); err != nil {
-			return fmt.Errorf("read pools: %w", err)
+		if err := w.addRunning(r, w.bundles, rec, seq); err != nil {
+			return err
 		}
-		bundles := map[string]*internalpb.BundleRecord{}
-		w.bundles = bundles
-		return r.JobsSeq(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
-			w.addJob(rec)
-			if err := w.addMove(r, bundles, rec, seq); err != nil {
-				return err
-			}
-			if err := w.addRunning(r, bundles, rec, seq); err != nil {
-				return err
-			}
-			c, ok, err := w.candidateOf(r, bundles, rec, seq)
-			if err != nil {
-				return err
-			}
-			if ok {
-				w.candidates = append(w.candidates, c)
-			}
-			return nil
-		})
+		c, ok, err := w.candidateOf(r, w.bundles, rec, seq)
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.candidates = append(w.candidates, c)
+		}
+		return nil
 	})
 	return w, err
 }
@@ -189,7 +197,7 @@ func (w *world) addJob(rec *internalpb.JobRecord) {
 // which. A derived job counts only while its bundle's record lists it and
 // the bundle is live (a job is the bundle's because the record says so,
 // never because of its tags; a DELETING bundle's jobs are being stopped).
-func (w *world) candidateOf(r *persistence.Reader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) (candidate, bool, error) {
+func (w *world) candidateOf(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) (candidate, bool, error) {
 	j := rec.GetJob().GetJob()
 	if !placeable(j, w.now) {
 		return candidate{}, false, nil
@@ -260,7 +268,7 @@ func placeable(j *managerpb.Job, now time.Time) bool {
 }
 
 // bundleOf reads (once per pass) the bundle record bid; nil if none.
-func bundleOf(r *persistence.Reader, cache map[string]*internalpb.BundleRecord, bid string) (*internalpb.BundleRecord, error) {
+func bundleOf(r *persistence.WorldReader, cache map[string]*internalpb.BundleRecord, bid string) (*internalpb.BundleRecord, error) {
 	if b, ok := cache[bid]; ok {
 		return b, nil
 	}

@@ -188,7 +188,7 @@ func (f *FSM) applyEntries(entries []logEntry, last uint64) ([][]commandResult, 
 	}
 	// The World takes the batch before the applied index moves, so that a
 	// reader who waited for an index finds its writes in the World too.
-	f.world.take(f.db, ab.changes)
+	f.world.take(ab.changes)
 	// From here until the cache below is updated, readers can see the
 	// batch's events above the cached head (Store.EventBounds).
 	f.mu.Lock()
@@ -366,7 +366,7 @@ func (ab *applyBatch) applyCommand(txn *badger.Txn, cmd *internalpb.AppendComman
 	if err := txn.Set(entKey(key), encodeEntity(seq, !cmd.GetDelete(), payload)); err != nil {
 		return AppendResult{}, err
 	}
-	if _, ok := worldTables[kind]; ok {
+	if worldKinds[kind] {
 		ab.changes = append(ab.changes, worldChange{key: key, seq: seq, rec: next})
 	}
 	last, err := ab.appendEvents(txn, cmd)

@@ -1,12 +1,12 @@
 package persistence
 
 import (
-	"errors"
 	"fmt"
-	"sync/atomic"
+	"sort"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -24,72 +24,94 @@ import (
 // auto-placed, with no instance and no move) costs the view only its id:
 // a pass's cost follows the live jobs, not the history.
 //
-// It is a go-memdb database (Nomad's state store's library): a read takes
-// a snapshot (Read) that an apply running meanwhile never changes, and
-// readers never block the apply loop.
+// Its tables are copy-on-write B-trees (google/btree): a read (Read)
+// clones them in O(1) and sees what every apply committed before it and
+// nothing after; the apply that follows copies only the nodes it changes.
+// Readers never block the apply loop for longer than the clone.
 //
 // The records it hands out are shared by every reader and must never be
 // modified: clone one (proto.Clone) to change it.
 type World struct {
-	// db is replaced whole by rebuild, which readers may race.
-	db atomic.Pointer[memdb.MemDB]
+	mu sync.Mutex
+	// t is the current tables; guarded by mu (the apply loop writes them
+	// in place, Read clones them).
+	t worldTables
+	// gen counts the applies that changed what the engine reads (a
+	// relevant job, a node, pool, bundle or provider health record);
+	// changed is closed and replaced when it grows. Guarded by mu.
+	gen     uint64
+	changed chan struct{}
+	// log holds the keys of the changes counted by gen, oldest first,
+	// each with the count its batch made; a reader at a count of at least
+	// logFloor gets from it every key changed since (ReadSince). It is cut
+	// by half past worldLogMax entries; a rebuild empties it. Guarded by
+	// mu.
+	log      []worldLogEntry
+	logFloor uint64
 	// broken is the error of a rebuild that failed after an apply the
 	// World could not take; reads return it until a rebuild succeeds.
-	broken atomic.Pointer[error]
+	// Guarded by mu.
+	broken error
 }
 
-// World tables and their indexes.
-const (
-	worldJobs    = "jobs"
-	worldNodes   = "nodes"
-	worldPools   = "pools"
-	worldBundles = "bundles"
-	// worldByID is every table's primary index; worldPlacement the jobs
-	// table's index of the entries with a record (PlacementRelevant).
-	worldByID      = "id"
-	worldPlacement = "placement"
-)
+// worldTables is one version of the World's tables, each ordered by id.
+type worldTables struct {
+	// jobs holds the placement-relevant job records; jobIDs every live
+	// job's id.
+	jobs, nodes, pools, bundles *btree.BTreeG[*worldEntry]
+	jobIDs                      *btree.BTreeG[string]
+}
+
+// worldDegree is the B-trees' degree: nodes of up to 63 entries.
+const worldDegree = 32
+
+func newWorldTables() worldTables {
+	less := func(a, b *worldEntry) bool { return a.ID < b.ID }
+	return worldTables{
+		jobs: btree.NewG(worldDegree, less), nodes: btree.NewG(worldDegree, less),
+		pools: btree.NewG(worldDegree, less), bundles: btree.NewG(worldDegree, less),
+		jobIDs: btree.NewG(worldDegree, func(a, b string) bool { return a < b }),
+	}
+}
+
+// clone returns a copy of t that shares its nodes until either is written.
+func (t worldTables) clone() worldTables {
+	return worldTables{jobs: t.jobs.Clone(), nodes: t.nodes.Clone(), pools: t.pools.Clone(),
+		bundles: t.bundles.Clone(), jobIDs: t.jobIDs.Clone()}
+}
+
+// table returns the tree of entity kind; nil for a kind the World does not
+// hold.
+func (t worldTables) table(kind string) *btree.BTreeG[*worldEntry] {
+	switch kind {
+	case KindJob:
+		return t.jobs
+	case KindNode:
+		return t.nodes
+	case KindPlacementPool:
+		return t.pools
+	case KindBundle:
+		return t.bundles
+	}
+	return nil
+}
 
 // worldEntry is one record of a World table: its id, sequence and decoded
-// record (nil in the jobs table for a job PlacementRelevant rejects).
+// record.
 type worldEntry struct {
 	ID  string
 	Seq Seq
 	Rec proto.Message
 }
 
-// worldTables maps entity kinds to the World's tables.
-var worldTables = map[string]string{KindJob: worldJobs, KindNode: worldNodes, KindPlacementPool: worldPools, KindBundle: worldBundles}
-
-// worldSchema is the World's go-memdb schema.
-func worldSchema() *memdb.DBSchema {
-	byID := &memdb.IndexSchema{Name: worldByID, Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}}
-	table := func(name string, extra ...*memdb.IndexSchema) *memdb.TableSchema {
-		t := &memdb.TableSchema{Name: name, Indexes: map[string]*memdb.IndexSchema{worldByID: byID}}
-		for _, ix := range extra {
-			t.Indexes[ix.Name] = ix
-		}
-		return t
-	}
-	placement := &memdb.IndexSchema{Name: worldPlacement, Indexer: &memdb.ConditionalIndex{
-		Conditional: func(obj any) (bool, error) { return obj.(*worldEntry).Rec != nil, nil }}}
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		worldJobs:    table(worldJobs, placement),
-		worldNodes:   table(worldNodes),
-		worldPools:   table(worldPools),
-		worldBundles: table(worldBundles),
-	}}
-}
+// worldKinds are the entity kinds whose applies the World takes; the
+// provider health records are not held, but their changes wake the
+// engine (its provisioning reads them).
+var worldKinds = map[string]bool{KindJob: true, KindNode: true, KindPlacementPool: true, KindBundle: true, KindProvider: true}
 
 // newWorld returns an empty World.
 func newWorld() (*World, error) {
-	db, err := memdb.NewMemDB(worldSchema())
-	if err != nil {
-		return nil, fmt.Errorf("world view schema: %w", err)
-	}
-	w := &World{}
-	w.db.Store(db)
-	return w, nil
+	return &World{t: newWorldTables(), changed: make(chan struct{})}, nil
 }
 
 // PlacementRelevant reports whether the placement engine can act on or
@@ -118,67 +140,84 @@ type worldChange struct {
 	rec record
 }
 
-// entryOf is the World entry of an applied write of kind.
-func entryOf(kind, id string, seq Seq, rec proto.Message) *worldEntry {
-	if kind == KindJob && !PlacementRelevant(rec.(*internalpb.JobRecord)) {
-		rec = nil
-	}
-	return &worldEntry{ID: id, Seq: seq, Rec: rec}
-}
-
-// take applies the changes of one committed batch; if the World cannot
-// take them (it never should: a schema fault), it is rebuilt from db, and
-// if that fails too, reads fail with the error until a later rebuild.
-func (w *World) take(db *badger.DB, changes []worldChange) {
+// take applies the changes of one committed batch, in order. It cannot
+// fail: the trees take any entry.
+func (w *World) take(changes []worldChange) {
 	if len(changes) == 0 {
 		return
 	}
-	err := w.apply(changes)
-	if err == nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wake := false
+	for _, c := range changes {
+		if w.t.put(c.key, c.seq, c.rec) {
+			if !wake {
+				wake = true
+				w.gen++
+			}
+			w.log = append(w.log, worldLogEntry{gen: w.gen, key: c.key})
+		}
+	}
+	if !wake {
 		return
 	}
-	if rerr := w.rebuild(db); rerr != nil {
-		err = fmt.Errorf("%w: %w; rebuild from the store: %w", errWorldStale, err, rerr)
-		w.broken.Store(&err)
+	if n := len(w.log); n > worldLogMax {
+		cut := n - worldLogMax/2
+		w.logFloor = w.log[cut-1].gen
+		w.log = append(w.log[:0:0], w.log[cut:]...)
 	}
+	close(w.changed)
+	w.changed = make(chan struct{})
 }
 
-// apply takes the changes of one committed batch, in order, in one World
-// transaction. Changes of kinds the World does not hold are skipped.
-func (w *World) apply(changes []worldChange) error {
-	txn := w.db.Load().Txn(true)
-	defer txn.Abort()
-	for _, c := range changes {
-		kind := c.key.Kind()
-		table, ok := worldTables[kind]
-		if !ok {
-			continue
-		}
-		if c.rec == nil {
-			if _, err := txn.DeleteAll(table, worldByID, c.key.ID()); err != nil {
-				return fmt.Errorf("world view: delete %s: %w", c.key, err)
+// worldLogEntry is one key of the World's change log and the change count
+// its batch made.
+type worldLogEntry struct {
+	gen uint64
+	key EntityKey
+}
+
+// worldLogMax bounds the change log: a reader more than about that many
+// changes behind reads the whole World again (a new leader's first pass
+// does anyway).
+const worldLogMax = 1 << 16
+
+// put writes one entity's new state (rec nil: deleted) into t, and
+// reports whether the engine's reads changed.
+func (t worldTables) put(key EntityKey, seq Seq, rec record) bool {
+	kind, id := key.Kind(), key.ID()
+	tree := t.table(kind)
+	if tree == nil {
+		return kind == KindProvider
+	}
+	if kind == KindJob {
+		if rec == nil {
+			t.jobIDs.Delete(id)
+		} else {
+			t.jobIDs.ReplaceOrInsert(id)
+			if !PlacementRelevant(rec.(*internalpb.JobRecord)) {
+				_, was := tree.Delete(&worldEntry{ID: id})
+				return was // it stopped mattering: its room is free
 			}
-			continue
-		}
-		if err := txn.Insert(table, entryOf(kind, c.key.ID(), c.seq, c.rec)); err != nil {
-			return fmt.Errorf("world view: insert %s: %w", c.key, err)
 		}
 	}
-	txn.Commit()
-	return nil
+	if rec == nil {
+		_, was := tree.Delete(&worldEntry{ID: id})
+		return was
+	}
+	tree.ReplaceOrInsert(&worldEntry{ID: id, Seq: seq, Rec: rec})
+	return true
 }
 
 // rebuild replaces the World's content with the live records of db's
 // kinds it holds, decoding each once (at open and after a restore).
 func (w *World) rebuild(db *badger.DB) error {
-	fresh, err := memdb.NewMemDB(worldSchema())
-	if err != nil {
-		return fmt.Errorf("world view schema: %w", err)
-	}
-	txn := fresh.Txn(true)
-	defer txn.Abort()
-	err = db.View(func(btxn *badger.Txn) error {
-		for kind, table := range worldTables {
+	fresh := newWorldTables()
+	err := db.View(func(btxn *badger.Txn) error {
+		for kind := range worldKinds {
+			if fresh.table(kind) == nil {
+				continue
+			}
 			prefix := []byte(prefixEnt + kind + "/")
 			it := btxn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 			err := func() error {
@@ -200,9 +239,7 @@ func (w *World) rebuild(db *badger.DB) error {
 					if err != nil {
 						return fmt.Errorf("%s: %w", key, err)
 					}
-					if err := txn.Insert(table, entryOf(kind, key.ID(), e.seq, rec)); err != nil {
-						return fmt.Errorf("world view: insert %s: %w", key, err)
-					}
+					fresh.put(key, e.seq, rec)
 				}
 				return nil
 			}()
@@ -212,13 +249,30 @@ func (w *World) rebuild(db *badger.DB) error {
 		}
 		return nil
 	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
+		w.broken = err
 		return err
 	}
-	txn.Commit()
-	w.db.Store(fresh)
-	w.broken.Store(nil)
+	w.t, w.broken = fresh, nil
+	w.gen++
+	w.log, w.logFloor = nil, w.gen
+	close(w.changed)
+	w.changed = make(chan struct{})
 	return nil
+}
+
+// Changed returns the World's change count and a channel closed when it
+// next grows: when an apply changes what the placement engine reads (a
+// placement-relevant job, a node, pool, bundle or provider health record)
+// or the World is rebuilt. The engine waits on it rather than on the event
+// log, so that writes it cannot act on (a job never auto-placed, an audit
+// entry) do not wake it.
+func (w *World) Changed() (uint64, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen, w.changed
 }
 
 // Read returns a snapshot of the World: what every apply committed before
@@ -227,73 +281,99 @@ func (w *World) rebuild(db *badger.DB) error {
 // ErrCorrupt) only when the World could not take a committed batch nor
 // be rebuilt from the store.
 func (w *World) Read() (*WorldReader, error) {
-	if err := w.broken.Load(); err != nil {
-		return nil, fmt.Errorf("%w: %w", *err, ErrCorrupt)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != nil {
+		return nil, fmt.Errorf("world view: %w: %w", w.broken, ErrCorrupt)
 	}
-	return &WorldReader{txn: w.db.Load().Txn(false)}, nil
+	return &WorldReader{t: w.t.clone()}, nil
+}
+
+// ReadSince returns a snapshot of the World (as Read), its change count,
+// and the keys of the entities changed since count since (in apply order,
+// a key possibly repeated), or all=true when the log no longer reaches
+// back that far (or the World was rebuilt since): the caller then reads
+// everything. The keys are of jobs that were or became
+// PlacementRelevant, and of nodes, placement pools, bundles and provider
+// health records.
+func (w *World) ReadSince(since uint64) (r *WorldReader, gen uint64, keys []EntityKey, all bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != nil {
+		return nil, 0, nil, false, fmt.Errorf("world view: %w: %w", w.broken, ErrCorrupt)
+	}
+	r = &WorldReader{t: w.t.clone()}
+	if since < w.logFloor || since > w.gen {
+		return r, w.gen, nil, true, nil
+	}
+	i := sort.Search(len(w.log), func(i int) bool { return w.log[i].gen > since })
+	keys = make([]EntityKey, 0, len(w.log)-i)
+	for _, e := range w.log[i:] {
+		keys = append(keys, e.key)
+	}
+	return r, w.gen, keys, false, nil
 }
 
 // WorldReader is one snapshot of the World (World.Read). Its methods
-// return shared records that must not be modified.
+// return shared records that must not be modified. It is not safe for
+// concurrent use.
 type WorldReader struct {
-	txn *memdb.Txn
+	t worldTables
 }
 
-// each calls fn for every entry of table's index (args its value), in id
-// order, until fn returns an error (which each returns).
-func (r *WorldReader) each(table, index string, fn func(*worldEntry) error, args ...any) error {
-	it, err := r.txn.Get(table, index, args...)
-	if err != nil {
-		return fmt.Errorf("world view: %s: %w", table, err)
-	}
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		if err := fn(obj.(*worldEntry)); err != nil {
-			return err
-		}
-	}
-	return nil
+// each calls fn for every entry of tree, in id order, until fn returns an
+// error (which each returns).
+func each(tree *btree.BTreeG[*worldEntry], fn func(*worldEntry) error) error {
+	var err error
+	tree.Ascend(func(e *worldEntry) bool {
+		err = fn(e)
+		return err == nil
+	})
+	return err
 }
 
 // Nodes calls fn for every node record and its sequence, in node-id
 // order, until fn returns an error (which Nodes returns).
 func (r *WorldReader) Nodes(fn func(*internalpb.NodeRecord, Seq) error) error {
-	return r.each(worldNodes, worldByID, func(e *worldEntry) error { return fn(e.Rec.(*internalpb.NodeRecord), e.Seq) })
+	return each(r.t.nodes, func(e *worldEntry) error { return fn(e.Rec.(*internalpb.NodeRecord), e.Seq) })
 }
 
 // PlacementPools calls fn for every placement pool record and its
 // sequence, in pool-name order, until fn returns an error.
 func (r *WorldReader) PlacementPools(fn func(*internalpb.PoolRecord, Seq) error) error {
-	return r.each(worldPools, worldByID, func(e *worldEntry) error { return fn(e.Rec.(*internalpb.PoolRecord), e.Seq) })
+	return each(r.t.pools, func(e *worldEntry) error { return fn(e.Rec.(*internalpb.PoolRecord), e.Seq) })
 }
 
 // PlacementJobs calls fn for every job record PlacementRelevant keeps,
 // with its sequence, in job-id order (the order of Reader.JobsSeq), until
 // fn returns an error (which PlacementJobs returns).
 func (r *WorldReader) PlacementJobs(fn func(*internalpb.JobRecord, Seq) error) error {
-	return r.each(worldJobs, worldPlacement, func(e *worldEntry) error { return fn(e.Rec.(*internalpb.JobRecord), e.Seq) }, true)
+	return each(r.t.jobs, func(e *worldEntry) error { return fn(e.Rec.(*internalpb.JobRecord), e.Seq) })
 }
 
 // JobExists reports whether a live job record of id exists, relevant to
 // placement or not.
 func (r *WorldReader) JobExists(id string) bool {
-	obj, err := r.txn.First(worldJobs, worldByID, id)
-	return err == nil && obj != nil
+	return r.t.jobIDs.Has(id)
 }
 
 // Bundle returns the bundle record of id and its sequence, or
 // ErrNotFound.
 func (r *WorldReader) Bundle(id string) (*internalpb.BundleRecord, Seq, error) {
-	obj, err := r.txn.First(worldBundles, worldByID, id)
-	switch {
-	case err != nil:
-		return nil, 0, fmt.Errorf("world view: bundle %s: %w", id, err)
-	case obj == nil:
+	e, ok := r.t.bundles.Get(&worldEntry{ID: id})
+	if !ok {
 		return nil, 0, fmt.Errorf("bundle %s: %w", id, ErrNotFound)
 	}
-	e := obj.(*worldEntry)
 	return e.Rec.(*internalpb.BundleRecord), e.Seq, nil
 }
 
-// errWorldStale is wrapped by the error reads return when the World could
-// not take a committed batch and was rebuilt from the store.
-var errWorldStale = errors.New("world view missed a committed batch")
+// PlacementJob returns the job record of id and its sequence if
+// PlacementRelevant keeps it; ok false if there is none (no such job, or
+// one that no longer matters to placement).
+func (r *WorldReader) PlacementJob(id string) (rec *internalpb.JobRecord, seq Seq, ok bool) {
+	e, ok := r.t.jobs.Get(&worldEntry{ID: id})
+	if !ok {
+		return nil, 0, false
+	}
+	return e.Rec.(*internalpb.JobRecord), e.Seq, true
+}

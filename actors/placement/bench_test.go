@@ -10,6 +10,8 @@ import (
 
 	"github.com/norsk-oss/norsk-manager/actors"
 	"github.com/norsk-oss/norsk-manager/proto/errorpb"
+	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 // BenchmarkEngine_Pass measures one pass over a store of 100 nodes and
@@ -50,5 +52,48 @@ func BenchmarkEngine_Pass(b *testing.B) {
 				e.settle()
 			}
 		})
+	}
+}
+
+// BenchmarkEngine_PassScale measures a pass on 1,000 nodes as the stored
+// jobs grow (issue 22 §1): "idle" with every job placed and nothing
+// changed, "one-change" after one job's record changed (a tag), and
+// "history" with the same jobs completed (no instance, not placeable),
+// which the World view leaves out. The figure to watch is how ns/op grows
+// with the job count.
+func BenchmarkEngine_PassScale(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, shape := range []string{"idle", "one-change", "history"} {
+			b.Run(fmt.Sprintf("%s/jobs=%d", shape, n), func(b *testing.B) {
+				f := newFixture(b)
+				for i := range 1000 {
+					f.putNode(fmt.Sprintf("n%04d", i), 100, fmt.Sprintf("z%d", i%3), nil)
+				}
+				for i := range n {
+					rec := autoJob(fmt.Sprintf("j%06d", i), 1, nil)
+					if shape == "history" {
+						rec.Job.Job.State = managerpb.Job_POST
+					} else {
+						rec.Instances = []*internalpb.Instance{{Role: "primary", NodeId: fmt.Sprintf("n%04d", i%1000),
+							Status: internalpb.InstanceStatus_INSTANCE_RUNNING, DefinitionHash: 7}}
+					}
+					f.putJob(rec)
+				}
+				f.pass()
+				ctx := context.Background()
+				b.ResetTimer()
+				for i := range b.N {
+					if shape == "one-change" {
+						b.StopTimer()
+						rec := f.job("j000001")
+						rec.Job.Job.Tags = map[string]string{"i": fmt.Sprint(i)}
+						f.putJob(rec)
+						b.StartTimer()
+					}
+					require.NoError(b, f.eng.Pass(ctx))
+					f.eng.settle()
+				}
+			})
+		}
 	}
 }

@@ -56,7 +56,7 @@ func (w *world) peerOf(rec *internalpb.JobRecord, b *internalpb.BundleRecord, re
 	if replica == 1 {
 		other, role = 0, scheduler.RolePrimary
 	}
-	n, ok := w.where[key{scheduler.JobID(bundle.JobID(b.GetBundle().GetBundleId().GetBundleId(), other, name)), role}]
+	n, ok := w.whereOf(key{scheduler.JobID(bundle.JobID(b.GetBundle().GetBundleId().GetBundleId(), other, name)), role})
 	if !ok {
 		return nil
 	}
@@ -92,8 +92,9 @@ func weight(ds []string) int {
 // peer has no instance (being re-placed) keeps its state: the pair is
 // judged once both run.
 func (e *Engine) recheckPass(ctx context.Context, w *world, view *scheduler.View) {
-	for i := range w.running {
-		r := &w.running[i]
+	noted := w.runningIn(w.noted) // the others have no note to re-check
+	for i := range noted {
+		r := &noted[i]
 		in := instanceOf(r.rec, string(r.role))
 		note := in.GetPlacement()
 		if note == nil || r.js == nil || r.status == internalpb.InstanceStatus_INSTANCE_STOPPING ||
@@ -166,11 +167,11 @@ func (e *Engine) betterNode(w *world, view *scheduler.View, r *running, want int
 			return "", false
 		}
 	}
-	own := slices.IndexFunc(w.placed, func(p scheduler.Placed) bool { return p.Job == r.job && p.Role == r.role })
-	if own < 0 || !view.Remove(r.job, r.role) {
+	own, ok := w.placed[key{r.job, r.role}]
+	if !ok || !view.Remove(r.job, r.role) {
 		return "", false
 	}
-	defer view.Add(w.placed[own])
+	defer view.Add(own)
 	d, err := view.Select(e.askOf(w, &c, pool))
 	if err != nil || d.Node == scheduler.NodeID(r.node) {
 		return "", false

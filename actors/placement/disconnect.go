@@ -22,13 +22,13 @@ import (
 
 // fences reports whether c's pool fences its jobs (no pool: the default,
 // on).
-func (w *world) fences(c *candidate) bool {
+func (w *base) fences(c *candidate) bool {
 	return persistence.PoolDisconnect(w.pools[c.pool]).GetFence() == managerpb.PoolDisconnect_FENCE_ON
 }
 
 // waitsForLostNode returns the node c waits for under its pool's replace
 // wait, or "" if it may be placed now.
-func (w *world) waitsForLostNode(c *candidate) string {
+func (w *base) waitsForLostNode(c *candidate) string {
 	if persistence.PoolDisconnect(w.pools[c.pool]).GetReplace() != managerpb.PoolDisconnect_REPLACE_WAIT {
 		return ""
 	}

@@ -41,12 +41,12 @@ type running struct {
 // bundleID is the id of r's bundle, "" for a plain job.
 func (r *running) bundleID() string { return r.bundle.GetBundle().GetBundleId().GetBundleId() }
 
-// addRunning records rec's instances the engine may have to stop (see
+// runningOf returns rec's instances the engine may have to stop (see
 // running). A derived job of a bundle that is not LIVE is left to the
 // bundle grain, which stops a DELETING bundle's jobs itself.
-func (w *world) addRunning(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
+func runningOf(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) ([]running, error) {
 	if len(rec.GetInstances()) == 0 {
-		return nil
+		return nil, nil
 	}
 	j := rec.GetJob().GetJob()
 	var b *internalpb.BundleRecord
@@ -54,22 +54,23 @@ func (w *world) addRunning(r *persistence.WorldReader, bundles map[string]*inter
 	if bid, ok := j.GetTags()[bundle.TagBundleID]; ok {
 		var err error
 		if b, err = bundleOf(r, bundles, bid); err != nil {
-			return err
+			return nil, err
 		}
 		if b == nil || b.GetBundle().GetState() != managerpb.BundleState_BUNDLE_STATE_LIVE {
-			return nil
+			return nil, nil
 		}
 		if js = derivedState(b, j.GetJobId().GetJobId()); js == nil {
-			return nil
+			return nil, nil
 		}
 	} else if j.GetAutoPlacement() == nil {
-		return nil // started by hand: the operator's to stop
+		return nil, nil // started by hand: the operator's to stop
 	}
+	var out []running
 	for _, in := range rec.GetInstances() {
-		w.running = append(w.running, running{key: key{scheduler.JobID(j.GetJobId().GetJobId()), scheduler.Role(in.GetRole())},
+		out = append(out, running{key: key{scheduler.JobID(j.GetJobId().GetJobId()), scheduler.Role(in.GetRole())},
 			rec: rec, seq: seq, node: in.GetNodeId(), status: in.GetStatus(), bundle: b, js: js})
 	}
-	return nil
+	return out, nil
 }
 
 // drainState is the engine's memory of its stops: those in flight, and
@@ -103,16 +104,24 @@ func StopRequestID(job, role string, seq uint64) string {
 // of them runs. It runs after the placements of the same pass, so a role
 // placed in this pass counts as not running yet.
 func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
+	if w.draining == 0 && w.dormant.Len() == 0 {
+		// No draining node, no dormant bundle job running: nothing to
+		// stop (the stops in flight are answered by their grains).
+		e.logDrained(w, nil)
+		e.logWaiting(map[key]string{})
+		return
+	}
+	all := w.runningAll()
 	e.drain.mu.Lock()
 	inflight := make(map[key]bool, len(e.drain.stops))
 	for k := range e.drain.stops {
 		inflight[k] = true
 	}
 	e.drain.mu.Unlock()
-	byKey := make(map[key]*running, len(w.running))
+	byKey := make(map[key]*running, len(all))
 	moving := map[string]bool{}
-	for i := range w.running {
-		r := &w.running[i]
+	for i := range all {
+		r := &all[i]
 		byKey[r.key] = r
 		if l := (key{r.job, scheduler.Role(roles.LogicalRole(string(r.role)))}); l != r.key {
 			if o, ok := byKey[l]; !ok || o.status != internalpb.InstanceStatus_INSTANCE_RUNNING {
@@ -130,15 +139,8 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 	}
 	left := map[string]int{} // auto-placed instances left on each draining node
 	waiting := map[key]string{}
-	var placedBy map[key]scheduler.Placed
 	elsewhere := func(group []*running, wait bool) string {
-		if placedBy == nil {
-			placedBy = make(map[key]scheduler.Placed, len(w.placed))
-			for _, p := range w.placed {
-				placedBy[key{p.Job, p.Role}] = p
-			}
-		}
-		return e.fitsElsewhere(w, view, group, placedBy, wait)
+		return e.fitsElsewhere(w, view, group, w.placed, wait)
 	}
 	fits := func(group []*running) bool {
 		why := elsewhere(group, true)
@@ -148,8 +150,8 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 		return why == ""
 	}
 	e.holdMovesInProgress(w, inflight, elsewhere)
-	for i := range w.running {
-		r := &w.running[i]
+	for i := range all {
+		r := &all[i]
 		if r.status == internalpb.InstanceStatus_INSTANCE_STOPPING || inflight[r.key] {
 			if node.Draining(w.nodeRecs[r.node]) {
 				left[r.node]++
@@ -210,8 +212,9 @@ func (e *Engine) stopPass(ctx context.Context, w *world, view *scheduler.View) {
 // finds) is called for each; one that fits nowhere now holds nothing and
 // is not logged as waiting (it is leaving anyway).
 func (e *Engine) holdMovesInProgress(w *world, inflight map[key]bool, elsewhere func([]*running, bool) string) {
-	for i := range w.running {
-		r := &w.running[i]
+	all := w.runningAll()
+	for i := range all {
+		r := &all[i]
 		if r.js.GetDormant() || !node.Draining(w.nodeRecs[r.node]) || isMoving(r) ||
 			(r.status != internalpb.InstanceStatus_INSTANCE_STOPPING && !inflight[r.key]) {
 			continue

@@ -104,6 +104,11 @@ type Engine struct {
 	preempt preemptState
 	// prov holds the provisioning work in flight (provision.go).
 	prov provState
+
+	// passMu serialises passes; base is the world they keep from pass to
+	// pass (base.go). Guarded by passMu.
+	passMu sync.Mutex
+	base   *base
 }
 
 // startRetry is how long a (job, role) whose StartJob failed waits before
@@ -142,12 +147,15 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = def.Logger
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger.With("loop", "placement"), kickCh: make(chan struct{}, 1),
-		inflight: map[key]scheduler.Placed{}, failures: map[key]Unplaced{}, terminalSent: map[scheduler.JobID]persistence.Seq{}, retryAt: map[key]time.Time{}}, nil
+		inflight: map[key]scheduler.Placed{}, failures: map[key]Unplaced{}, terminalSent: map[scheduler.JobID]persistence.Seq{}, retryAt: map[key]time.Time{},
+		base: newBase()}, nil
 }
 
-// Run passes until ctx ends: at once, then whenever the event log grows
-// (a job, node, pool or bundle changed), a StartJob is answered, or
-// Interval passes. It returns when ctx has ended and every StartJob it
+// Run passes until ctx ends: at once, then whenever the store's World
+// view changes (a placement-relevant job, a node, pool, bundle or provider
+// health record: persistence.World.Changed — not every write, so a job
+// created without auto placement does not wake it), a StartJob is
+// answered, or Interval passes. It returns when ctx has ended and every StartJob it
 // sent was answered or gave up.
 func (e *Engine) Run(ctx context.Context) {
 	defer e.wg.Wait()
@@ -155,12 +163,12 @@ func (e *Engine) Run(ctx context.Context) {
 	e.log.Info("placement engine started")
 	defer e.log.Info("placement engine stopped")
 	for {
-		_, head := e.cfg.Store.EventBounds()
+		_, changed := e.cfg.Store.World().Changed()
 		t0 := time.Now()
 		if err := e.Pass(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("placement pass failed", "error", err)
 		}
-		if !e.wait(ctx, head, passGap(e.cfg, time.Since(t0))) {
+		if !e.wait(ctx, changed, passGap(e.cfg, time.Since(t0))) {
 			return
 		}
 	}
@@ -168,9 +176,10 @@ func (e *Engine) Run(ctx context.Context) {
 
 // passGap is the least wait after a pass that took took: MinGap, or
 // passGapFactor times the pass when that is longer (at most Interval), so
-// that on a large store (a pass reads every record) the engine takes at
-// most about 1/(1+passGapFactor) of a core however fast events arrive;
-// the roles that arrive meanwhile are decided together by the next pass.
+// that when a pass has much to do (many roles to place, a drain of a big
+// node) the engine takes at most about 1/(1+passGapFactor) of a core
+// however fast changes arrive; the roles that arrive meanwhile are
+// decided together by the next pass.
 func passGap(cfg Config, took time.Duration) time.Duration {
 	return min(max(cfg.MinGap, passGapFactor*took), cfg.Interval)
 }
@@ -178,9 +187,10 @@ func passGap(cfg Config, took time.Duration) time.Duration {
 // passGapFactor: see passGap.
 const passGapFactor = 3
 
-// wait returns after gap once an event after head is logged, a kick
-// arrives or Interval passes; false when ctx ended.
-func (e *Engine) wait(ctx context.Context, head persistence.Index, gapFor time.Duration) bool {
+// wait returns after gap once changed is closed (the World changed since
+// the pass read it), a kick arrives or Interval passes; false when ctx
+// ended.
+func (e *Engine) wait(ctx context.Context, changed <-chan struct{}, gapFor time.Duration) bool {
 	gap := time.NewTimer(gapFor)
 	defer gap.Stop()
 	select {
@@ -188,20 +198,14 @@ func (e *Engine) wait(ctx context.Context, head persistence.Index, gapFor time.D
 		return false
 	case <-gap.C:
 	}
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.Interval-min(e.cfg.Interval, gapFor))
-	defer cancel()
-	events := make(chan struct{})
-	go func() {
-		defer close(events)
-		_, _ = e.cfg.Store.WaitForEvents(wctx, head)
-	}()
+	idle := time.NewTimer(e.cfg.Interval - min(e.cfg.Interval, gapFor))
+	defer idle.Stop()
 	select {
 	case <-ctx.Done():
 	case <-e.kickCh:
-	case <-events:
+	case <-changed:
+	case <-idle.C:
 	}
-	cancel()
-	<-events
 	return ctx.Err() == nil
 }
 

@@ -96,7 +96,7 @@ func (e *Engine) recordFailures(ctx context.Context, w *world) {
 		if w.busy[c.key] {
 			continue
 		}
-		if _, placed := w.where[c.key]; placed {
+		if _, placed := w.whereOf(c.key); placed {
 			continue
 		}
 		e.mu.Lock()

@@ -103,10 +103,10 @@ const maxStartingTargets = 10000
 // after its move failed (see moveState.paused).
 const drainMovePause = 30 * time.Second
 
-// addMove records rec's moves in progress.
-func (w *world) addMove(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) error {
+// movesOf returns rec's moves in progress.
+func movesOf(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) ([]move, error) {
 	if len(rec.GetMigrations()) == 0 {
-		return nil
+		return nil, nil
 	}
 	j := rec.GetJob().GetJob()
 	var b *internalpb.BundleRecord
@@ -114,7 +114,7 @@ func (w *world) addMove(r *persistence.WorldReader, bundles map[string]*internal
 	if bid, ok := j.GetTags()[bundle.TagBundleID]; ok {
 		var err error
 		if b, err = bundleOf(r, bundles, bid); err != nil {
-			return err
+			return nil, err
 		}
 		if b != nil {
 			js = derivedState(b, j.GetJobId().GetJobId())
@@ -123,10 +123,11 @@ func (w *world) addMove(r *persistence.WorldReader, bundles map[string]*internal
 			b = nil
 		}
 	}
+	out := make([]move, 0, len(rec.GetMigrations()))
 	for _, m := range rec.GetMigrations() {
-		w.moves = append(w.moves, move{m: m, rec: rec, seq: seq, bundle: b, js: js})
+		out = append(out, move{m: m, rec: rec, seq: seq, bundle: b, js: js})
 	}
-	return nil
+	return out, nil
 }
 
 // MoveRequestID is the request id of a move step (step: "start" is not
@@ -218,7 +219,7 @@ func (e *Engine) driveStarting(ctx context.Context, w *world, view *scheduler.Vi
 	if p, ok := e.targetStarting(k, mv.seq, w.now); ok {
 		// The grain is still starting it: hold its room, send nothing.
 		view.Add(p)
-		w.where[k] = string(p.Node)
+		w.tentative[k] = string(p.Node)
 		return
 	}
 	e.startTarget(ctx, w, view, mv, k, abort)
@@ -281,7 +282,7 @@ func (e *Engine) startTarget(ctx context.Context, w *world, view *scheduler.View
 		return
 	}
 	view.Add(d.Placed...)
-	w.where[k] = string(d.Node)
+	w.tentative[k] = string(d.Node)
 	e.log.Info("move: starting the target", "job_id", k.job, "role", mv.m.GetSourceRole(), "target_role", k.role,
 		"node_id", mv.m.GetSourceNodeId(), "target_node_id", d.Node)
 	e.start(ctx, &c, d, d.Placed[0], w.noteOf(&c, d, true, ask.Peer))

@@ -91,10 +91,7 @@ func CheckMove(store *persistence.Store, now time.Time, jobID, role, node string
 	} else {
 		ask.ExcludeNodes = []scheduler.NodeID{scheduler.NodeID(src.GetNodeId())}
 	}
-	view, err := scheduler.NewView(w.nodes, w.placed)
-	if err != nil {
-		return fmt.Errorf("placement view: %w", err)
-	}
+	view := w.view // a fresh base's, this call's own
 	if _, err := view.Select(ask); err != nil {
 		return fmt.Errorf("%w: %s", ErrMoveDoesNotFit, err.Error())
 	}

@@ -30,21 +30,29 @@ func (e *Engine) Pass(ctx context.Context) error {
 	// store is read may be missing from the view (its answer came after
 	// the view was taken), so it counts as in flight for this pass too,
 	// rather than being decided (and counted placed) a second time.
+	e.passMu.Lock()
+	defer e.passMu.Unlock()
 	e.mu.Lock()
 	pre := maps.Clone(e.inflight)
 	e.mu.Unlock()
-	w, err := readWorld(e.cfg.Store, e.cfg.Clock())
-	if err != nil {
+	now := e.cfg.Clock()
+	if err := e.base.update(e.cfg.Store.World(), now); err != nil {
+		e.base = newBase() // read whole next time
 		return err
 	}
+	w := e.base.world(now)
+	// The pass works on base's view and gives it back as it found it.
+	view := w.view
+	view.Begin()
+	defer view.Rollback()
 	e.mu.Lock()
 	maps.Copy(pre, e.inflight)
 	inflight := make([]scheduler.Placed, 0, len(pre))
 	busy := make(map[key]bool, len(pre))
 	for k, p := range pre {
-		if _, recorded := w.where[k]; !recorded {
+		if _, recorded := w.whereOf(k); !recorded {
 			inflight = append(inflight, p)
-			w.where[k] = string(p.Node)
+			w.tentative[k] = string(p.Node)
 		}
 		busy[k] = true
 	}
@@ -56,10 +64,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 		}
 	}
 	e.mu.Unlock()
-	view, err := scheduler.NewView(w.nodes, append(w.placed, inflight...))
-	if err != nil {
-		return fmt.Errorf("placement view: %w", err)
-	}
+	view.Add(inflight...)
 	sortByPriority(w.candidates) // HIGH first: room freed for it is its own (preempt.go)
 	w.byKey = make(map[key]*candidate, len(w.candidates))
 	for i := range w.candidates {
@@ -73,7 +78,7 @@ func (e *Engine) Pass(ctx context.Context) error {
 		if busy[c.key] {
 			continue
 		}
-		if _, done := w.where[c.key]; done {
+		if _, done := w.whereOf(c.key); done {
 			continue // placed in this pass with its co_locate_with group
 		}
 		if !e.decide(ctx, w, view, c) {
@@ -152,7 +157,7 @@ func (e *Engine) decide(ctx context.Context, w *world, view *scheduler.View, c *
 		if i > 0 {
 			m = members[i-1]
 		}
-		w.where[key{p.Job, p.Role}] = string(d.Node)
+		w.tentative[key{p.Job, p.Role}] = string(d.Node)
 		e.start(ctx, m, d, p, w.noteOf(m, d, i == 0, ask.Peer))
 	}
 	return true
@@ -171,7 +176,7 @@ func (w *world) coLocated(c *candidate, group []scheduler.JobID, policy schedule
 		if !ok || w.busy[k] {
 			continue
 		}
-		if _, placed := w.where[k]; placed {
+		if _, placed := w.whereOf(k); placed {
 			continue
 		}
 		v := policy.Next(failuresOf(m.rec, m.role).times, w.now)
@@ -246,7 +251,7 @@ func (e *Engine) askOf(w *world, c *candidate, pool *managerpb.Pool) scheduler.A
 			other, role = 0, scheduler.RolePrimary
 		}
 		peer := key{scheduler.JobID(bundle.JobID(bid, other, c.jobName)), role}
-		if n, ok := w.where[peer]; ok {
+		if n, ok := w.whereOf(peer); ok {
 			// A node without a record (deleted) has no zone or cloud known.
 			sn := schedNode(w.nodeRecs[n])
 			a.Peer = &scheduler.Peer{Node: scheduler.NodeID(n), Zone: sn.Zone, Cloud: sn.Cloud}

@@ -201,8 +201,8 @@ func (e *Engine) preemptionInProgress(w *world, k key) (string, bool) {
 	if ok {
 		return p.node, true
 	}
-	for i := range w.running {
-		r := &w.running[i]
+	for i := range w.runningAll() {
+		r := &w.runningAll()[i]
 		if node, stale := e.answeredFor(r, k); stale {
 			return node, true // committed after this pass read the store
 		}
@@ -254,8 +254,8 @@ func (e *Engine) victimsOf(w *world) []scheduler.Placed {
 			taken[k] = true
 		}
 	}
-	for i := range w.running {
-		r := &w.running[i]
+	for i := range w.runningAll() {
+		r := &w.runningAll()[i]
 		switch a, ok := e.preempt.answered[r.key]; {
 		case ok && a.seq == r.seq:
 			taken[r.key] = true // this pass read the record before the commit
@@ -269,13 +269,10 @@ func (e *Engine) victimsOf(w *world) []scheduler.Placed {
 		taken[k] = true
 	}
 	e.drain.mu.Unlock()
-	held := make(map[key]scheduler.Placed, len(w.placed))
-	for _, p := range w.placed {
-		held[key{p.Job, p.Role}] = p
-	}
+	held := w.placed
 	var out []scheduler.Placed
-	for i := range w.running {
-		r := &w.running[i]
+	for i := range w.runningAll() {
+		r := &w.runningAll()[i]
 		if r.status == internalpb.InstanceStatus_INSTANCE_STOPPING || taken[r.key] ||
 			priorityOf(r.rec) != managerpb.PriorityBand_PRIORITY_BAND_LOW || r.rec.GetJob().GetJob().GetAutoPlacement() == nil {
 			continue
@@ -301,8 +298,8 @@ func (e *Engine) sendPreempt(ctx context.Context, w *world, forK key, v schedule
 	vk := key{v.Job, v.Role}
 	var seq uint64
 	var instance string
-	for i := range w.running {
-		if r := &w.running[i]; r.key == vk {
+	for i := range w.runningAll() {
+		if r := &w.runningAll()[i]; r.key == vk {
 			seq = uint64(r.seq)
 			instance = instanceOf(r.rec, string(v.Role)).GetInstanceId()
 		}

@@ -246,10 +246,7 @@ func (e *Engine) sendCreate(ctx context.Context, c provisioner.Create) error {
 // releasePass marks idle, clears and releases the engine-created nodes
 // (provisioner.Release), one command per node in flight.
 func (e *Engine) releasePass(ctx context.Context, w *world, nodes []provisioner.Node) {
-	busy := map[string]int{}
-	for _, n := range w.where {
-		busy[n]++
-	}
+	busy := w.busyByNode()
 	for _, n := range nodes {
 		rec := w.nodeRecs[n.ID]
 		if rec == nil {

@@ -26,15 +26,20 @@ import (
 // rest of the pass): one that fits nowhere waits, logged, rather than
 // being begun and backed out again and again.
 func (e *Engine) rollingPass(ctx context.Context, w *world, view *scheduler.View) {
+	if w.rolling.Len() == 0 { // no stale instance of a rolling-update job
+		e.noteRollHeld(nil)
+		return
+	}
 	order := rollingOrder(w.jobs, w.bundles, w.now)
 	if len(order) == 0 {
 		e.noteRollHeld(nil)
 		return
 	}
 	busy := e.rollingBusy(w)
-	byKey := make(map[key]*running, len(w.running))
-	for i := range w.running {
-		byKey[w.running[i].key] = &w.running[i]
+	all := w.runningAll()
+	byKey := make(map[key]*running, len(all))
+	for i := range all {
+		byKey[all[i].key] = &all[i]
 	}
 	held := map[key]string{}
 	for _, m := range nextRollingMoves(order, func(g string) bool { return busy[g] }) {

@@ -347,9 +347,9 @@ func TestRollingBusy_MoveInRecord(t *testing.T) {
 	bb.Instances = append(bb.Instances, &internalpb.Instance{Role: "backup~1", NodeId: "n2", Status: internalpb.InstanceStatus_INSTANCE_RUNNING})
 	bb.Migrations = []*managerpb.Migration{{SourceRole: "backup", TargetRole: "backup~1", Phase: managerpb.Migration_MIGRATION_STARTING}}
 	plain := rollingJob("p", "primary", "stale", nil)
-	w := &world{jobs: map[string]*internalpb.JobRecord{bp.GetJob().GetJob().GetJobId().GetJobId(): bp,
+	w := &world{base: &base{jobs: map[string]*internalpb.JobRecord{bp.GetJob().GetJob().GetJobId().GetJobId(): bp,
 		bb.GetJob().GetJob().GetJobId().GetJobId(): bb, "p": plain},
-		bundles: map[string]*internalpb.BundleRecord{"bd": liveBundle("bd", "enc")}}
+		bundles: map[string]*internalpb.BundleRecord{"bd": liveBundle("bd", "enc")}}}
 	busy := f.eng.rollingBusy(w)
 	require.True(t, busy["bd"], "the bundle is moving")
 	require.False(t, busy["p"], "a plain job is its own group")

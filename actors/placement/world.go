@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/norsk-oss/norsk-manager/actors/bundle"
-	"github.com/norsk-oss/norsk-manager/actors/job"
 	"github.com/norsk-oss/norsk-manager/actors/node"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
 	"github.com/norsk-oss/norsk-manager/actors/provisioner"
@@ -39,80 +38,62 @@ type candidate struct {
 	pool string
 }
 
-// world is what one pass read from the store's World view, in one
-// snapshot.
+// world is one pass's world: the engine's base (base.go: the records as
+// of the pass's World snapshot, kept from pass to pass) and what the pass
+// adds to it — the roles and moves it looks at, the roles it placed, holds
+// and waits for. Nothing the pass adds reaches base.
 type world struct {
-	now   time.Time
-	nodes []scheduler.Node
-	// nodeRecs holds every node record by id (a peer on a stopped node
-	// still names its zone).
-	nodeRecs map[string]*internalpb.NodeRecord
-	placed   []scheduler.Placed
-	// where is the node of every recorded instance, by (job, role).
-	where map[key]string
-	// jobs holds the placement-relevant job records
-	// (persistence.PlacementRelevant) by id.
-	jobs       map[string]*internalpb.JobRecord
-	pools      map[string]*managerpb.Pool
+	*base
+	now time.Time
+	// candidates are the roles to place (base.cands, in job-id order,
+	// then sorted by priority), and moves the moves in progress.
 	candidates []candidate
+	moves      []move
 	// byKey indexes candidates, and busy holds the roles with a StartJob
 	// in flight; both set by Pass.
 	byKey map[key]*candidate
 	busy  map[key]bool
-	// running holds the instances the engine may stop (drain.go).
-	running []running
+	// tentative holds the node of each role this pass placed or holds (a
+	// StartJob in flight, a decision, a move's target), over base.where.
+	tentative map[key]string
+	// runningCache, once loaded (runningAll), holds every instance the
+	// engine may stop (drain.go), in job-id order.
+	runningCache  []running
+	runningLoaded bool
 	// waiting holds the roles no node fitted in this pass (provision.go).
 	waiting []provisioner.Waiting
-	// moves holds the moves in progress (migrate.go).
-	moves []move
-	// bundles holds the bundle records the pass read, by id (nil: none).
-	bundles map[string]*internalpb.BundleRecord
-	// read is the World snapshot the pass read: jobs holds only the
-	// placement-relevant ones, read answers for the others.
-	read *persistence.WorldReader
+}
+
+// whereOf returns the node of (job, role) in this pass: placed by it, or
+// recorded (a logical role answers for its move's roles, addJob).
+func (w *world) whereOf(k key) (string, bool) {
+	if n, ok := w.tentative[k]; ok {
+		return n, true
+	}
+	n, ok := w.base.where[k]
+	return n, ok
+}
+
+// runningAll returns every instance the engine may stop, loading them from
+// base on first use in the pass (a scan of every instance: for drains,
+// rolling updates and preemption, which run only while they have work).
+func (w *world) runningAll() []running {
+	if !w.runningLoaded {
+		w.runningCache, w.runningLoaded = w.base.allRunning(), true
+	}
+	return w.runningCache
 }
 
 // readWorld reads the store's World view (persistence.World: decoded
-// records fed by the applies, the placement-relevant jobs only) at now. It
-// decodes nothing: the records are the World's, shared, never modified.
+// records fed by the applies, the placement-relevant jobs only) whole, at
+// now, into a fresh base: for a one-off question (CheckMove). It decodes
+// nothing: the records are the World's, shared, never modified.
 func readWorld(store *persistence.Store, now time.Time) (*world, error) {
-	r, err := store.World().Read()
-	if err != nil {
-		return nil, fmt.Errorf("read the world view: %w", err)
+	b := newBase()
+	if err := b.update(store.World(), now); err != nil {
+		return nil, err
 	}
-	w := &world{now: now, read: r, nodeRecs: map[string]*internalpb.NodeRecord{}, where: map[key]string{},
-		jobs: map[string]*internalpb.JobRecord{}, pools: map[string]*managerpb.Pool{}, bundles: map[string]*internalpb.BundleRecord{}}
-	if err := r.Nodes(func(n *internalpb.NodeRecord, _ persistence.Seq) error {
-		w.nodeRecs[n.GetNodeId()] = n
-		w.nodes = append(w.nodes, schedNode(n))
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read nodes: %w", err)
-	}
-	if err := r.PlacementPools(func(p *internalpb.PoolRecord, _ persistence.Seq) error {
-		w.pools[p.GetPool().GetName()] = p.GetPool()
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read pools: %w", err)
-	}
-	err = r.PlacementJobs(func(rec *internalpb.JobRecord, seq persistence.Seq) error {
-		w.addJob(rec)
-		if err := w.addMove(r, w.bundles, rec, seq); err != nil {
-			return err
-		}
-		if err := w.addRunning(r, w.bundles, rec, seq); err != nil {
-			return err
-		}
-		c, ok, err := w.candidateOf(r, w.bundles, rec, seq)
-		if err != nil {
-			return err
-		}
-		if ok {
-			w.candidates = append(w.candidates, c)
-		}
-		return nil
-	})
-	return w, err
+	return b.world(now), nil
 }
 
 // schedNode is what the chain knows of a node record. Online is the
@@ -170,62 +151,41 @@ func coreIDs(ids []int) []uint32 {
 	return out
 }
 
-// addJob records rec's instances as placed, each holding the core ids it
-// was started pinned to (Instance.cpu_list): read from the records, so a
-// new leader's view pins the same cores as the old one's.
-func (w *world) addJob(rec *internalpb.JobRecord) {
+// partPlaced returns rec's instances as placed, each holding the core
+// ids it was started pinned to (Instance.cpu_list): read from the
+// records, so a new leader's view pins the same cores as the old one's;
+// and where each is, by role and by logical role.
+func partPlaced(rec *internalpb.JobRecord) ([]whereEntry, []scheduler.Placed) {
 	id := rec.GetJob().GetJob().GetJobId().GetJobId()
-	w.jobs[id] = rec
 	capacity, gpu := persistence.JobAllocation(rec)
+	var placed []scheduler.Placed
+	at := map[key]string{}
+	var order []key
+	set := func(k key, node string) {
+		if _, ok := at[k]; !ok {
+			order = append(order, k)
+		}
+		at[k] = node
+	}
 	for _, in := range rec.GetInstances() {
 		k := key{scheduler.JobID(id), scheduler.Role(in.GetRole())}
-		w.where[k] = in.GetNodeId()
+		set(k, in.GetNodeId())
 		if l := (key{k.job, scheduler.Role(roles.LogicalRole(in.GetRole()))}); l != k {
 			// A move's role ("primary~2") is its logical role for the
 			// questions by role (the other replica's node); the source,
 			// sorted first, answers while both run.
-			if _, ok := w.where[l]; !ok {
-				w.where[l] = in.GetNodeId()
+			if _, ok := at[l]; !ok {
+				set(l, in.GetNodeId())
 			}
 		}
-		w.placed = append(w.placed, scheduler.Placed{Job: k.job, Role: k.role, Node: scheduler.NodeID(in.GetNodeId()),
+		placed = append(placed, scheduler.Placed{Job: k.job, Role: k.role, Node: scheduler.NodeID(in.GetNodeId()),
 			Capacity: capacity, GPUCapacity: gpu, Cores: coreInts(in.GetCpuList())})
 	}
-}
-
-// candidateOf reports whether rec has a role to place (issue 11 §1) and
-// which. A derived job counts only while its bundle's record lists it and
-// the bundle is live (a job is the bundle's because the record says so,
-// never because of its tags; a DELETING bundle's jobs are being stopped).
-func (w *world) candidateOf(r *persistence.WorldReader, bundles map[string]*internalpb.BundleRecord, rec *internalpb.JobRecord, seq persistence.Seq) (candidate, bool, error) {
-	j := rec.GetJob().GetJob()
-	if !placeable(j, w.now) {
-		return candidate{}, false, nil
+	where := make([]whereEntry, len(order))
+	for i, k := range order {
+		where[i] = whereEntry{k, at[k]}
 	}
-	c := newCandidate(rec, seq, nil, nil)
-	if bid, ok := j.GetTags()[bundle.TagBundleID]; ok {
-		b, err := bundleOf(r, bundles, bid)
-		if err != nil || b == nil {
-			return candidate{}, false, err
-		}
-		js := derivedState(b, string(c.job))
-		if js == nil || b.GetBundle().GetState() != managerpb.BundleState_BUNDLE_STATE_LIVE || js.GetDormant() {
-			return candidate{}, false, nil
-		}
-		c = newCandidate(rec, seq, b, js)
-	}
-	for _, in := range rec.GetInstances() {
-		if roles.LogicalRole(in.GetRole()) == string(c.role) {
-			return candidate{}, false, nil
-		}
-	}
-	if job.MigrationOf(rec, string(c.role)) != nil {
-		return candidate{}, false, nil // the move's to place (migrate.go)
-	}
-	if w.waitsForLostNode(&c) != "" {
-		return candidate{}, false, nil // its pool waits for the lost node (disconnect.go)
-	}
-	return c, true, nil
+	return where, placed
 }
 
 // newCandidate is the (job, role) of rec read at seq, with its pool: a

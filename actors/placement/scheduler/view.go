@@ -23,6 +23,71 @@ type View struct {
 	placed map[instanceKey]Placed
 	// jobNodes lists, per job, the nodes its instances are on (any role).
 	jobNodes map[JobID][]NodeID
+	// journal, while recording (Begin), holds what each Add and Remove
+	// changed, for Rollback.
+	journal   []undo
+	recording bool
+}
+
+// undo is what one Add or Remove of one instance changed: the previous
+// placed entry of its key, its job's node list, and its node's usage.
+type undo struct {
+	key       instanceKey
+	placed    Placed
+	hadPlaced bool
+	jobNodes  []NodeID
+	hadJob    bool
+	node      int // -1: the instance's node is not in the view
+	usage     usage
+}
+
+// Begin starts recording every Add and Remove, so that Rollback can undo
+// them: the placement engine keeps one view from pass to pass (the
+// recorded instances) and each pass's own decisions, holds and trials are
+// given back when it ends. A Begin while recording starts over (the
+// earlier changes are kept).
+func (v *View) Begin() {
+	v.journal, v.recording = v.journal[:0], true
+}
+
+// Rollback undoes every Add and Remove since Begin, newest first,
+// restoring the values saved before each (no arithmetic: the room is as
+// it was to the last bit), and stops recording.
+func (v *View) Rollback() {
+	for i := len(v.journal) - 1; i >= 0; i-- {
+		u := &v.journal[i]
+		if u.hadPlaced {
+			v.placed[u.key] = u.placed
+		} else {
+			delete(v.placed, u.key)
+		}
+		if u.hadJob {
+			v.jobNodes[u.key.job] = u.jobNodes
+		} else {
+			delete(v.jobNodes, u.key.job)
+		}
+		if u.node >= 0 {
+			v.usage[u.node] = u.usage
+		}
+	}
+	clear(v.journal)
+	v.journal, v.recording = v.journal[:0], false
+}
+
+// save records, while recording, the state Add or Remove of (k, on node)
+// is about to change.
+func (v *View) save(k instanceKey, node NodeID) {
+	if !v.recording {
+		return
+	}
+	u := undo{key: k, node: -1}
+	u.placed, u.hadPlaced = v.placed[k]
+	u.jobNodes, u.hadJob = v.jobNodes[k.job]
+	if i, ok := v.index[node]; ok {
+		u.node, u.usage = i, v.usage[i]
+		u.usage.cores = slices.Clone(u.usage.cores)
+	}
+	v.journal = append(v.journal, u)
 }
 
 type instanceKey struct {
@@ -99,6 +164,7 @@ func corePos(n *Node, u *usage, c int) (int, bool) {
 func (v *View) Add(placed ...Placed) {
 	for _, p := range placed {
 		p.Cores = append([]int(nil), p.Cores...)
+		v.save(instanceKey{p.Job, p.Role}, p.Node)
 		v.placed[instanceKey{p.Job, p.Role}] = p
 		v.jobNodes[p.Job] = append(v.jobNodes[p.Job], p.Node)
 		i, ok := v.index[p.Node]
@@ -124,6 +190,7 @@ func (v *View) Remove(job JobID, role Role) bool {
 	if !ok {
 		return false
 	}
+	v.save(instanceKey{job, role}, p.Node)
 	delete(v.placed, instanceKey{job, role})
 	v.jobNodes[job] = removeOne(v.jobNodes[job], p.Node)
 	if len(v.jobNodes[job]) == 0 {

@@ -154,7 +154,7 @@ func TestBase_IncrementalMatchesWholeRead(t *testing.T) {
 					id := bundle.JobID("b", uint32(rng.IntN(2)), "enc")
 					if rec, ok := live(id); ok {
 						rec.Instances = []*internalpb.Instance{{Role: []string{"primary", "backup"}[rng.IntN(2)], NodeId: nodes[rng.IntN(len(nodes))],
-							Status: internalpb.InstanceStatus_INSTANCE_RUNNING,
+							Status:    internalpb.InstanceStatus_INSTANCE_RUNNING,
 							Placement: &internalpb.PlacementNote{Degradation: managerpb.PlacementDegraded_State(rng.IntN(2))}}}
 						f.putJob(rec)
 					}

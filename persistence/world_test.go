@@ -191,3 +191,49 @@ func TestWorld_FollowsAppliesAndRebuilds(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, r.JobExists("zzz"), "the restore replaced the store's records, and so the World's")
 }
+
+// TestWorld_ReadSince: the change log gives a reader the keys changed
+// since its count — relevant jobs, jobs that stopped being relevant, nodes
+// — and not jobs that never mattered; a reader behind a rebuild, or
+// further behind than the log keeps, is told to read everything.
+func TestWorld_ReadSince(t *testing.T) {
+	w, err := newWorld()
+	require.NoError(t, err)
+	put := func(key EntityKey, rec record) {
+		w.take([]worldChange{{key: key, seq: 1, rec: rec}})
+	}
+	_, g0, _, all, err := w.ReadSince(0)
+	require.NoError(t, err)
+	require.False(t, all)
+	gen0, _ := w.Changed()
+	require.Equal(t, gen0, g0)
+
+	put(JobKey("manual"), worldJob("manual", managerpb.Job_ACTIVE, false, false, 0)) // never mattered
+	put(JobKey("auto"), worldJob("auto", managerpb.Job_ACTIVE, true, false, 0))
+	put(NodeKey("n1"), &internalpb.NodeRecord{NodeId: "n1"})
+	_, g1, keys, all, err := w.ReadSince(g0)
+	require.NoError(t, err)
+	require.False(t, all)
+	require.Equal(t, []EntityKey{JobKey("auto"), NodeKey("n1")}, keys)
+
+	put(JobKey("auto"), worldJob("auto", managerpb.Job_POST, true, false, 0)) // stopped mattering
+	r, _, keys, _, err := w.ReadSince(g1)
+	require.NoError(t, err)
+	require.Equal(t, []EntityKey{JobKey("auto")}, keys)
+	_, _, ok := r.PlacementJob("auto")
+	require.False(t, ok)
+	require.True(t, r.JobExists("auto"))
+
+	for i := range worldLogMax + 10 {
+		put(JobKey(fmt.Sprintf("j%d", i)), worldJob("x", managerpb.Job_ACTIVE, true, false, 0))
+	}
+	_, _, _, all, err = w.ReadSince(g1)
+	require.NoError(t, err)
+	require.True(t, all, "a reader further behind than the log keeps reads everything")
+	_, g2, _, _, err := w.ReadSince(g1)
+	require.NoError(t, err)
+	_, _, keys, all, err = w.ReadSince(g2 - 1)
+	require.NoError(t, err)
+	require.False(t, all)
+	require.Len(t, keys, 1)
+}

@@ -56,13 +56,13 @@ func BenchmarkEngine_Pass(b *testing.B) {
 }
 
 // BenchmarkEngine_PassScale measures a pass on 1,000 nodes as the stored
-// jobs grow (issue 22 §1): "idle" with every job placed and nothing
+// jobs grow from 1,000 to 100,000 (issue 22 §1): "idle" with every job placed and nothing
 // changed, "one-change" after one job's record changed (a tag), and
 // "history" with the same jobs completed (no instance, not placeable),
 // which the World view leaves out. The figure to watch is how ns/op grows
 // with the job count.
 func BenchmarkEngine_PassScale(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		for _, shape := range []string{"idle", "one-change", "history"} {
 			b.Run(fmt.Sprintf("%s/jobs=%d", shape, n), func(b *testing.B) {
 				f := newFixture(b)

@@ -37,7 +37,10 @@ func TestJobSearch_StalledClients(t *testing.T) {
 		// 1 MiB, plus the record that crossed it), the message gRPC is
 		// sending and its encoding in a pooled 1 MiB buffer.
 		perStream = 5 << 20 // measured 2–3.3 MiB; noisy (see report)
-		timeout   = 8 * time.Second
+		// timeout must outlast the phases that need the stalled searches
+		// open (their start, the heap samples, the per-caller limit):
+		// under load (-race, another build running) they took over 8 s.
+		timeout = 40 * time.Second
 	)
 	cfg := DevConfig(t.TempDir())
 	cfg.Store.SyncWrites, cfg.Store.GCInterval = false, 0
@@ -48,7 +51,7 @@ func TestJobSearch_StalledClients(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.Start())
 	t.Cleanup(a.Shutdown)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	// A client from source address 127.0.0.<host>, with fixed 64 KiB
@@ -85,7 +88,7 @@ func TestJobSearch_StalledClients(t *testing.T) {
 			streams = append(streams, s)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(timeout / 2)
 	for a.gateway.JobSearches() < stalled {
 		require.True(t, time.Now().Before(deadline), "only %d of %d searches started", a.gateway.JobSearches(), stalled)
 		time.Sleep(10 * time.Millisecond) // polling, with a deadline

@@ -51,6 +51,7 @@ func scaleWrites(stored int) int { return min(max(stored/10, 200), 3000) }
 type scaleRow struct {
 	stored, storedEnd int
 	completed, placed int
+	preloaded         int // jobs the preload of this size created
 	preload           time.Duration
 	preloadRetries    int
 	runs              []scaleRun
@@ -132,7 +133,7 @@ func runScale(ctx context.Context, e *env) error {
 			if err != nil {
 				return fmt.Errorf("preload to %d jobs: %w", n, err)
 			}
-			row.preload, row.preloadRetries = time.Since(started), retries
+			row.preload, row.preloadRetries, row.preloaded = time.Since(started), retries, want-have
 			have = want
 		}
 		row.placed = have / 10 // ids i%10 == 9 below have

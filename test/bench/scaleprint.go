@@ -30,7 +30,7 @@ func bucketQuantile(a, b map[float64]float64, total, q float64) float64 {
 // their mean and the bucket bound of their p99, in ms.
 func passCell(a, b scrape) string {
 	n := b.passCount - a.passCount
-	if b.passBuckets[math.Inf(1)] == 0 {
+	if _, ok := b.passBuckets[math.Inf(1)]; !ok {
 		return "n/a (no " + passMetric + ")"
 	}
 	if n == 0 {
@@ -73,7 +73,7 @@ func printScale(e *env, rows []scaleRow, nodes int, capacity float64, fleet simf
 		}
 		pre := "—"
 		if r.preload > 0 {
-			pre = fmt.Sprintf("%.0f (%.0f)", r.preload.Seconds(), float64(r.completed+r.placed)/r.preload.Seconds())
+			pre = fmt.Sprintf("%.0f (%.0f)", r.preload.Seconds(), float64(r.preloaded)/r.preload.Seconds())
 		}
 		fmt.Fprintf(w, "| %d → %d | %d / %d | %s | %s | %s | %s | %s | %.2f | %s | %s | %d |\n", r.stored, r.storedEnd, r.completed, r.placed, pre,
 			spread(rate, fmtRate), spread(p99, fmtMs), spread(cpw, func(v float64) string { return fmt.Sprintf("%.2f", v) }),

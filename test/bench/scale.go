@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,8 +36,15 @@ const scaleClients = 16
 const scalePreloadClients = 64
 
 // scaleIdle is how long the quiet manager's passes are watched at each
-// size (the engine passes every 500 ms when nothing happens).
-const scaleIdle = 3 * time.Second
+// size at least (the engine passes every 500 ms when nothing happens), and
+// scaleIdlePasses how many passes it waits for beyond that, for at most
+// scaleIdleMax: a pass over 100,000 records takes seconds, and the engine
+// waits 3 times a pass after each.
+const (
+	scaleIdle       = 3 * time.Second
+	scaleIdlePasses = 2
+	scaleIdleMax    = 60 * time.Second
+)
 
 // scaleWarmup is the CreateJobs of each window's warm-up (not counted).
 const scaleWarmup = 100
@@ -58,6 +66,7 @@ type scaleRow struct {
 	idleBefore        scrape
 	idleAfter         scrape
 	idleCPU           time.Duration
+	idleFor           time.Duration // how long the idle passes were watched
 	writesBefore      scrape
 	writesAfter       scrape
 	mem               procMem
@@ -168,16 +177,23 @@ func scaleMeasure(ctx context.Context, e *env, m *manager, metricsAddr string, a
 	if row.idleBefore, err = scrapeMetrics(ctx, metricsAddr); err != nil {
 		return err
 	}
-	cpu0 := cpuTime(pid)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(scaleIdle): // a measurement window, not a synchronisation
+	cpu0, t0 := cpuTime(pid), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond): // a measurement window, not a synchronisation
+		}
+		if row.idleAfter, err = scrapeMetrics(ctx, metricsAddr); err != nil {
+			return err
+		}
+		d := time.Since(t0)
+		passes := row.idleAfter.passCount - row.idleBefore.passCount
+		if d >= scaleIdleMax || (d >= scaleIdle && (passes >= scaleIdlePasses || row.idleAfter.passBuckets[math.Inf(1)] == 0 && passes == 0 && d >= 2*scaleIdle)) {
+			break
+		}
 	}
-	row.idleCPU = cpuTime(pid) - cpu0
-	if row.idleAfter, err = scrapeMetrics(ctx, metricsAddr); err != nil {
-		return err
-	}
+	row.idleCPU, row.idleFor = cpuTime(pid)-cpu0, time.Since(t0)
 	cl, err := newCreateClients(m.addr, scaleClients)
 	if err != nil {
 		return err

@@ -52,13 +52,14 @@ func printScale(e *env, rows []scaleRow, nodes int, capacity float64, fleet simf
 		"the sizes. Preload, %d clients: 9 jobs in 10 are the createjob bench's ~1 KB job created then completed (CompleteJob: POST, "+
 		"a job_completed entry), 1 in 10 an auto-placed job of 1 unit, placed and running on a simulated fleet of %d nodes of %g units "+
 		"(test/simfleet, in the bench process) before anything is measured. Then, on the quiet manager, the engine's passes for %s "+
-		"(it passes every 500 ms when nothing changes); then %d window(s) of %d closed-loop CreateJob clients (one connection each) "+
+		"(it passes every 500 ms when nothing changes), or longer until %d passes ended (at most %s: a pass over many records takes seconds "+
+		"and the engine then waits 3 times as long); then %d window(s) of %d closed-loop CreateJob clients (one connection each) "+
 		"sending the createjob bench's job: %d CreateJobs of warm-up, then a tenth of the store (200 to 3,000) measured. These jobs stay: "+
 		"the next size counts them, and \"stored\" gives the count at the start and at the end of the windows. "+
 		"CPU per write: the manager's user+system CPU (/proc/<pid>/stat) over a window divided by the CreateJobs acknowledged in it. "+
 		"Passes: the manager's %s histogram (count: mean / p99 bucket bound, ms). RSS: /proc/<pid>/status after the windows, "+
 		"VmHWM (peak since the start) / VmRSS. Cells with three figures: min / median / max over the windows.\n\n",
-		scalePreloadClients, nodes, capacity, scaleIdle, e.runs, scaleClients, scaleWarmup, passMetric)
+		scalePreloadClients, nodes, capacity, scaleIdle, scaleIdlePasses, scaleIdleMax, e.runs, scaleClients, scaleWarmup, passMetric)
 	fmt.Fprintln(w, "| stored (start → end) | preloaded: completed / placed | preload s (jobs/s) | CreateJob/s | p99 ms | manager CPU ms per write | "+
 		"idle passes: n: mean / p99 ms | idle manager CPU cores | passes while writing: n: mean / p99 ms | manager RSS peak / end MiB | errors |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
@@ -77,7 +78,7 @@ func printScale(e *env, rows []scaleRow, nodes int, capacity float64, fleet simf
 		}
 		fmt.Fprintf(w, "| %d → %d | %d / %d | %s | %s | %s | %s | %s | %.2f | %s | %s | %d |\n", r.stored, r.storedEnd, r.completed, r.placed, pre,
 			spread(rate, fmtRate), spread(p99, fmtMs), spread(cpw, func(v float64) string { return fmt.Sprintf("%.2f", v) }),
-			passCell(r.idleBefore, r.idleAfter), r.idleCPU.Seconds()/scaleIdle.Seconds(), passCell(r.writesBefore, r.writesAfter),
+			passCell(r.idleBefore, r.idleAfter), r.idleCPU.Seconds()/r.idleFor.Seconds(), passCell(r.writesBefore, r.writesAfter),
 			memCell(r.mem, r.memErr), errs)
 	}
 	fmt.Fprintln(w)

@@ -168,6 +168,7 @@ func (e *Engine) Run(ctx context.Context) {
 		if err := e.Pass(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("placement pass failed", "error", err)
 		}
+		e.cfg.Metrics.ObservePass(time.Since(t0))
 		if !e.wait(ctx, changed, passGap(e.cfg, time.Since(t0))) {
 			return
 		}

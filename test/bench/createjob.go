@@ -21,46 +21,77 @@ const callTimeout = 30 * time.Second
 // count and, next to it, raw badger synced single-key transactions of the
 // size of one CreateJob append at the same concurrency.
 func runCreateJob(ctx context.Context, e *env) error {
+	etcdVer := ""
+	if e.peerEtcd != "" {
+		v, err := etcdVersion(ctx, e.peerEtcd)
+		if err != nil {
+			return err
+		}
+		etcdVer = v
+	}
 	size, err := measureAppend(ctx, e.dir("size-probe"))
 	if err != nil {
 		return fmt.Errorf("measure the append size: %w", err)
 	}
-	mgr, raw := map[int][]runStats{}, map[int][]runStats{}
+	mgr, raw, etcd := map[int][]runStats{}, map[int][]runStats{}, map[int][]runStats{}
 	for _, n := range e.clients {
-		if mgr[n], raw[n], err = writeGroup(ctx, e, n, size.value); err != nil {
+		if mgr[n], raw[n], etcd[n], err = writeGroup(ctx, e, n, size.value); err != nil {
 			return err
 		}
 	}
 	printCreateJob(e, size, mgr, raw)
+	if e.peerEtcd != "" {
+		printEtcd(e, etcdVer, size, mgr, etcd)
+	}
 	return nil
 }
 
 // writeGroup runs e.runs rounds at concurrency n on a fresh manager data
-// dir and a fresh badger dir; each round is one CreateJob window followed
-// by one raw badger window, so that both see the same disk and neighbours
-// (the box is shared and its fsync cost drifts).
-func writeGroup(ctx context.Context, e *env, n int, val []byte) (mgr, raw []runStats, err error) {
+// dir and a fresh badger dir (and, with --peer-etcd, a fresh etcd); each
+// round is one CreateJob window followed by one raw badger window and one
+// etcd Put window, so that all see the same disk and neighbours (the box
+// is shared and its fsync cost drifts). Odd rounds run etcd first, so
+// that neither side always follows the other.
+func writeGroup(ctx context.Context, e *env, n int, val []byte) (mgr, raw, etcd []runStats, err error) {
 	cj, err := newCreateJobLoad(ctx, e, n)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer cj.close()
 	bl, err := newBadgerLoad(e, n, val)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer bl.close()
+	var el *etcdLoad
+	if e.peerEtcd != "" {
+		if el, err = newEtcdLoad(ctx, e, n); err != nil {
+			return nil, nil, nil, err
+		}
+		defer el.close()
+	}
 	for r := range e.runs {
+		if el != nil && r%2 == 1 {
+			etcd = append(etcd, el.run(ctx, r))
+		}
 		mgr = append(mgr, cj.run(ctx, r))
 		raw = append(raw, bl.run(ctx, r))
+		if el != nil && r%2 == 0 {
+			etcd = append(etcd, el.run(ctx, r))
+		}
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
 	}
 	if err := cj.close(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return mgr, raw, bl.close()
+	if el != nil {
+		if err := el.close(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return mgr, raw, etcd, bl.close()
 }
 
 // createJobLoad is n CreateJob clients, each with its own connection, on a

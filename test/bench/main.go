@@ -9,7 +9,8 @@
 //	go run ./test/bench docker      # the Docker runtime: StartJob → job_running, StopJob → job_stopped of a two-container job (real worker, --runtime=docker)
 //	go run ./test/bench storeopen   # store open on 10k/100k jobs: plain badger vs every table checksum-verified first, and verify
 //	go run ./test/bench storecrash  # writers SIGKILLed --crash-iterations times per store (test/storecrash), every restart first time
-//	go run ./test/bench placement   # the placement engine on simulated fleets (test/simfleet): 100×1,000 and 1,000×10,000 nodes×jobs (--fleet-sizes)
+//	go run ./test/bench placement   # the placement engine on simulated fleets (test/simfleet): 100×1,000 and 1,000×10,000 nodes×jobs (--fleet-sizes); manager RSS (--manager-heap-profile)
+//	go run ./test/bench scale       # issue 22: CreateJob rate and CPU per write, engine pass time and RSS at 1k/10k/100k stored jobs (--stored)
 //	go run ./test/bench provision   # a waiting job → a node created by the engine (mock provider) → running; its release after linger
 //	go run ./test/bench hardening   # issue 21: placements of auto-placed jobs that end at once (true, exit 1) over 30 s; manager RSS/heap with 64 stalled event streams and 20 jobs of 900 KiB
 //	go run ./test/bench all         # createjob, startjob, register, recovery and docker (docker is skipped with a note where no Docker engine answers)
@@ -31,7 +32,9 @@
 //
 // Add --quick for a sanity run of well under a minute. Diagnostics for
 // createjob: --unsafe-no-fsync (no fsync in the manager nor in raw badger,
-// to see what the syncs cost) and --manager-cpu-profile (the manager runs as
+// to see what the syncs cost), --peer-etcd PATH (an etcd binary started
+// on 127.0.0.1 beside the manager, its Put measured in the same windows)
+// and --manager-cpu-profile (the manager runs as
 // this binary, the same cluster/agent code, with a CPU profile whose top is
 // printed; for secure, both single managers, with the difference on − off). The load shape is
 // that of docs/benchmarks.md and the peer baselines (closed loop, one gRPC
@@ -90,6 +93,13 @@ type settings struct {
 	// cpuProfile: createjob runs the manager as a profiled bench process
 	// (serveCommand) instead of norsk-manager and prints the profile's top.
 	cpuProfile bool
+	// heapProfile: placement and scale fetch the manager's heap profile
+	// (norsk-manager --enable-debug) and print its top.
+	heapProfile bool
+	// stored: scale's sizes, jobs stored before each measurement.
+	stored []int
+	// peerEtcd: createjob also measures an etcd binary at this path.
+	peerEtcd string
 	// noSync: createjob without fsync (manager --unsafe-no-fsync, badger
 	// SyncWrites off), to see what the syncs cost.
 	noSync  bool
@@ -131,6 +141,7 @@ var scenarios = map[string]func(context.Context, *env) error{
 	"docker":    runDocker,
 	"snapshot":  runSnapshot,
 	"placement": runPlacement,
+	"scale":     runScale,
 	"provision": runProvision,
 	"move":      runMove,
 	"hardening": runHardening,
@@ -188,7 +199,9 @@ func main() {
 
 func usage() string {
 	return "usage: go run ./test/bench {createjob|startjob|register|recovery|snapshot|docker|all} [--quick] [flags]\n" +
-		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile]\n" +
+		"       go run ./test/bench createjob [--quick] [--clients 1,16,64] [--peer-etcd PATH] [--manager-cpu-profile] [--unsafe-no-fsync]\n" +
+		"       go run ./test/bench placement [--quick] [--fleet-sizes 100x1000,1000x10000] [--manager-cpu-profile] [--manager-heap-profile]\n" +
+		"       go run ./test/bench scale [--quick] [--stored 1000,10000,100000] [--runs N] [--manager-heap-profile]\n" +
 		"       go run ./test/bench provision [--trials N]   (at most 10 rounds)\n" +
 		"       go run ./test/bench move [--quick]\n" +
 		"       go run ./test/bench hardening [--quick]   (issue 21: placements of jobs that end at once; memory under stalled event streams)\n" +
@@ -265,7 +278,13 @@ func parseFlags(name string, args []string) (*settings, error) {
 	pprof := fs.Bool("pprof", true, "recovery: print go tool pprof -top of the heap at the largest job count")
 	cpuProfile := fs.Bool("manager-cpu-profile", false, "createjob: run the manager as the bench binary with a CPU profile (same agent code) and print go tool pprof -top per client count; "+
 		"placement: profile norsk-manager (--enable-debug) for the first 30 s after the first CreateJob and print the top")
-	fleetSizes := fs.String("fleet-sizes", "100x1000,1000x10000", "placement: runs as NODESxJOBS (simulated nodes × auto-placed jobs of 1 unit), each on a fresh manager")
+	fleetSizes := fs.String("fleet-sizes", "100x1000,1000x10000", "placement: runs as NODESxJOBS (simulated nodes × auto-placed jobs of 1 unit), each on a fresh manager "+
+		"(with --register-rate 0: every simulated worker registers from 127.0.0.1, and the default limit per address, 1/s after a burst of 20, would let them in at one a second)")
+	heapProfile := fs.Bool("manager-heap-profile", false, "placement, scale: run norsk-manager with --enable-debug and print go tool pprof -top -sample_index=inuse_space "+
+		"of its heap (after a GC) once every job ran (placement) or at the end of each stored size (scale)")
+	stored := fs.String("stored", "1000,10000,100000", "scale: jobs stored before each measurement, one table row each, on one manager that grows (--quick: 500,2000,5000)")
+	peerEtcd := fs.String("peer-etcd", "", "createjob: path of an etcd binary (3.5 or later); it is started as a single member (fsync on, its data dir in the scratch dir, "+
+		"127.0.0.1 ports only) and its Put of 1 KiB values is measured in windows alternating with CreateJob's, with the same clients, warm-up and window")
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
 	workDir := fs.String("work-dir", "", "parent of the scratch directories (default: the system temp dir; keep it on the disk you want to measure)")
 	keep := fs.Bool("keep", false, "keep the scratch directories")
@@ -302,6 +321,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		quickDefault(set, "slots", slots, 10)
 		quickDefault(set, "jobs", jobs, "1000,5000")
 		quickDefault(set, "fleet-sizes", fleetSizes, "20x200")
+		quickDefault(set, "stored", stored, "500,2000,5000")
 		quickDefault(set, "probes", probes, 1)
 		quickDefault(set, "crash-iterations", crashIterations, 20)
 		quickDefault(set, "docker-trials", dockerTrials, 5)
@@ -326,7 +346,8 @@ func parseFlags(name string, args []string) (*settings, error) {
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
 		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, crashIterations: *crashIterations,
 		rbDuration: *rbDuration, rbSeed: *rbSeed, rbClients: *rbClients, rbJobs: *rbJobs, rbOut: *rbOut, rbPartitions: *rbPartitions,
-		freezeTrials: freezeTrials, freezeFor: *freezeFor, managerLogLevel: *managerLogLevel}
+		freezeTrials: freezeTrials, freezeFor: *freezeFor, managerLogLevel: *managerLogLevel,
+		heapProfile: *heapProfile, peerEtcd: *peerEtcd}
 	var err error
 	if s.clients, err = parseInts("--clients", *clients); err != nil {
 		return nil, err
@@ -337,6 +358,9 @@ func parseFlags(name string, args []string) (*settings, error) {
 		return nil, err
 	}
 	if s.jobs, err = parseInts("--jobs", *jobs); err != nil {
+		return nil, err
+	}
+	if s.stored, err = parseInts("--stored", *stored); err != nil {
 		return nil, err
 	}
 	if s.fleetSizes, err = parseFleetSizes(*fleetSizes); err != nil {

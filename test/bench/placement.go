@@ -68,7 +68,23 @@ type placementResult struct {
 	// job_running.
 	cpu     time.Duration
 	profile string // CPU profile path, with --manager-cpu-profile
+	// heap is the manager's heap profile path once every job ran, with
+	// --manager-heap-profile.
+	heap string
+	// mem is the manager's RSS once every job ran (peak: since it started,
+	// the bring-up of the nodes included); memErr why it could not be read.
+	mem    procMem
+	memErr error
 }
+
+// registerRateFlags are the norsk-manager flags of the benches whose
+// simulated workers all register from 127.0.0.1: the registration rate
+// limit per source address (--register-rate, 1/s after a burst of 20 by
+// default; docs/design/security.md, "Limits") is meant for one real
+// address per worker or a few behind a NAT, and would let 1,000 simulated
+// workers in at one per second (257 of 996 in 3 minutes). "0" is its
+// documented "no limit"; nothing else about the manager changes.
+var registerRateFlags = []string{"--register-rate", "0"}
 
 // runPlacement measures the placement engine on simulated fleets: for
 // each --fleet-sizes entry a fresh norsk-manager (fsync on), a simulated
@@ -96,8 +112,8 @@ func placementRun(ctx context.Context, e *env, sz fleetSize) (placementResult, e
 		return r, err
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	extra := []string{"--metrics-addr", metricsAddr}
-	if e.cpuProfile {
+	extra := append([]string{"--metrics-addr", metricsAddr}, registerRateFlags...)
+	if e.cpuProfile || e.heapProfile {
 		extra = append(extra, "--enable-debug")
 	}
 	m, err := e.startManager(ctx, filepath.Join(dir, "data"), "", extra...)
@@ -165,6 +181,14 @@ func placementRun(ctx context.Context, e *env, sz fleetSize) (placementResult, e
 		}
 		r.latencies = append(r.latencies, t.Sub(sent[i]))
 		r.allRunning = max(r.allRunning, t.Sub(start))
+	}
+	r.mem, r.memErr = readProcMem(m.cmd.Process.Pid)
+	if e.heapProfile {
+		r.heap = filepath.Join(e.scratch, fmt.Sprintf("placement-heap-%s.pprof", sz))
+		if err := fetchHeapProfile(ctx, metricsAddr, r.heap); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: placement %s: %v\n", sz, err)
+			r.heap = ""
+		}
 	}
 	if n := len(r.fleet.StartTimes); n > 0 {
 		r.startWindow = r.fleet.StartTimes[n-1].Sub(r.fleet.StartTimes[0])

@@ -19,13 +19,21 @@ type scrape struct {
 	buckets    map[float64]float64
 	sum, count float64
 	placements map[string]float64
+	// passSum and passCount are the pass histogram's
+	// (norsk_manager_placement_pass_seconds, absent on a manager from
+	// before issue 22: 0), passBuckets its cumulative buckets.
+	passSum, passCount float64
+	passBuckets        map[float64]float64
 }
 
-const decisionMetric = "norsk_manager_placement_decision_seconds"
+const (
+	decisionMetric = "norsk_manager_placement_decision_seconds"
+	passMetric     = "norsk_manager_placement_pass_seconds"
+)
 
 // scrapeMetrics reads http://addr/metrics.
 func scrapeMetrics(ctx context.Context, addr string) (scrape, error) {
-	s := scrape{buckets: map[float64]float64{}, placements: map[string]float64{}}
+	s := scrape{buckets: map[float64]float64{}, placements: map[string]float64{}, passBuckets: map[float64]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return s, err
@@ -77,6 +85,15 @@ func (s *scrape) line(l string) {
 		s.sum = v
 	case name == decisionMetric+"_count":
 		s.count = v
+	case strings.HasPrefix(name, passMetric+"_bucket{"):
+		le, err := strconv.ParseFloat(label("le"), 64)
+		if err == nil {
+			s.passBuckets[le] = v
+		}
+	case name == passMetric+"_sum":
+		s.passSum = v
+	case name == passMetric+"_count":
+		s.passCount = v
 	case strings.HasPrefix(name, "norsk_manager_placements_total{"):
 		s.placements[label("result")] = v
 	}
@@ -118,9 +135,12 @@ func printPlacement(e *env, rs []placementResult) {
 		"once every node is STARTED; times are when the bench receives each job's first job_updated whose newest entry is job_running. "+
 		"Decision times come from the manager's norsk_manager_placement_decision_seconds histogram (p99: the upper bound of its bucket). "+
 		"Manager CPU is /proc/<pid>/stat from the first CreateJob to the last job_running: CreateJob, the engine, StartJob and the workers' "+
-		"reports together, so per placement it is an upper bound of the engine's share.\n\n", len(placementZones), placementCreators)
-	fmt.Fprintln(w, "| nodes | jobs | units/node | nodes up s | CreateJobs acked s | all running s | placements/s | CreateJob → running p50 / p99 / max ms | decision mean / p99 µs | manager CPU s (ms per job) | starts | double starts | not running | CreateJob errors |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		"reports together, so per placement it is an upper bound of the engine's share. Manager RSS is /proc/<pid>/status once every job ran: "+
+		"VmHWM (the peak since the manager started, the nodes' bring-up included) and VmRSS (then). "+
+		"The manager runs with --register-rate 0: every simulated worker registers from 127.0.0.1, and the default limit per address "+
+		"(1/s after a burst of 20) would let 1,000 of them in at one per second.\n\n", len(placementZones), placementCreators)
+	fmt.Fprintln(w, "| nodes | jobs | units/node | nodes up s | CreateJobs acked s | all running s | placements/s | CreateJob → running p50 / p99 / max ms | decision mean / p99 µs | manager CPU s (ms per job) | manager RSS peak / end MiB | starts | double starts | not running | CreateJob errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		st := summarize(r.latencies)
 		n := r.after.count - r.before.count
@@ -132,10 +152,10 @@ func printPlacement(e *env, rs []placementResult) {
 		if r.startWindow > 0 {
 			rate = float64(r.fleet.Starts) / r.startWindow.Seconds()
 		}
-		fmt.Fprintf(w, "| %d | %d | %g | %.1f | %.1f | %.1f | %s | %s / %s / %s | %s / ≤ %s | %.1f (%.2f) | %d | %d | %d | %d |\n",
+		fmt.Fprintf(w, "| %d | %d | %g | %.1f | %.1f | %.1f | %s | %s / %s / %s | %s / ≤ %s | %.1f (%.2f) | %s | %d | %d | %d | %d |\n",
 			r.size.nodes, r.size.jobs, r.capacity, r.connect.Seconds(), r.created.Seconds(), r.allRunning.Seconds(), fmtRate(rate),
 			fmtMs(ms(st.p50)), fmtMs(ms(st.p99)), fmtMs(ms(st.max)), fmtMicros(mean), fmtMicros(decisionQuantile(r.before, r.after, 0.99)),
-			r.cpu.Seconds(), ms(r.cpu)/float64(max(1, r.fleet.Starts)), r.fleet.Starts, r.fleet.Violations, r.missing, r.createErrs)
+			r.cpu.Seconds(), ms(r.cpu)/float64(max(1, r.fleet.Starts)), memCell(r.mem, r.memErr), r.fleet.Starts, r.fleet.Violations, r.missing, r.createErrs)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rs {
@@ -152,6 +172,9 @@ func printPlacement(e *env, rs []placementResult) {
 		if r.profile != "" {
 			printProfileTop(context.Background(), e, fmt.Sprintf("CPU profile of the manager, %s, the first 30 s after the first CreateJob", r.size), r.profile, "-top", "-cum")
 		}
+		if r.heap != "" {
+			printProfileTop(context.Background(), e, fmt.Sprintf("Heap of the manager, %s, once every job ran (after a GC)", r.size), r.heap, "-top", "-sample_index=inuse_space")
+		}
 	}
 }
 
@@ -164,6 +187,8 @@ func printPlacementTargets(e *env, rs []placementResult) {
 		case r.size.nodes == 1000 && r.size.jobs == 10000:
 			fmt.Fprintf(w, "- 10,000 jobs running on 1,000 simulated nodes in under 30 s: %.1f s, %s.\n", r.allRunning.Seconds(),
 				met(r.missing == 0 && r.allRunning < 30*time.Second))
+			fmt.Fprintf(w, "- Goal (issue 22): 10,000 jobs on 1,000 nodes under 300 MiB of manager RSS: peak %s MiB, at the end %s MiB, %s.\n",
+				mib(r.mem.peak), mib(r.mem.now), met(r.memErr == nil && r.mem.peak < 300<<20))
 		case r.size.nodes == 100:
 			p99 := decisionQuantile(r.before, r.after, 0.99)
 			fmt.Fprintf(w, "- p99 placement decision under 50 ms at 100 nodes (%d jobs): ≤ %s µs, %s.\n", r.size.jobs, fmtMicros(p99), met(p99 <= 0.05))
@@ -172,4 +197,12 @@ func printPlacementTargets(e *env, rs []placementResult) {
 	fmt.Fprintln(w, "- For scale: Nomad's C1M run placed 1,000,000 containers at about 3,750 placements/s on 5 servers "+
 		"(real clients on 5,000 hosts); here 1 manager, simulated workers on the same 2 cores.")
 	fmt.Fprintln(w)
+}
+
+// memCell formats a procMem as "peak / now" MiB, or why it is missing.
+func memCell(m procMem, err error) string {
+	if err != nil {
+		return "? (" + err.Error() + ")"
+	}
+	return mib(m.peak) + " / " + mib(m.now)
 }

@@ -92,10 +92,13 @@ type settings struct {
 	cpuProfile bool
 	// noSync: createjob without fsync (manager --unsafe-no-fsync, badger
 	// SyncWrites off), to see what the syncs cost.
-	noSync  bool
-	workDir string
-	keep    bool
-	out     io.Writer
+	noSync bool
+	// noEngine: the profiled manager (cpuProfile) runs no placement
+	// engine, so that createjob measures the write path alone.
+	noEngine bool
+	workDir  string
+	keep     bool
+	out      io.Writer
 
 	// HA scenarios.
 	timings           string        // --cluster-timings of every cluster manager: lan or local
@@ -267,6 +270,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		"placement: profile norsk-manager (--enable-debug) for the first 30 s after the first CreateJob and print the top")
 	fleetSizes := fs.String("fleet-sizes", "100x1000,1000x10000", "placement: runs as NODESxJOBS (simulated nodes × auto-placed jobs of 1 unit), each on a fresh manager")
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
+	noEngine := fs.Bool("no-placement-engine", false, "createjob with --manager-cpu-profile: the manager runs no placement engine (the write path alone; nothing is auto-placed)")
 	workDir := fs.String("work-dir", "", "parent of the scratch directories (default: the system temp dir; keep it on the disk you want to measure)")
 	keep := fs.Bool("keep", false, "keep the scratch directories")
 	timings := fs.String("cluster-timings", "lan", `HA scenarios: --cluster-timings of every manager: "lan" (the default of norsk-manager) or "local" (freeze: local unless given)`)
@@ -321,7 +325,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		*timings = "local" // the issue's setting: the gossip declares a frozen manager failed in about 1.5 s
 	}
 	s := &settings{quick: *quick, runs: *runs, warmup: *warmup, window: *window, trials: *trials,
-		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
+		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, noEngine: *noEngine, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
 		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, crashIterations: *crashIterations,

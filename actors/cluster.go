@@ -15,9 +15,10 @@ func ClusterKind(k Kind) *cluster.Kind {
 	if k.Strategy == nil {
 		k.Strategy = DefaultGrainStrategy()
 	}
+	d := NewPooledDispatcher()
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &clusterSupervisor{kind: k}
-	}, actor.WithSupervisor(k.Strategy))
+		return &clusterSupervisor{kind: k, dispatcher: d}
+	}, actor.WithSupervisor(k.Strategy), actor.WithDispatcher(d))
 	return cluster.NewKind(k.Name, props)
 }
 
@@ -25,16 +26,18 @@ func ClusterKind(k Kind) *cluster.Kind {
 // comes from the cluster at activation, and passivation stops the grain
 // itself (the cluster's placement actor watches it).
 type clusterSupervisor struct {
-	kind     Kind
-	child    *actor.PID
-	stopping bool
+	kind Kind
+	// dispatcher runs the grain's mailboxes (its kind's PooledDispatcher).
+	dispatcher actor.Dispatcher
+	child      *actor.PID
+	stopping   bool
 }
 
 func (s *clusterSupervisor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		id := cluster.GetClusterIdentity(ctx)
-		s.child = ctx.Spawn(s.kind.Props(id.GetIdentity()))
+		s.child = ctx.Spawn(s.kind.Props(id.GetIdentity()).Configure(actor.WithDispatcher(s.dispatcher)))
 		if s.kind.OnActivate != nil {
 			s.kind.OnActivate()
 		}

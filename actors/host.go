@@ -54,6 +54,8 @@ type Host struct {
 	system     *actor.ActorSystem
 	cfg        HostConfig
 	activators map[string]*actor.PID
+	// dispatcher runs the activators' and grains' mailboxes.
+	dispatcher *PooledDispatcher
 }
 
 var _ Router = (*Host)(nil)
@@ -73,15 +75,16 @@ func NewHost(system *actor.ActorSystem, cfg HostConfig, kinds ...Kind) (*Host, e
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{system: system, cfg: cfg, activators: map[string]*actor.PID{}}
+	h := &Host{system: system, cfg: cfg, activators: map[string]*actor.PID{}, dispatcher: NewPooledDispatcher()}
 	for _, k := range kinds {
 		if k.Strategy == nil {
 			k.Strategy = DefaultGrainStrategy()
 		}
 		k := k
 		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-			return &activator{kind: k, grains: map[string]*actor.PID{}, byPID: map[string]string{}, logger: cfg.Logger.With("kind", k.Name)}
-		}), "activator-"+k.Name)
+			return &activator{kind: k, grains: map[string]*actor.PID{}, byPID: map[string]string{}, logger: cfg.Logger.With("kind", k.Name),
+				dispatcher: h.dispatcher}
+		}, actor.WithDispatcher(h.dispatcher)), "activator-"+k.Name)
 		if err != nil {
 			return nil, fmt.Errorf("spawn %s activator: %w", k.Name, err)
 		}
@@ -150,6 +153,8 @@ type activator struct {
 	grains map[string]*actor.PID // identity → supervisor
 	byPID  map[string]string     // supervisor PID id → identity
 	logger *slog.Logger
+	// dispatcher runs the grains' mailboxes (the Host's).
+	dispatcher actor.Dispatcher
 }
 
 func (a *activator) Receive(ctx actor.Context) {
@@ -184,10 +189,10 @@ func (a *activator) Receive(ctx actor.Context) {
 }
 
 func (a *activator) activate(ctx actor.Context, identity string) *actor.PID {
-	childProps := a.kind.Props(identity)
+	childProps := a.kind.Props(identity).Configure(actor.WithDispatcher(a.dispatcher))
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &grainSupervisor{childProps: childProps}
-	}, actor.WithSupervisor(a.kind.Strategy))
+	}, actor.WithSupervisor(a.kind.Strategy), actor.WithDispatcher(a.dispatcher))
 	pid := ctx.SpawnPrefix(props, identity)
 	if a.kind.OnActivate != nil {
 		a.kind.OnActivate()

@@ -2,7 +2,9 @@ package job
 
 import (
 	"hash/fnv"
+	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -16,20 +18,57 @@ import (
 // deterministic encoding with current_hash and state cleared (those are the
 // manager's, not the definition's). Never 0, so that a client that sends no
 // current_hash never matches.
+//
+// Both are top-level scalars without presence, so the encoding of the job
+// with them cleared is the job's own deterministic encoding without their
+// top-level fields: Hash hashes that, field by field, into a pooled buffer,
+// instead of cloning the job to clear them (a clone and a marshal per
+// CreateJob were ~3 % of a manager's CPU; issue 22 §2). hash_test.go holds
+// it to the clone's values.
 func Hash(j *managerpb.Job) int64 {
-	c := proto.Clone(j).(*managerpb.Job)
-	c.CurrentHash, c.State = 0, managerpb.Job_PRE
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	bp := hashBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledHashBuf {
+			hashBufs.Put(bp)
+		}
+	}()
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*bp)[:0], j)
 	if err != nil {
 		panic("job: marshal for hash: " + err.Error()) // a valid message always marshals
 	}
+	*bp = b[:0]
 	h := fnv.New64a()
-	h.Write(b)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			panic("job: hash: own encoding does not parse: " + protowire.ParseError(n).Error())
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			panic("job: hash: own encoding does not parse: " + protowire.ParseError(m).Error())
+		}
+		if num != jobCurrentHashField && num != jobStateField {
+			h.Write(b[:n+m])
+		}
+		b = b[n+m:]
+	}
 	if v := int64(h.Sum64()); v != 0 {
 		return v
 	}
 	return 1
 }
+
+// The top-level fields of a Job that Hash leaves out (manager.proto).
+const (
+	jobCurrentHashField protowire.Number = 5
+	jobStateField       protowire.Number = 11
+)
+
+// hashBufs pools Hash's encoding buffers; one over maxPooledHashBuf (a
+// job near the 1 MiB limit) is left to the collector.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledHashBuf = 64 << 10
 
 // WorkerJob is the definition sent to a worker to run (job, role).
 func WorkerJob(j *managerpb.Job, role string) *workerpb.WorkerJob {

@@ -96,8 +96,13 @@ type Config struct {
 	// ACL turns ACL tokens on (--acl; acl.go, docs/design/security.md):
 	// every API call then needs a token whose role allows it. Every
 	// manager of a cluster must agree.
-	ACL    bool
-	Logger *slog.Logger
+	ACL bool
+	// NoPlacementEngine runs no placement engine on this manager: nothing
+	// is auto-placed. For benchmarks that isolate the write path from the
+	// engine's passes (test/bench createjob --no-placement-engine); a
+	// production manager always runs it (norsk-manager has no flag).
+	NoPlacementEngine bool
+	Logger            *slog.Logger
 }
 
 // DefaultConfig returns production defaults for a data dir.

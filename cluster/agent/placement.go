@@ -13,8 +13,12 @@ import (
 // runPlacement runs the placement engine until ctx ends: on the Raft
 // leader only in a cluster (a leader singleton), always on a single
 // manager. A new Engine per run: nothing of a previous term's memory
-// carries over (docs/design/placement.md, "The engine").
+// carries over (docs/design/placement.md, "The engine"). None with
+// Config.NoPlacementEngine.
 func (a *Agent) runPlacement(ctx context.Context) {
+	if a.cfg.NoPlacementEngine {
+		return
+	}
 	cfg := placement.DefaultConfig()
 	cfg.Store, cfg.Router, cfg.Logger, cfg.Metrics = a.store, a.router, a.log, a.metrics.placement
 	if a.cfg.NodeBootTime > 0 {

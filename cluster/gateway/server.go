@@ -291,8 +291,11 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*managerpb.VersionInf
 // the output fields state and terminal_state are ignored
 // (validate_output.go). InvalidArgument for an id outside the id rule
 // (checkNewID) or a bad definition; AlreadyExists if the id is taken.
+// It fills in and clears fields of j itself, not of a copy: the request is
+// the call's own (gRPC decodes a fresh message per call) and the job grain
+// copies the definition it stores (issue 22 §2: one copy per create, not
+// two).
 func (s *Server) CreateJob(ctx context.Context, j *managerpb.Job) (*managerpb.JobHash, error) {
-	j = proto.Clone(j).(*managerpb.Job)
 	if j.GetJobId().GetJobId() == "" {
 		j.JobId = &commonJobID{JobId: newUUID()}
 	}

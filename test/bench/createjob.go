@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -228,6 +229,7 @@ func printCreateJob(e *env, size appendSize, mgr, raw map[int][]runStats) {
 	}
 	printErrors(e, mgr)
 	fmt.Fprintln(w)
+	printCPUPerWrite(e, mgr)
 	fmt.Fprintf(w, "### Raw badger: single-key transactions of %d bytes (SyncWrites %t)\n\n", size.total(), !e.noSync)
 	fmt.Fprintln(w, "| writers | txns/s | p50 ms | p99 ms | max ms | errors | CPU cores | txns/s per run |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
@@ -239,6 +241,9 @@ func printCreateJob(e *env, size appendSize, mgr, raw map[int][]runStats) {
 	printCreateJobTargets(e, mgr, raw)
 	if e.cpuProfile {
 		fmt.Fprintln(w, "The manager ran as `go run ./test/bench __manager` (the same cluster/agent code and default config as norsk-manager) with a CPU profile over all runs of each client count.")
+		if e.noEngine {
+			fmt.Fprintln(w, "**It ran no placement engine (--no-placement-engine): the write path alone.**")
+		}
 		fmt.Fprintln(w)
 		for _, n := range e.clients {
 			printProfileTop(context.Background(), e, fmt.Sprintf("CPU profile of the manager, %d clients", n),
@@ -275,6 +280,25 @@ func printCreateJobTargets(e *env, mgr, raw map[int][]runStats) {
 	if m := mgr[16]; m != nil {
 		p := medianP99(m)
 		fmt.Fprintf(w, "- 16 clients: CreateJob p99 %s ms < 20 ms: %s\n", fmtMs(ms(p)), met(p < 20*time.Millisecond))
+	}
+	fmt.Fprintln(w)
+}
+
+// printCPUPerWrite prints the manager's CPU time per CreateJob of every
+// run (its CPU cores over the window divided by the rate), the figure
+// issue 22 compares with etcd's CPU per Put.
+func printCPUPerWrite(e *env, mgr map[int][]runStats) {
+	w := e.out
+	fmt.Fprintln(w, "| clients | manager CPU ms per CreateJob, per run (cores ÷ rate) |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, n := range e.clients {
+		var per []string
+		for _, r := range mgr[n] {
+			if r.rate > 0 {
+				per = append(per, fmt.Sprintf("%.2f", 1000*r.serverCores/r.rate))
+			}
+		}
+		fmt.Fprintf(w, "| %d | %s |\n", n, strings.Join(per, ", "))
 	}
 	fmt.Fprintln(w)
 }

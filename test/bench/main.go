@@ -102,10 +102,13 @@ type settings struct {
 	peerEtcd string
 	// noSync: createjob without fsync (manager --unsafe-no-fsync, badger
 	// SyncWrites off), to see what the syncs cost.
-	noSync  bool
-	workDir string
-	keep    bool
-	out     io.Writer
+	noSync bool
+	// noEngine: the profiled manager (cpuProfile) runs no placement
+	// engine, so that createjob measures the write path alone.
+	noEngine bool
+	workDir  string
+	keep     bool
+	out      io.Writer
 
 	// HA scenarios.
 	timings           string        // --cluster-timings of every cluster manager: lan or local
@@ -286,6 +289,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 	peerEtcd := fs.String("peer-etcd", "", "createjob: path of an etcd binary (3.5 or later); it is started as a single member (fsync on, its data dir in the scratch dir, "+
 		"127.0.0.1 ports only) and its Put of 1 KiB values is measured in windows alternating with CreateJob's, with the same clients, warm-up and window")
 	noSync := fs.Bool("unsafe-no-fsync", false, "createjob diagnostic: run the manager with --unsafe-no-fsync and raw badger without SyncWrites")
+	noEngine := fs.Bool("no-placement-engine", false, "createjob with --manager-cpu-profile: the manager runs no placement engine (the write path alone; nothing is auto-placed)")
 	workDir := fs.String("work-dir", "", "parent of the scratch directories (default: the system temp dir; keep it on the disk you want to measure)")
 	keep := fs.Bool("keep", false, "keep the scratch directories")
 	timings := fs.String("cluster-timings", "lan", `HA scenarios: --cluster-timings of every manager: "lan" (the default of norsk-manager) or "local" (freeze: local unless given)`)
@@ -341,7 +345,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 		*timings = "local" // the issue's setting: the gossip declares a frozen manager failed in about 1.5 s
 	}
 	s := &settings{quick: *quick, runs: *runs, warmup: *warmup, window: *window, trials: *trials,
-		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, workDir: *workDir, keep: *keep, out: os.Stdout,
+		slots: *slots, probes: *probes, pprof: *pprof, cpuProfile: *cpuProfile, noSync: *noSync, noEngine: *noEngine, workDir: *workDir, keep: *keep, out: os.Stdout,
 		timings: *timings, failoverTrials: *failoverTrials, sessionTrials: *sessionTrials, convergenceTrials: *convergenceTrials,
 		writeInterval: *writeInterval, scenario: name, dockerTrials: *dockerTrials, dockerGrace: *dockerGrace,
 		dockerJobNetwork: *dockerJobNetwork, engineReps: *engineReps, crashIterations: *crashIterations,

@@ -243,7 +243,7 @@ func (e *env) launchManager(ctx context.Context, dataDir, profile string, serveE
 			return nil, err
 		}
 		name, args = "bench "+serveCommand, append([]string{serveCommand, "--data-dir", dataDir, "--api-addr", addr, "--cpu-profile", profile,
-			fmt.Sprintf("--no-sync=%t", e.noSync)}, serveExtra...)
+			fmt.Sprintf("--no-sync=%t", e.noSync), fmt.Sprintf("--no-placement-engine=%t", e.noEngine)}, serveExtra...)
 	}
 	c, err := startChild(name, dataDir+".log", exe, args...)
 	if err != nil {

@@ -29,6 +29,7 @@ func runServe(args []string) error {
 	tlsKey := fs.String("tls-key", "", "as norsk-manager --tls-key")
 	tlsCA := fs.String("tls-ca", "", "as norsk-manager --tls-ca")
 	aclOn := fs.Bool("acl", false, "as norsk-manager --acl")
+	noEngine := fs.Bool("no-placement-engine", false, "run no placement engine (agent.Config.NoPlacementEngine)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,6 +39,7 @@ func runServe(args []string) error {
 	cfg.APIAddr = *addr
 	cfg.Store.SyncWrites = !*noSync
 	cfg.ACL = *aclOn
+	cfg.NoPlacementEngine = *noEngine
 	if *tlsCert != "" {
 		// As norsk-manager's tlsOptions.config, with the default names.
 		certs, err := pki.NewReloader(pki.ReloaderConfig{Files: pki.Files{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}, Name: "api"})

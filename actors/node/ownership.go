@@ -217,25 +217,28 @@ func (g *grain) resendStops() {
 	if len(refs) == 0 {
 		return
 	}
-	n := 0
-	err := g.cfg.Store.View(func(r *persistence.Reader) error {
-		for _, ref := range refs {
-			rec, _, err := r.Job(ref.JobID)
-			if err != nil {
-				continue
-			}
-			for _, in := range rec.GetInstances() {
-				if in.GetRole() == ref.Role && in.GetNodeId() == g.id && in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
-					g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_StopJob{StopJob: &commonpb.ActiveJobKey{
-						JobId: &commonpb.JobId{JobId: ref.JobID}, Role: ref.Role, InstanceId: in.GetInstanceId()}}})
-					n++
-				}
-			}
-		}
-		return nil
-	})
+	// The records come from the store's World view (decoded in memory,
+	// fed by the applies: a job with an instance is always in it), not a
+	// decode of each record: every node grain does this every interval,
+	// so it would cost every placed job's decode per interval (issue 22).
+	w, err := g.cfg.Store.World().Read()
 	if err != nil {
 		g.log.Warn("read the instances to stop", "error", err)
+		return
+	}
+	n := 0
+	for _, ref := range refs {
+		rec, _, ok := w.PlacementJob(ref.JobID)
+		if !ok {
+			continue
+		}
+		for _, in := range rec.GetInstances() {
+			if in.GetRole() == ref.Role && in.GetNodeId() == g.id && in.GetStatus() == internalpb.InstanceStatus_INSTANCE_STOPPING {
+				g.sendToWorker(&workerpb.NodeControllerMessage{Message: &workerpb.NodeControllerMessage_StopJob{StopJob: &commonpb.ActiveJobKey{
+					JobId: &commonpb.JobId{JobId: ref.JobID}, Role: ref.Role, InstanceId: in.GetInstanceId()}}})
+				n++
+			}
+		}
 	}
 	if n > 0 {
 		g.log.Debug("re-sent stop_job for instances still stopping", "instances", n)

@@ -49,6 +49,10 @@ type fakeWorker struct {
 	// helloGate, when set, holds each session's hello until it is closed
 	// (the session is counted, and its hello built, before).
 	helloGate chan struct{}
+	// dropStops, while positive, makes the worker take a stop_job without
+	// acting on it or answering (as one whose answer was lost), counting
+	// down.
+	dropStops atomic.Int32
 }
 
 func newFakeWorker(t *testing.T) *fakeWorker {
@@ -171,6 +175,10 @@ func (w *fakeWorker) NodeControllerStream(stream grpc.BidiStreamingServer[worker
 			_ = send(&workerpb.WorkerMessage{Message: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.WorkerJobStarted{
 				JobKey: &commonpb.ActiveJobKey{JobId: x.ProvisionJob.GetJobId(), Role: x.ProvisionJob.GetRole()}}}})
 		case *workerpb.NodeControllerMessage_StopJob:
+			if w.dropStops.Add(-1) >= 0 {
+				continue
+			}
+			w.dropStops.Store(0)
 			w.mu.Lock()
 			delete(w.running, [2]string{x.StopJob.GetJobId().GetJobId(), x.StopJob.GetRole()})
 			w.mu.Unlock()

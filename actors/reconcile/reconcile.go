@@ -50,6 +50,7 @@ func RunActivator(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	log := cfg.Logger.With("loop", "activator")
 	for {
+		scanned := time.Now()
 		due, next, err := duePre(cfg)
 		if err != nil {
 			log.Error("read due jobs", "error", err)
@@ -78,6 +79,35 @@ func RunActivator(ctx context.Context, cfg Config) error {
 		if err := waitEventsOrTimeout(ctx, cfg.Store, sleep); err != nil {
 			return nil
 		}
+		// Woken by a write before the next start: scan again at most every
+		// activatorGap, so a stream of writes (a CreateJob each) does not
+		// cost a scan of the PRE index each. A job whose start comes
+		// meanwhile is activated at most activatorGap late; a wake for the
+		// next start is not held back.
+		if next.IsZero() || cfg.Clock().Before(next) {
+			if err := pause(ctx, activatorGap-time.Since(scanned)); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// activatorGap is the least time between two scans of the activator that
+// a write woke.
+const activatorGap = 100 * time.Millisecond
+
+// pause waits d (nothing if d ≤ 0), or returns ctx's error.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

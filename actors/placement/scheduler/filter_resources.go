@@ -55,7 +55,7 @@ func assignCores(n *Node, u *usage, counts []int) [][]int {
 	next := 0
 	for i, want := range counts {
 		for want > 0 && next < len(u.cores) {
-			if !u.cores[next] {
+			if u.cores[next] == 0 {
 				out[i] = append(out[i], n.Cores[next])
 				want--
 			}

@@ -307,9 +307,10 @@ func usageWithout(node *Node, u *usage, set []Placed) usage {
 		out.capacity -= fixed(p.Capacity)
 		out.gpu -= fixed(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if k, ok := corePos(node, &out, c); ok && out.cores[k] {
-				out.cores[k] = false
-				out.coresUsed--
+			if k, ok := corePos(node, &out, c); ok && out.cores[k] > 0 {
+				if out.cores[k]--; out.cores[k] == 0 {
+					out.coresUsed--
+				}
 			}
 		}
 	}

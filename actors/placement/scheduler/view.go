@@ -105,9 +105,12 @@ type instanceKey struct {
 type usage struct {
 	capacity int64
 	gpu      int64
-	// cores[i] is true while the node's i-th core id (Node.Cores, sorted
-	// by NewView) is pinned; len is the number of ids the node offers.
-	cores     []bool
+	// cores[i] counts the placed instances pinning the node's i-th core id
+	// (Node.Cores, sorted by NewView): the core is free at 0, so that
+	// removing one of two instances pinning a core (records that overlap)
+	// leaves it pinned, as a view built without that instance has it; len
+	// is the number of ids the node offers.
+	cores     []int32
 	coresUsed int
 }
 
@@ -132,7 +135,7 @@ func NewView(nodes []Node, placed []Placed) (*View, error) {
 		v.index[n.ID] = i
 		n.Cores = slices.Compact(slices.Sorted(slices.Values(n.Cores)))
 		if validCores(n.Cores) {
-			v.usage[i].cores = make([]bool, len(n.Cores))
+			v.usage[i].cores = make([]int32, len(n.Cores))
 		}
 	}
 	v.Add(placed...)
@@ -181,9 +184,10 @@ func (v *View) Add(placed ...Placed) {
 		u.capacity += fixed(p.Capacity)
 		u.gpu += fixed(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if k, ok := corePos(&v.nodes[i], u, c); ok && !u.cores[k] {
-				u.cores[k] = true
-				u.coresUsed++
+			if k, ok := corePos(&v.nodes[i], u, c); ok {
+				if u.cores[k]++; u.cores[k] == 1 {
+					u.coresUsed++
+				}
 			}
 		}
 	}
@@ -207,9 +211,10 @@ func (v *View) Remove(job JobID, role Role) bool {
 		u.capacity -= fixed(p.Capacity)
 		u.gpu -= fixed(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if k, ok := corePos(&v.nodes[i], u, c); ok && u.cores[k] {
-				u.cores[k] = false
-				u.coresUsed--
+			if k, ok := corePos(&v.nodes[i], u, c); ok && u.cores[k] > 0 {
+				if u.cores[k]--; u.cores[k] == 0 {
+					u.coresUsed--
+				}
 			}
 		}
 	}

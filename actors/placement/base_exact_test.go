@@ -5,8 +5,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
+	"github.com/norsk-oss/norsk-manager/proto/managerpb"
 )
 
 // placedAuto is an auto-placed job of capacity units with a RUNNING
@@ -52,4 +54,34 @@ func TestBase_RoomSummedInChangeOrderDecidesAsWholeRead(t *testing.T) {
 
 	f.pass()
 	require.Equal(t, string(d.Node), f.nodeOf("x", "primary"), "the engine's base decides as a whole read")
+}
+
+// TestBase_OverlappingPinsFreedAsWholeRead: two instances on one node pin
+// the same core (records that overlap: a job started by hand with a
+// cpu_list, a node that re-registered with other cores). When one of them
+// ends, a whole read still sees the core pinned by the other; so must the
+// engine's base, which removes the ended instance from its view.
+func TestBase_OverlappingPinsFreedAsWholeRead(t *testing.T) {
+	f := newFixture(t)
+	f.put(persistence.NodeKey("n1"), &internalpb.NodeRecord{NodeId: "n1", Provider: managerpb.NodeProvider_NODE_PROVIDER_CLUSTER,
+		State:     managerpb.NodeLifecycle_NODE_LIFECYCLE_STARTED,
+		Metadata:  &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: "n1"}},
+		Resources: &commonpb.NodeResources{Capacity: 4, Cores: []uint32{0, 1}}})
+	inc := newBase()
+	require.NoError(t, inc.update(f.store.World(), f.now))
+	for _, id := range []string{"a", "b"} {
+		rec := placedAuto(id, 1, "n1")
+		rec.Instances[0].CpuList = []uint32{0}
+		f.putJob(rec)
+	}
+	require.NoError(t, inc.update(f.store.World(), f.now))
+	f.endInstance(f.job("a"), "primary", managerpb.JobHistoryJobStopping_JOB_STOPPED_USER_REQUESTED, "")
+	require.NoError(t, inc.update(f.store.World(), f.now))
+
+	whole := newBase()
+	require.NoError(t, whole.update(f.store.World(), f.now))
+	_, _, want, _ := whole.view.Free("n1")
+	require.Equal(t, 1, want, "b still pins core 0")
+	_, _, got, _ := inc.view.Free("n1")
+	require.Equal(t, want, got, "free cores in the engine's base")
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
 	"github.com/norsk-oss/norsk-manager/proto/internalpb"
@@ -84,4 +85,33 @@ func TestBase_OverlappingPinsFreedAsWholeRead(t *testing.T) {
 	require.Equal(t, 1, want, "b still pins core 0")
 	_, _, got, _ := inc.view.Free("n1")
 	require.Equal(t, want, got, "free cores in the engine's base")
+}
+
+// TestBase_RoleRecordedTwiceFreedAsWholeRead: a job record that shows one
+// role twice (a fault the engine reports) holds the room of both
+// instances; once the record is put right, a whole read holds one, and so
+// must the engine's base (its view forgets only the latest of two adds of
+// one role).
+func TestBase_RoleRecordedTwiceFreedAsWholeRead(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 4, "z", nil)
+	f.putNode("n2", 4, "z", nil)
+	inc := newBase()
+	require.NoError(t, inc.update(f.store.World(), f.now))
+	rec := placedAuto("a", 1, "n1")
+	rec.Instances = append(rec.Instances, placedAuto("a", 1, "n2").Instances[0])
+	f.putJob(rec)
+	require.NoError(t, inc.update(f.store.World(), f.now))
+	rec = f.job("a")
+	rec.Instances = rec.Instances[:1]
+	f.putJob(rec)
+	require.NoError(t, inc.update(f.store.World(), f.now))
+
+	whole := newBase()
+	require.NoError(t, whole.update(f.store.World(), f.now))
+	for _, n := range []scheduler.NodeID{"n1", "n2"} {
+		want, _, _, _ := whole.view.Free(n)
+		got, _, _, _ := inc.view.Free(n)
+		require.Equal(t, want, got, "free units on %s", n)
+	}
 }

@@ -54,6 +54,47 @@ func (r *recordingRouter) take() []string {
 	return out
 }
 
+// requireWorldUntouched fails t if a record the World of store hands out
+// differs from the stored one: its records are shared by every reader,
+// and a pass must never modify one.
+func requireWorldUntouched(t *testing.T, store *persistence.Store) {
+	t.Helper()
+	r, err := store.World().Read()
+	require.NoError(t, err)
+	require.NoError(t, store.View(func(sr *persistence.Reader) error {
+		if err := r.PlacementJobs(func(rec *internalpb.JobRecord, _ persistence.Seq) error {
+			stored, _, err := sr.Job(rec.GetJob().GetJob().GetJobId().GetJobId())
+			require.NoError(t, err)
+			require.True(t, proto.Equal(stored, rec), "job %s: the World's record was modified", rec.GetJob().GetJob().GetJobId().GetJobId())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := r.Nodes(func(rec *internalpb.NodeRecord, _ persistence.Seq) error {
+			stored, _, err := sr.Node(rec.GetNodeId())
+			require.NoError(t, err)
+			require.True(t, proto.Equal(stored, rec), "node %s: the World's record was modified", rec.GetNodeId())
+			return nil
+		}); err != nil {
+			return err
+		}
+		return r.PlacementPools(func(rec *internalpb.PoolRecord, _ persistence.Seq) error {
+			stored, _, err := sr.PlacementPool(rec.GetPool().GetName())
+			require.NoError(t, err)
+			require.True(t, proto.Equal(stored, rec), "pool %s: the World's record was modified", rec.GetPool().GetName())
+			return nil
+		})
+	}))
+	if b, _, err := r.Bundle("b"); err == nil {
+		require.NoError(t, store.View(func(sr *persistence.Reader) error {
+			stored, _, err := sr.Bundle("b")
+			require.NoError(t, err)
+			require.True(t, proto.Equal(stored, b), "bundle b: the World's record was modified")
+			return nil
+		}))
+	}
+}
+
 // TestBase_IncrementalDecidesAsWholeRead: two engines on one store, one
 // keeping its base from pass to pass (the production engine), the other
 // reading the World whole at every pass, send the same commands after
@@ -110,7 +151,7 @@ func TestBase_IncrementalDecidesAsWholeRead(t *testing.T) {
 				in := &internalpb.Instance{Role: role, NodeId: n, InstanceId: fmt.Sprintf("i%d", rng.IntN(1000)),
 					NodeMetadata:   &commonpb.NodeMetadata{NodeId: &commonpb.NodeId{NodeId: n}},
 					Status:         []internalpb.InstanceStatus{internalpb.InstanceStatus_INSTANCE_RUNNING, internalpb.InstanceStatus_INSTANCE_RUNNING, internalpb.InstanceStatus_INSTANCE_STOPPING, internalpb.InstanceStatus_INSTANCE_PROVISIONING}[rng.IntN(4)],
-					DefinitionHash: int64(6 + rng.IntN(2))}
+					DefinitionHash: int64(6 + rng.IntN(2)), RunHash: int64(1 + rng.IntN(2))}
 				if rng.IntN(3) == 0 {
 					in.CpuList = []uint32{uint32(rng.IntN(4))}
 				}
@@ -135,13 +176,14 @@ func TestBase_IncrementalDecidesAsWholeRead(t *testing.T) {
 			var snap []byte
 			steps := 250
 			for step := range steps {
-				op := rng.IntN(16)
+				op := rng.IntN(17)
 				switch op {
 				case 0, 1, 2: // a plain job created or rewritten
 					id := jobID()
-					rec := autoJob(id, []float64{0.1, 0.2, 0.3, 0.7, 1.5}[rng.IntN(5)], nil)
+					rec := autoJob(id, []float64{0.1, 0.2, 0.3, 0.7, 1.5, 2.5}[rng.IntN(6)], nil)
 					req := rec.Job.Job.AutoPlacement.Requirements
-					req.PriorityBand = managerpb.PriorityBand(rng.IntN(4))
+					req.PriorityBand = []managerpb.PriorityBand{managerpb.PriorityBand_PRIORITY_BAND_STANDARD, managerpb.PriorityBand_PRIORITY_BAND_LOW,
+						managerpb.PriorityBand_PRIORITY_BAND_LOW, managerpb.PriorityBand_PRIORITY_BAND_STANDARD, managerpb.PriorityBand_PRIORITY_BAND_HIGH}[rng.IntN(5)]
 					if rng.IntN(4) == 0 {
 						req.RequiredCores = &commonpb.OptionalInt{Value: 1}
 					}
@@ -256,6 +298,40 @@ func TestBase_IncrementalDecidesAsWholeRead(t *testing.T) {
 						b.ResiliencePolicy = &managerpb.ResiliencePolicy{SameNode: managerpb.AntiAffinity(rng.IntN(3)), SameAz: managerpb.AntiAffinity(rng.IntN(3))}
 					}
 					f.putBundle(b, map[string]bool{"mon": rng.IntN(2) == 0})
+				case 13: // the whole bundle placed and running, each replica on its own node
+					if _, ok := live(bundle.JobID("b", 0, "enc")); ok {
+						for r := range uint32(2) {
+							n := nodes[rng.IntN(len(nodes))]
+							for _, name := range []string{"enc", "pkg", "mon"} {
+								if rec, ok := live(bundle.JobID("b", r, name)); ok {
+									in := instance([]string{"primary", "backup"}[r], n)
+									in.Status = internalpb.InstanceStatus_INSTANCE_RUNNING
+									rec.Instances, rec.Migrations = []*internalpb.Instance{in}, nil
+									f.putJob(rec)
+								}
+							}
+						}
+					}
+				case 14: // a node lost: its record STOPPED, its instances ended NODE_STOPPED
+					n := nodes[rng.IntN(len(nodes))]
+					f.put(persistence.NodeKey(n), &internalpb.NodeRecord{NodeId: n, Provider: managerpb.NodeProvider_NODE_PROVIDER_CLUSTER,
+						State: managerpb.NodeLifecycle_NODE_LIFECYCLE_STOPPED, Resources: &commonpb.NodeResources{Capacity: 4, Zone: "z" + n[1:]}})
+					var recs []*internalpb.JobRecord
+					require.NoError(t, f.store.View(func(r *persistence.Reader) error {
+						return r.Jobs(func(j *internalpb.JobRecord) error { recs = append(recs, j); return nil })
+					}))
+					for _, rec := range recs {
+						for _, in := range slices.Clone(rec.GetInstances()) {
+							if in.GetNodeId() != n {
+								continue
+							}
+							if _, derived := rec.GetJob().GetJob().GetTags()[bundle.TagBundleID]; !derived && rng.IntN(2) == 0 {
+								rec.Job.Job.Tags = map[string]string{persistence.PoolTag: "p"}
+							}
+							rec.Migrations = nil
+							f.endInstance(rec, in.GetRole(), managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED, "")
+						}
+					}
 				case 8: // a derived job placed, moving or stopping
 					id := bundle.JobID("b", uint32(rng.IntN(2)), []string{"enc", "pkg", "mon"}[rng.IntN(3)])
 					if rec, ok := live(id); ok {
@@ -278,6 +354,8 @@ func TestBase_IncrementalDecidesAsWholeRead(t *testing.T) {
 						reason := managerpb.JobHistoryJobStopping_JOB_STOPPED_NODE_STOPPED
 						if rng.IntN(2) == 0 {
 							reason = managerpb.JobHistoryJobStopping_JOB_STOPPED_JOB_FAILED
+						} else if _, derived := rec.GetJob().GetJob().GetTags()[bundle.TagBundleID]; !derived {
+							rec.Job.Job.Tags = map[string]string{persistence.PoolTag: "p"} // the pool's replace wait
 						}
 						rec.Migrations = nil
 						f.endInstance(rec, rec.GetInstances()[0].GetRole(), reason, "crash")
@@ -323,6 +401,7 @@ func TestBase_IncrementalDecidesAsWholeRead(t *testing.T) {
 				whole.settle()
 				require.Equal(t, wholeR.take(), incR.take(), "step %d (op %d): the commands sent", step, op)
 				require.Equal(t, baseSummary(whole.base, f.now), baseSummary(inc.base, f.now), "step %d (op %d)", step, op)
+				requireWorldUntouched(t, f.store)
 			}
 		})
 	}

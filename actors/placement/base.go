@@ -44,7 +44,8 @@ type base struct {
 	draining int // nodes whose record says DRAINING
 	pools    map[string]*managerpb.Pool
 	// bundles caches the bundle records the parts read (nil: missing),
-	// dropped when the World says one changed.
+	// dropped when the World says one changed or no part reads it any
+	// more.
 	bundles map[string]*internalpb.BundleRecord
 
 	parts *btree.BTreeG[*jobPart] // by job id
@@ -338,6 +339,7 @@ func (b *base) dropPart(p *jobPart) {
 		delete(b.bundleJobs[p.bundleID], id)
 		if len(b.bundleJobs[p.bundleID]) == 0 {
 			delete(b.bundleJobs, p.bundleID)
+			delete(b.bundles, p.bundleID) // no part reads it: only live bundles are held
 		}
 	}
 	b.cands.Delete(id)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/norsk-oss/norsk-manager/actors/bundle"
 	"github.com/norsk-oss/norsk-manager/actors/placement/scheduler"
 	"github.com/norsk-oss/norsk-manager/persistence"
 	"github.com/norsk-oss/norsk-manager/proto/commonpb"
@@ -114,4 +115,31 @@ func TestBase_RoleRecordedTwiceFreedAsWholeRead(t *testing.T) {
 		got, _, _, _ := inc.view.Free(n)
 		require.Equal(t, want, got, "free units on %s", n)
 	}
+}
+
+// TestBase_ForgetsBundlesNoJobReads: the base caches the bundle records
+// its parts read; once no part reads one (its jobs deleted after its
+// record, as a bundle delete does), the cache forgets it, so a long term
+// holds the live bundles only.
+func TestBase_ForgetsBundlesNoJobReads(t *testing.T) {
+	f := newFixture(t)
+	f.putNode("n1", 4, "z", nil)
+	inc := newBase()
+	require.NoError(t, inc.update(f.store.World(), f.now))
+	b := &managerpb.Bundle{BundleId: &managerpb.BundleId{BundleId: "b"},
+		Jobs: []*managerpb.BundleJobSpec{{JobName: "enc", Job: autoJob("x", 1, nil).GetJob().GetJob()}}}
+	f.putBundle(b, nil)
+	require.NoError(t, inc.update(f.store.World(), f.now))
+	require.Contains(t, inc.bundles, "b")
+	del := func(k persistence.EntityKey) {
+		seq, err := f.store.Seq(k)
+		require.NoError(t, err)
+		_, err = f.log.Append(t.Context(), k, seq, persistence.Change{Delete: true})
+		require.NoError(t, err)
+		require.NoError(t, inc.update(f.store.World(), f.now))
+	}
+	del(persistence.BundleKey("b"))
+	del(persistence.JobKey(bundle.JobID("b", 0, "enc")))
+	require.Empty(t, inc.bundles)
+	require.Empty(t, inc.bundleJobs)
 }

@@ -246,8 +246,9 @@ func removeOne(ids []NodeID, id NodeID) []NodeID {
 }
 
 // fixedScale is the number of fixed units (usage) per reference unit, and
-// maxFixedUnits the most reference units one instance counts for: beyond
-// any node, and low enough that no node's sum overflows.
+// maxFixedUnits the most reference units one instance counts for: what
+// the gateway accepts (noderesources.MaxUnits), and low enough that no
+// node's sum overflows (9,000 instances at the most).
 const (
 	fixedScale    = 1e9
 	maxFixedUnits = 1e6

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // View is the nodes and what is placed on them, indexed for decisions. Build
@@ -251,7 +253,7 @@ func removeOne(ids []NodeID, id NodeID) []NodeID {
 // node's sum overflows (9,000 instances at the most).
 const (
 	fixedScale    = 1e9
-	maxFixedUnits = 1e6
+	maxFixedUnits = noderesources.MaxUnits
 )
 
 // fixed is x reference units (NaN, infinite or negative: 0) in fixed

@@ -44,7 +44,8 @@ type base struct {
 	draining int // nodes whose record says DRAINING
 	pools    map[string]*managerpb.Pool
 	// bundles caches the bundle records the parts read (nil: missing),
-	// dropped when the World says one changed.
+	// dropped when the World says one changed or no part reads it any
+	// more.
 	bundles map[string]*internalpb.BundleRecord
 
 	parts *btree.BTreeG[*jobPart] // by job id
@@ -56,8 +57,11 @@ type base struct {
 	placed  map[key]scheduler.Placed
 	perNode map[string]int
 	// view is the recorded instances on the nodes; a pass works on it
-	// between Begin and Rollback.
-	view *scheduler.View
+	// between Begin and Rollback. viewStale: a part added or dropped shows
+	// one role twice (a faulty record), which the view cannot take back
+	// one by one (View.Add): update rebuilds it from the parts.
+	view      *scheduler.View
+	viewStale bool
 
 	// Sets of job ids, by what a pass looks for in them: a role to place,
 	// a move in progress, an instance with a degraded placement note, a
@@ -178,7 +182,7 @@ func (b *base) update(world *persistence.World, now time.Time) error {
 			return err
 		}
 	}
-	if nodes {
+	if nodes || b.viewStale {
 		if err := b.rebuildView(); err != nil {
 			return err
 		}
@@ -250,7 +254,7 @@ func (b *base) rebuildView() error {
 	if err != nil {
 		return fmt.Errorf("placement view: %w", err)
 	}
-	b.view = v
+	b.view, b.viewStale = v, false
 	return nil
 }
 
@@ -278,6 +282,9 @@ func (b *base) setPart(id string, rec *internalpb.JobRecord, seq persistence.Seq
 	}
 	if b.view != nil {
 		b.view.Add(p.placed...)
+	}
+	if roleTwice(p.placed) {
+		b.viewStale = true
 	}
 	if p.bundleID != "" {
 		if b.bundleJobs[p.bundleID] == nil {
@@ -325,10 +332,14 @@ func (b *base) dropPart(p *jobPart) {
 			b.view.Remove(pl.Job, pl.Role)
 		}
 	}
+	if roleTwice(p.placed) {
+		b.viewStale = true
+	}
 	if p.bundleID != "" {
 		delete(b.bundleJobs[p.bundleID], id)
 		if len(b.bundleJobs[p.bundleID]) == 0 {
 			delete(b.bundleJobs, p.bundleID)
+			delete(b.bundles, p.bundleID) // no part reads it: only live bundles are held
 		}
 	}
 	b.cands.Delete(id)
@@ -462,6 +473,18 @@ func (w *world) busyByNode() map[string]int {
 		busy[n]++
 	}
 	return busy
+}
+
+// roleTwice reports whether placed (one job's) shows a role twice.
+func roleTwice(placed []scheduler.Placed) bool {
+	for i := range placed {
+		for j := range i {
+			if placed[j].Role == placed[i].Role {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // notedForRecheck reports whether recheckPass looks at r: an instance of

@@ -15,7 +15,7 @@ func (capacityFilter) kind() Kind     { return KindExhausted }
 func (f capacityFilter) want() string { return fmt.Sprintf("%g units", f.need) }
 
 func (f capacityFilter) check(c *candidate) (bool, string) {
-	return c.node.Capacity-c.usage.capacity+epsilon >= f.need, ""
+	return c.node.Capacity-unfixed(c.usage.capacity)+epsilon >= f.need, ""
 }
 
 // gpuCapacityFilter removes nodes whose free GPU capacity is below the need.
@@ -28,7 +28,7 @@ func (gpuCapacityFilter) kind() Kind     { return KindExhausted }
 func (f gpuCapacityFilter) want() string { return fmt.Sprintf("%g gpu units", f.need) }
 
 func (f gpuCapacityFilter) check(c *candidate) (bool, string) {
-	return c.node.GPUCapacity-c.usage.gpu+epsilon >= f.need, ""
+	return c.node.GPUCapacity-unfixed(c.usage.gpu)+epsilon >= f.need, ""
 }
 
 // coresFilter removes nodes with fewer whole cores free (not pinned to a
@@ -55,7 +55,7 @@ func assignCores(n *Node, u *usage, counts []int) [][]int {
 	next := 0
 	for i, want := range counts {
 		for want > 0 && next < len(u.cores) {
-			if !u.cores[next] {
+			if u.cores[next] == 0 {
 				out[i] = append(out[i], n.Cores[next])
 				want--
 			}

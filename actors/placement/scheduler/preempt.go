@@ -304,12 +304,13 @@ func usageWithout(node *Node, u *usage, set []Placed) usage {
 		out.cores = slices.Clone(u.cores)
 	}
 	for _, p := range set {
-		out.capacity -= finiteOrZero(p.Capacity)
-		out.gpu -= finiteOrZero(p.GPUCapacity)
+		out.capacity -= fixed(p.Capacity)
+		out.gpu -= fixed(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if k, ok := corePos(node, &out, c); ok && out.cores[k] {
-				out.cores[k] = false
-				out.coresUsed--
+			if k, ok := corePos(node, &out, c); ok && out.cores[k] > 0 {
+				if out.cores[k]--; out.cores[k] == 0 {
+					out.coresUsed--
+				}
 			}
 		}
 	}

@@ -107,9 +107,9 @@ func utilization(node *Node, u *usage, n need) float64 {
 		}
 		return used / total
 	}
-	util := frac(u.capacity+n.capacity, node.Capacity)
+	util := frac(unfixed(u.capacity)+n.capacity, node.Capacity)
 	if n.gpu > 0 {
-		util = (util + frac(u.gpu+n.gpu, node.GPUCapacity)) / 2
+		util = (util + frac(unfixed(u.gpu)+n.gpu, node.GPUCapacity)) / 2
 	}
 	return util
 }

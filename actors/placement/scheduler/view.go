@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/norsk-oss/norsk-manager/proto/noderesources"
 )
 
 // View is the nodes and what is placed on them, indexed for decisions. Build
@@ -95,13 +97,22 @@ type instanceKey struct {
 	role Role
 }
 
-// usage is what the placed instances hold on one node.
+// usage is what the placed instances hold on one node. Capacity and GPU
+// capacity are summed in whole nano-units (fixed), so that a node's sum
+// does not depend on the order its instances were added and removed in:
+// the placement engine keeps one view from pass to pass, adding and
+// removing instances as their records change, and its room must be, to
+// the last bit, that of a view built whole from the same records
+// (docs/design/world-view.md) — ranking compares utilisation exactly.
 type usage struct {
-	capacity float64
-	gpu      float64
-	// cores[i] is true while the node's i-th core id (Node.Cores, sorted
-	// by NewView) is pinned; len is the number of ids the node offers.
-	cores     []bool
+	capacity int64
+	gpu      int64
+	// cores[i] counts the placed instances pinning the node's i-th core id
+	// (Node.Cores, sorted by NewView): the core is free at 0, so that
+	// removing one of two instances pinning a core (records that overlap)
+	// leaves it pinned, as a view built without that instance has it; len
+	// is the number of ids the node offers.
+	cores     []int32
 	coresUsed int
 }
 
@@ -126,7 +137,7 @@ func NewView(nodes []Node, placed []Placed) (*View, error) {
 		v.index[n.ID] = i
 		n.Cores = slices.Compact(slices.Sorted(slices.Values(n.Cores)))
 		if validCores(n.Cores) {
-			v.usage[i].cores = make([]bool, len(n.Cores))
+			v.usage[i].cores = make([]int32, len(n.Cores))
 		}
 	}
 	v.Add(placed...)
@@ -172,12 +183,13 @@ func (v *View) Add(placed ...Placed) {
 			continue
 		}
 		u := &v.usage[i]
-		u.capacity += finiteOrZero(p.Capacity)
-		u.gpu += finiteOrZero(p.GPUCapacity)
+		u.capacity += fixed(p.Capacity)
+		u.gpu += fixed(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if k, ok := corePos(&v.nodes[i], u, c); ok && !u.cores[k] {
-				u.cores[k] = true
-				u.coresUsed++
+			if k, ok := corePos(&v.nodes[i], u, c); ok {
+				if u.cores[k]++; u.cores[k] == 1 {
+					u.coresUsed++
+				}
 			}
 		}
 	}
@@ -198,12 +210,13 @@ func (v *View) Remove(job JobID, role Role) bool {
 	}
 	if i, ok := v.index[p.Node]; ok {
 		u := &v.usage[i]
-		u.capacity -= finiteOrZero(p.Capacity)
-		u.gpu -= finiteOrZero(p.GPUCapacity)
+		u.capacity -= fixed(p.Capacity)
+		u.gpu -= fixed(p.GPUCapacity)
 		for _, c := range p.Cores {
-			if k, ok := corePos(&v.nodes[i], u, c); ok && u.cores[k] {
-				u.cores[k] = false
-				u.coresUsed--
+			if k, ok := corePos(&v.nodes[i], u, c); ok && u.cores[k] > 0 {
+				if u.cores[k]--; u.cores[k] == 0 {
+					u.coresUsed--
+				}
 			}
 		}
 	}
@@ -222,7 +235,7 @@ func (v *View) Free(id NodeID) (capacity, gpu float64, cores int, ok bool) {
 		return 0, 0, 0, false
 	}
 	n, u := &v.nodes[i], &v.usage[i]
-	return math.Max(0, n.Capacity-u.capacity), math.Max(0, n.GPUCapacity-u.gpu), len(u.cores) - u.coresUsed, true
+	return math.Max(0, n.Capacity-unfixed(u.capacity)), math.Max(0, n.GPUCapacity-unfixed(u.gpu)), len(u.cores) - u.coresUsed, true
 }
 
 func removeOne(ids []NodeID, id NodeID) []NodeID {
@@ -233,6 +246,24 @@ func removeOne(ids []NodeID, id NodeID) []NodeID {
 	}
 	return ids
 }
+
+// fixedScale is the number of fixed units (usage) per reference unit, and
+// maxFixedUnits the most reference units one instance counts for: what
+// the gateway accepts (noderesources.MaxUnits), and low enough that no
+// node's sum overflows (9,000 instances at the most).
+const (
+	fixedScale    = 1e9
+	maxFixedUnits = noderesources.MaxUnits
+)
+
+// fixed is x reference units (NaN, infinite or negative: 0) in fixed
+// units, rounded to the nearest.
+func fixed(x float64) int64 {
+	return int64(math.Round(min(finiteOrZero(x), maxFixedUnits) * fixedScale))
+}
+
+// unfixed is n fixed units in reference units.
+func unfixed(n int64) float64 { return float64(n) / fixedScale }
 
 func finiteOrZero(x float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {

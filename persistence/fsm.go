@@ -66,10 +66,10 @@ func newFSM(db *badger.DB, retention uint64) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !m.restoring { // a store with a half-done restore refuses applies and reads
-		if err := world.rebuild(db); err != nil {
-			return nil, err
-		}
+	if m.restoring { // a store with a half-done restore refuses applies and reads
+		world.markBroken(fmt.Errorf("the store holds an interrupted snapshot restore: %w", ErrCorrupt))
+	} else if err := world.rebuild(db); err != nil {
+		return nil, err
 	}
 	f := &FSM{db: db, retention: retention, world: world}
 	f.mu.headCh = make(chan struct{})
@@ -223,10 +223,12 @@ func (f *FSM) reload() error {
 	if err != nil {
 		return err
 	}
-	if !m.restoring {
-		if err := f.world.rebuild(f.db); err != nil {
-			return err
-		}
+	if m.restoring {
+		// Half the records are the snapshot's: nothing may read the
+		// World until a restore completes and rebuilds it.
+		f.world.markBroken(fmt.Errorf("the store holds an interrupted snapshot restore: %w", ErrCorrupt))
+	} else if err := f.world.rebuild(f.db); err != nil {
+		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

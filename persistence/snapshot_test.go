@@ -234,6 +234,8 @@ func TestStore_RestoreInterrupted(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt, "no apply on a half-restored store")
 	require.Contains(t, err.Error(), "interrupted snapshot restore")
 	require.NoError(t, log.Close())
+	_, err = s.World().Read()
+	require.ErrorIs(t, err, ErrCorrupt, "nothing reads the World of a half-restored store")
 
 	var buf bytes.Buffer
 	require.NoError(t, s.WriteSnapshot(&buf))
@@ -244,4 +246,6 @@ func TestStore_RestoreInterrupted(t *testing.T) {
 	require.NoError(t, s.RestoreSnapshot(bytes.NewReader(snap)))
 	require.False(t, s.RestoreInterrupted())
 	require.Equal(t, dumpStore(t, src), dumpStore(t, s))
+	_, err = s.World().Read()
+	require.NoError(t, err, "a complete restore rebuilds the World")
 }

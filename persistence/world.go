@@ -263,6 +263,14 @@ func (w *World) rebuild(db *badger.DB) error {
 	return nil
 }
 
+// markBroken makes reads fail with err until a rebuild succeeds: the
+// store's records are not whole (an interrupted snapshot restore).
+func (w *World) markBroken(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.broken = err
+}
+
 // Changed returns the World's change count and a channel closed when it
 // next grows: when an apply changes what the placement engine reads (a
 // placement-relevant job, a node, pool, bundle or provider health record)

@@ -136,6 +136,11 @@ func (r *Reader) entities(kind string, newRec func() proto.Message, fn func(prot
 // entitiesSeq calls fn for every live entity of kind with its sequence, in
 // key order, until fn returns an error (which it returns).
 func (r *Reader) entitiesSeq(kind string, newRec func() proto.Message, fn func(proto.Message, Seq) error) error {
+	return r.entitiesKeyed(kind, newRec, func(_ EntityKey, m proto.Message, seq Seq) error { return fn(m, seq) })
+}
+
+// entitiesKeyed is entitiesSeq with each entity's key.
+func (r *Reader) entitiesKeyed(kind string, newRec func() proto.Message, fn func(EntityKey, proto.Message, Seq) error) error {
 	prefix := []byte(prefixEnt + kind + "/")
 	it := r.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
@@ -156,7 +161,7 @@ func (r *Reader) entitiesSeq(kind string, newRec func() proto.Message, fn func(p
 		if err := proto.Unmarshal(e.record, m); err != nil {
 			return fmt.Errorf("decode %s: %v: %w", key, err, ErrCorrupt)
 		}
-		if err := fn(m, e.seq); err != nil {
+		if err := fn(key, m, e.seq); err != nil {
 			return err
 		}
 	}

@@ -17,26 +17,33 @@ type record interface {
 	GetRecentRequests() []string
 }
 
-// decodeRecord decodes the record bytes of an entity of the given kind.
-func decodeRecord(kind string, b []byte) (record, error) {
-	var r record
+// newRecord returns an empty record of an entity kind, or ErrCorrupt for
+// a kind the store does not know.
+func newRecord(kind string) (record, error) {
 	switch kind {
 	case KindJob:
-		r = &internalpb.JobRecord{}
+		return &internalpb.JobRecord{}, nil
 	case KindNode:
-		r = &internalpb.NodeRecord{}
+		return &internalpb.NodeRecord{}, nil
 	case KindPool:
-		r = &internalpb.MockPoolRecord{}
+		return &internalpb.MockPoolRecord{}, nil
 	case KindBundle:
-		r = &internalpb.BundleRecord{}
+		return &internalpb.BundleRecord{}, nil
 	case KindProvider:
-		r = &internalpb.ProviderHealthRecord{}
+		return &internalpb.ProviderHealthRecord{}, nil
 	case KindPlacementPool:
-		r = &internalpb.PoolRecord{}
+		return &internalpb.PoolRecord{}, nil
 	case KindACL:
-		r = &internalpb.AclRecord{}
-	default:
-		return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
+		return &internalpb.AclRecord{}, nil
+	}
+	return nil, fmt.Errorf("unknown entity kind %q: %w", kind, ErrCorrupt)
+}
+
+// decodeRecord decodes the record bytes of an entity of the given kind.
+func decodeRecord(kind string, b []byte) (record, error) {
+	r, err := newRecord(kind)
+	if err != nil {
+		return nil, err
 	}
 	if err := proto.Unmarshal(b, r); err != nil {
 		return nil, fmt.Errorf("decode %s record: %v: %w", kind, err, ErrCorrupt)

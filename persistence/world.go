@@ -214,36 +214,16 @@ func (t worldTables) put(key EntityKey, seq Seq, rec record) bool {
 func (w *World) rebuild(db *badger.DB) error {
 	fresh := newWorldTables()
 	err := db.View(func(btxn *badger.Txn) error {
+		r := &Reader{txn: btxn}
 		for kind := range worldKinds {
 			if fresh.table(kind) == nil {
 				continue
 			}
-			prefix := []byte(prefixEnt + kind + "/")
-			it := btxn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-			err := func() error {
-				defer it.Close()
-				for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-					v, err := it.Item().ValueCopy(nil)
-					if err != nil {
-						return err
-					}
-					key := EntityKey(it.Item().Key()[len(prefixEnt):])
-					e, err := decodeEntity(key, v)
-					if err != nil {
-						return err
-					}
-					if !e.live {
-						continue
-					}
-					rec, err := decodeRecord(kind, e.record)
-					if err != nil {
-						return fmt.Errorf("%s: %w", key, err)
-					}
-					fresh.put(key, e.seq, rec)
-				}
+			newRec := func() proto.Message { rec, _ := newRecord(kind); return rec } // worldKinds are all known kinds
+			if err := r.entitiesKeyed(kind, newRec, func(key EntityKey, m proto.Message, seq Seq) error {
+				fresh.put(key, seq, m.(record))
 				return nil
-			}()
-			if err != nil {
+			}); err != nil {
 				return fmt.Errorf("world view: read %s records: %w", kind, err)
 			}
 		}

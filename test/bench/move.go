@@ -55,10 +55,7 @@ func runMove(ctx context.Context, e *env) error {
 	defer conn.Close()
 	fleet, err := simfleet.Start(ctx, simfleet.Config{ManagerURLs: []string{m.addr}, Nodes: 2, Capacity: float64(4 * jobs),
 		Zones: []string{"zone-a"}, Tags: map[string]string{"bench": "move"}, StateDir: filepath.Join(dir, "fleet"),
-		Register: func(ctx context.Context, name string, tags map[string]string) (string, string, error) {
-			resp, err := api.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: name, Tags: tags})
-			return resp.GetNodeId().GetNodeId(), resp.GetToken(), err
-		}})
+		Register: slotRegistrar(api)})
 	if err != nil {
 		return err
 	}

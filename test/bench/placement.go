@@ -130,10 +130,7 @@ func placementRun(ctx context.Context, e *env, sz fleetSize) (placementResult, e
 	t0 := time.Now()
 	fleet, err := simfleet.Start(ctx, simfleet.Config{ManagerURLs: []string{m.addr}, Nodes: sz.nodes, Capacity: r.capacity,
 		Zones: placementZones, Tags: map[string]string{"bench": "placement"}, StateDir: filepath.Join(dir, "fleet"),
-		Register: func(ctx context.Context, name string, tags map[string]string) (string, string, error) {
-			resp, err := api.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: name, Tags: tags})
-			return resp.GetNodeId().GetNodeId(), resp.GetToken(), err
-		}})
+		Register: slotRegistrar(api)})
 	if err != nil {
 		return r, err
 	}
@@ -385,4 +382,13 @@ func fetchProfile(ctx context.Context, addr, path string, d time.Duration) func(
 		done <- errors.Join(err, f.Close())
 	}()
 	return func() error { return <-done }
+}
+
+// slotRegistrar registers each simulated node as a cluster slot on the
+// manager api talks to (simfleet.Config.Register): its node id and token.
+func slotRegistrar(api managerpb.ManagerClient) func(ctx context.Context, name string, tags map[string]string) (string, string, error) {
+	return func(ctx context.Context, name string, tags map[string]string) (string, string, error) {
+		resp, err := api.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: name, Tags: tags})
+		return resp.GetNodeId().GetNodeId(), resp.GetToken(), err
+	}
 }

@@ -120,10 +120,7 @@ func runScale(ctx context.Context, e *env) error {
 	capacity := float64(2*maxPlaced/nodes + 10)
 	fleet, err := simfleet.Start(ctx, simfleet.Config{ManagerURLs: []string{m.addr}, Nodes: nodes, Capacity: capacity,
 		Zones: placementZones, Tags: map[string]string{"bench": "placement"}, StateDir: filepath.Join(dir, "fleet"),
-		Register: func(ctx context.Context, name string, tags map[string]string) (string, string, error) {
-			resp, err := api.RegisterClusterNode(ctx, &managerpb.RegisterClusterNodeRequest{NodeName: name, Tags: tags})
-			return resp.GetNodeId().GetNodeId(), resp.GetToken(), err
-		}})
+		Register: slotRegistrar(api)})
 	if err != nil {
 		return err
 	}

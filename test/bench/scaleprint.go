@@ -34,7 +34,7 @@ func passCell(a, b scrape) string {
 		return "n/a (no " + passMetric + ")"
 	}
 	if n == 0 {
-		return "0 passes (Engine.Run does not call Metrics.ObservePass)"
+		return "0 passes (nothing woke the engine: it wakes on changes it can act on, and every 500 ms)"
 	}
 	p99 := bucketQuantile(a.passBuckets, b.passBuckets, n, 0.99)
 	bound := "> 13 s"
